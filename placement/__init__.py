@@ -1,0 +1,1 @@
+"""A Placement service wire-compatible with the OpenStack Placement API."""

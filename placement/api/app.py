@@ -1,0 +1,132 @@
+"""The falcon application and the full WSGI pipeline around it."""
+import logging
+
+import falcon
+
+from placement import exception
+from placement.api import errors
+from placement.api import microversion
+from placement.api import middleware
+from placement.api import routes
+
+LOG = logging.getLogger(__name__)
+
+
+class VersionMiddleware:
+    """Microversion negotiation, the dispatcher's body sanity check, and the
+    version headers on the way out (README §3)."""
+
+    def process_request(self, req, resp):
+        req.context.ctx = req.env.get(middleware.CONTEXT_ENV)
+        req.context.in_handler = False
+        header = ",".join(v for k, v in _header_lines(req.env)
+                          if k == "HTTP_OPENSTACK_API_VERSION")
+        try:
+            req.context.version = microversion.extract_version(header)
+        except microversion.InvalidVersion as e:
+            raise _unversioned(errors.BadRequest("Invalid microversion: %s" % e))
+        except microversion.UnacceptableVersion as e:
+            error = _unversioned(errors.NotAcceptable(
+                "Invalid microversion: %s" % e,
+                accept=req.env.get("HTTP_ACCEPT")))
+            error.extra = {"max_version": str(microversion.MAX_VERSION),
+                           "min_version": str(microversion.MIN_VERSION)}
+            raise error
+        _check_body_headers(req.env)
+
+    def process_response(self, req, resp, resource, req_succeeded):
+        version = req.context.get("version")
+        if version is None or resp.context.get("unversioned"):
+            return
+        resp.set_header("openstack-api-version",
+                        "%s %s" % (microversion.SERVICE_TYPE, version))
+        if resp.context.get("vary", req.context.get("in_handler")):
+            resp.set_header("vary", "openstack-api-version")
+
+
+def _header_lines(env):
+    return [(k, v) for k, v in env.items() if k.startswith("HTTP_")]
+
+
+def _unversioned(error):
+    error.versioned = False
+    return error
+
+
+def _check_body_headers(env):
+    length = env.get("CONTENT_LENGTH")
+    if length in (None, ""):
+        return
+    try:
+        length = int(length)
+    except ValueError:
+        raise errors.BadRequest("content-length header must be an integer",
+                                vary=False)
+    if length > 0 and not env.get("CONTENT_TYPE"):
+        raise errors.BadRequest(
+            "content-type header required when content-length > 0", vary=False)
+
+
+def _render_error(req, resp, error):
+    version = req.context.get("version")
+    resp.status = error.status
+    resp.content_type = "application/json"
+    resp.data = errors.error_body(error, req.env.get(middleware.REQUEST_ID_ENV),
+                                  version)
+    for name, value in error.headers.items():
+        resp.set_header(name, value)
+    if not error.versioned:
+        resp.context.unversioned = True
+    resp.context.vary = error.vary and req.context.get("in_handler", False)
+
+
+def handle_placement_error(req, resp, ex, params):
+    _render_error(req, resp, ex)
+
+
+def handle_domain_error(req, resp, ex, params):
+    _render_error(req, resp, exception.to_http(ex))
+
+
+def handle_falcon_error(req, resp, ex, params):
+    if isinstance(ex, falcon.HTTPNotFound):
+        error = errors.NotFound(vary=False)
+    elif isinstance(ex, falcon.HTTPMethodNotAllowed):
+        error = errors.MethodNotAllowed(req.method)
+    else:
+        error = errors.PlacementError(ex.description or ex.title, vary=False)
+        error.status = int(str(ex.status).split()[0])
+    _render_error(req, resp, error)
+
+
+def handle_unexpected(req, resp, ex, params):
+    LOG.exception("Uncaught exception in %s %s", req.method, req.path)
+    error = errors.InternalError(str(ex), vary=False)
+    _render_error(req, resp, error)
+    resp.context.unversioned = True
+
+
+def create_falcon_app():
+    app = falcon.App(middleware=[VersionMiddleware()])
+    app.req_options.strip_url_path_trailing_slash = False
+    app.req_options.auto_parse_qs_csv = False
+    app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(falcon.HTTPError, handle_falcon_error)
+    app.add_error_handler(exception.PlacementException, handle_domain_error)
+    app.add_error_handler(errors.PlacementError, handle_placement_error)
+    routes.add_routes(app)
+    return app
+
+
+def build_pipeline(conf, db):
+    """request id -> CORS -> auth -> context -> falcon app (README §1)."""
+    app = middleware.ContextMiddleware(create_falcon_app(), db)
+    if conf.api.auth_strategy == "noauth2":
+        app = middleware.NoAuthMiddleware(app)
+    else:
+        from placement.api import keystone
+        app = keystone.wrap(app, conf)
+    if conf.cors.allowed_origin if "cors" in conf else False:
+        from placement.api import cors
+        app = cors.wrap(app, conf)
+    return middleware.RequestIdMiddleware(app)

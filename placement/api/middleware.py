@@ -1,0 +1,143 @@
+"""WSGI layers outside the falcon app: request id, noauth2, context.
+
+They are plain WSGI so that keystonemiddleware and oslo.middleware's CORS
+slot in between them exactly where the contract orders them.
+"""
+import logging
+import re
+import time
+import uuid
+
+import orjson
+
+from placement import context as placement_context
+
+LOG = logging.getLogger("placement.requestlog")
+
+REQUEST_ID_ENV = "placement.request_id"
+GLOBAL_REQUEST_ID_ENV = "placement.global_request_id"
+CONTEXT_ENV = "placement.context"
+_GLOBAL_ID = re.compile(
+    r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class RequestIdMiddleware:
+    """Gives every request a ``req-<uuid4>`` id, echoed on every response,
+    defaults Accept to JSON and writes one log line per request."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        request_id = "req-%s" % uuid.uuid4()
+        environ[REQUEST_ID_ENV] = request_id
+        inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
+        if _GLOBAL_ID.match(inbound):
+            environ[GLOBAL_REQUEST_ID_ENV] = inbound
+        accept = environ.get("HTTP_ACCEPT")
+        if not accept or accept.strip() == "*/*":
+            environ["HTTP_ACCEPT"] = "application/json"
+        started = time.monotonic()
+        seen = {}
+
+        def _start_response(status, headers, exc_info=None):
+            headers = [h for h in headers
+                       if h[0].lower() != "x-openstack-request-id"]
+            headers.append(("x-openstack-request-id", request_id))
+            seen["status"] = status
+            seen["headers"] = headers
+            return start_response(status, headers, exc_info)
+
+        body = self.app(environ, _start_response)
+        if LOG.isEnabledFor(logging.INFO):
+            self._log(environ, seen, started, request_id)
+        return body
+
+    @staticmethod
+    def _log(environ, seen, started, request_id):
+        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        if environ.get("QUERY_STRING"):
+            path += "?" + environ["QUERY_STRING"]
+        headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
+        LOG.info('%s "%s %s" status: %s len: %s microversion: %s time: %.6f '
+                 'request_id: %s',
+                 environ.get("REMOTE_ADDR", "-"), environ.get("REQUEST_METHOD"),
+                 path, (seen.get("status") or "-").split(" ", 1)[0],
+                 headers.get("content-length", "0"),
+                 headers.get("openstack-api-version", "-").replace(
+                     "placement ", ""),
+                 time.monotonic() - started, request_id)
+
+
+def _unauthorized(start_response, message):
+    body = orjson.dumps({"message": message, "code": "401 Unauthorized",
+                         "title": "Unauthorized"})
+    start_response("401 Unauthorized", [("Content-Type", "application/json"),
+                                        ("Content-Length", str(len(body)))])
+    return [body]
+
+
+_IDENTITY_HEADERS = ("HTTP_X_USER_ID", "HTTP_X_PROJECT_ID", "HTTP_X_TENANT_ID",
+                     "HTTP_X_ROLES", "HTTP_X_IDENTITY_STATUS")
+
+
+class NoAuthMiddleware:
+    """noauth2: ``X-Auth-Token: user[:project]`` is trusted as given."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") == "/":
+            return self.app(environ, start_response)
+        token = environ.get("HTTP_X_AUTH_TOKEN")
+        if not token:
+            return _unauthorized(
+                start_response,
+                "This server could not verify that you are authorized to "
+                "access the document you requested. Either you supplied the "
+                "wrong credentials (e.g., bad password), or your browser does "
+                "not understand how to supply the credentials required.")
+        user, _, project = token.partition(":")
+        project = project or user
+        if "HTTP_X_ROLES" in environ:
+            roles = environ["HTTP_X_ROLES"]
+        else:
+            roles = "admin" if user == "admin" else ""
+        environ["HTTP_X_USER_ID"] = user
+        environ["HTTP_X_ROLES"] = roles
+        environ["HTTP_X_IDENTITY_STATUS"] = "Confirmed"
+        if "HTTP_OPENSTACK_SYSTEM_SCOPE" in environ:
+            environ.pop("HTTP_X_PROJECT_ID", None)
+            environ.pop("HTTP_X_TENANT_ID", None)
+        else:
+            environ["HTTP_X_PROJECT_ID"] = project
+            environ["HTTP_X_TENANT_ID"] = project
+        return self.app(environ, start_response)
+
+
+class ContextMiddleware:
+    """Builds the RequestContext from the identity headers auth left."""
+
+    def __init__(self, app, db):
+        self.app = app
+        self.db = db
+
+    def __call__(self, environ, start_response):
+        user_id = environ.get("HTTP_X_USER_ID") or environ.get("HTTP_X_USER")
+        if not user_id and environ.get("PATH_INFO") not in ("/", ""):
+            return _unauthorized(start_response, "Unauthorized")
+        roles = [r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",")
+                 if r.strip()]
+        system_scope = environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE")
+        environ[CONTEXT_ENV] = placement_context.RequestContext(
+            user_id=user_id,
+            project_id=(environ.get("HTTP_X_PROJECT_ID")
+                        or environ.get("HTTP_X_TENANT_ID")),
+            roles=roles,
+            system_scope=system_scope,
+            request_id=environ.get(REQUEST_ID_ENV),
+            global_request_id=environ.get(GLOBAL_REQUEST_ID_ENV),
+            db=self.db,
+        )
+        return self.app(environ, start_response)

@@ -1,0 +1,115 @@
+"""Reading requests and writing responses, the way every handler does.
+
+Handlers get a falcon ``req``/``resp``; ``req.context`` carries
+``ctx`` (the RequestContext) and ``version`` (the negotiated microversion).
+"""
+import datetime
+import email.utils
+import urllib.parse
+
+import jsonschema
+import orjson
+
+from placement.api import errors
+from placement.api import microversion
+
+LAST_MODIFIED_SINCE = microversion.Version(1, 15)
+
+
+def version(req):
+    return req.context.version
+
+
+def context(req):
+    return req.context.ctx
+
+
+def json_body(req, schema=None):
+    """The request's JSON document, validated against ``schema``."""
+    raw = req.bounded_stream.read()
+    try:
+        data = orjson.loads(raw) if raw else orjson.loads(b"")
+    except orjson.JSONDecodeError as e:
+        raise errors.BadRequest("Malformed JSON: %s" % e)
+    if schema is not None:
+        validate(data, schema)
+    return data
+
+
+def validate(data, schema, prefix="JSON does not validate"):
+    try:
+        jsonschema.validate(data, schema,
+                            format_checker=jsonschema.FormatChecker())
+    except jsonschema.ValidationError as e:
+        raise errors.BadRequest("%s: %s" % (prefix, e.message))
+
+
+def query_pairs(req):
+    """Every (name, value) of the query string, in order; 400 on bad UTF-8."""
+    qs = req.query_string
+    if not qs:
+        return []
+    try:
+        return urllib.parse.parse_qsl(qs, keep_blank_values=True,
+                                      encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise errors.BadRequest(
+            "Invalid query string parameters: query string is not UTF-8")
+
+
+def query_last(pairs):
+    """Single-valued view: the last occurrence of each name wins."""
+    return dict(pairs)
+
+
+def validate_query(pairs, schema):
+    """Apply a query-string JSON schema to the last value of each name."""
+    validate(query_last(pairs), schema, prefix="Invalid query string parameters")
+
+
+def render(resp, body, status=200):
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.data = orjson.dumps(body)
+
+
+def no_content(resp, status=204):
+    resp.status = status
+    resp.content_type = None
+    resp.data = b""
+
+
+def link_href(req, path):
+    """A path-only URL for links in bodies, carrying the mount prefix."""
+    return req.root_path + path
+
+
+def set_location(req, resp, path):
+    resp.set_header("Location", req.prefix + path)
+
+
+def http_date(dt):
+    return email.utils.format_datetime(
+        dt.replace(tzinfo=datetime.timezone.utc), usegmt=True)
+
+
+def set_last_modified(req, resp, when, always=False):
+    """``last-modified``/``cache-control`` from 1.15 (README §4.1).
+
+    ``when`` None omits last-modified (cache-control is still sent) unless
+    ``always`` asks for "now" instead.
+    """
+    if req.context.version < LAST_MODIFIED_SINCE:
+        return
+    resp.set_header("Cache-Control", "no-cache")
+    if when is None and always:
+        when = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    if when is not None:
+        resp.set_header("Last-Modified", http_date(when))
+
+
+def last_modified_of(rows):
+    """Max of updated_at-or-created_at over rows (None if no rows)."""
+    times = [r["updated_at"] or r["created_at"] for r in rows]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None

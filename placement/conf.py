@@ -1,0 +1,133 @@
+"""Configuration options (oslo.config).
+
+Every option can be set in ``placement.conf`` or through an
+``OS_<GROUP>__<OPTION>`` environment variable (oslo.config's environment
+source). ``list_opts`` feeds ``oslo-config-generator``.
+"""
+import os
+
+from oslo_config import cfg
+
+CONF = cfg.CONF
+
+
+def _default_state_path():
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "placement")
+
+
+default_opts = [
+    cfg.StrOpt("pybasedir",
+               default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..")),
+               sample_default="<Path>",
+               help="Directory where the placement python module is installed."),
+    cfg.StrOpt("state_path", default=_default_state_path(),
+               sample_default="~/.local/state/placement",
+               help="Top-level directory for maintaining state (the default "
+                    "SQLite database lives here)."),
+    cfg.StrOpt("tempdir", help="Explicitly specify the temporary working directory."),
+    cfg.BoolOpt("log_options", default=True,
+                help="Log all option values at DEBUG level on start-up."),
+]
+
+api_opts = [
+    cfg.StrOpt("auth_strategy", default="keystone",
+               choices=[("keystone", "Use keystonemiddleware auth_token."),
+                        ("noauth2", "Development mode: trust X-Auth-Token "
+                                    "as user[:project].")],
+               deprecated_group="DEFAULT",
+               help="Authentication strategy used by the API."),
+]
+
+placement_opts = [
+    cfg.BoolOpt("randomize_allocation_candidates", default=False,
+                help="Randomize the order of allocation candidates (and take a "
+                     "random sample when a limit applies)."),
+    cfg.StrOpt("incomplete_consumer_project_id",
+               default="00000000-0000-0000-0000-000000000000",
+               help="Project id recorded for consumers written before "
+                    "microversion 1.8."),
+    cfg.StrOpt("incomplete_consumer_user_id",
+               default="00000000-0000-0000-0000-000000000000",
+               help="User id recorded for consumers written before "
+                    "microversion 1.8."),
+    cfg.IntOpt("allocation_conflict_retry_count", default=10, min=0,
+               help="Server-side retries of an allocation write after a "
+                    "provider generation conflict before answering 409."),
+    cfg.IntOpt("max_allocation_candidates", default=-1, min=-1,
+               help="Cap on allocation candidates generated per request, "
+                    "applied before 'limit'. -1 means unlimited."),
+    cfg.StrOpt("allocation_candidates_generation_strategy", default="depth-first",
+               choices=[("depth-first", "Exhaust one root's candidates before "
+                                        "the next."),
+                        ("breadth-first", "Visit roots round-robin.")],
+               help="Order in which root providers are visited while "
+                    "generating allocation candidates."),
+]
+
+workarounds_opts = [
+    cfg.BoolOpt("optimize_for_wide_provider_trees", default=False,
+                help="Accepted for compatibility; candidate generation always "
+                     "prunes partial combinations that cannot fit."),
+]
+
+database_opts = [
+    cfg.StrOpt("connection", secret=True,
+               default="sqlite:///$state_path/placement.sqlite",
+               help="SQLAlchemy URL of the placement database."),
+    cfg.StrOpt("connection_parameters", default="",
+               help="Extra query parameters appended to the connection URL."),
+    cfg.BoolOpt("sqlite_synchronous", default=True,
+                help="If False, SQLite writes do not wait for fsync."),
+    cfg.StrOpt("slave_connection", secret=True,
+               help="SQLAlchemy URL of a read replica (accepted, unused)."),
+    cfg.StrOpt("mysql_sql_mode", default="TRADITIONAL",
+               help="SQL mode for MySQL sessions."),
+    cfg.IntOpt("connection_recycle_time", default=3600,
+               help="Seconds after which pooled connections are recycled."),
+    cfg.IntOpt("max_pool_size", default=None, help="Connection pool size."),
+    cfg.IntOpt("max_retries", default=10,
+               help="Connection attempts at start-up (-1 forever)."),
+    cfg.IntOpt("retry_interval", default=10,
+               help="Seconds between connection attempts at start-up."),
+    cfg.IntOpt("max_overflow", default=None, help="Pool overflow connections."),
+    cfg.IntOpt("connection_debug", default=0, min=0, max=100,
+               help="SQL debugging verbosity: 0 none, 100 everything."),
+    cfg.BoolOpt("connection_trace", default=False,
+                help="Add Python stack traces to SQL as comment strings."),
+    cfg.IntOpt("pool_timeout", default=None,
+               help="Seconds to wait for a pooled connection."),
+    cfg.BoolOpt("sync_on_startup", default=False,
+                help="Upgrade the schema to the latest revision when the web "
+                     "application starts."),
+]
+
+GROUPS = {
+    "DEFAULT": default_opts,
+    "api": api_opts,
+    "placement": placement_opts,
+    "workarounds": workarounds_opts,
+    "placement_database": database_opts,
+}
+
+
+def register_opts(conf):
+    for group, opts in GROUPS.items():
+        conf.register_opts(opts, group=None if group == "DEFAULT" else group)
+
+
+def list_opts():
+    return [(None if g == "DEFAULT" else g, opts) for g, opts in GROUPS.items()]
+
+
+register_opts(CONF)
+
+
+def parse_args(argv, conf=CONF, default_config_files=None):
+    """Load configuration for the WSGI app or a command."""
+    if default_config_files is None:
+        config_dir = os.environ.get("OS_PLACEMENT_CONFIG_DIR")
+        if config_dir:
+            default_config_files = [os.path.join(config_dir, "placement.conf")]
+    conf(argv, project="placement", default_config_files=default_config_files)

@@ -1,0 +1,15 @@
+"""The request context: who is calling, and with which request id."""
+from oslo_context import context
+
+from placement import policy
+
+
+class RequestContext(context.RequestContext):
+    """Identity and request id, plus the database the request uses."""
+
+    def __init__(self, *args, db=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.db = db
+
+    def can(self, rule, target=None):
+        policy.authorize(self, rule, target)

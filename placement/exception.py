@@ -1,0 +1,86 @@
+"""Domain exceptions raised by the object layer.
+
+Each carries the HTTP status and error code it maps to when a handler lets
+it through unchanged; handlers catch one only where the contract words or
+codes it differently for that endpoint. An uncaught ``NotFound`` is the
+contract's "NF-propagated 404" (generic code, no ``vary``).
+"""
+from placement.api import errors
+
+
+class PlacementException(Exception):
+    status = 400
+    code = None
+
+    def __init__(self, message="", code=None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class NotFound(PlacementException):
+    status = 404
+
+
+class ResourceProviderNotFound(NotFound):
+    pass
+
+
+class ResourceClassNotFound(NotFound):
+    pass
+
+
+class TraitNotFound(NotFound):
+    pass
+
+
+class ConsumerNotFound(NotFound):
+    pass
+
+
+class BadRequest(PlacementException):
+    status = 400
+
+
+class Conflict(PlacementException):
+    status = 409
+
+
+class ConcurrentUpdate(Conflict):
+    code = errors.CONCURRENT_UPDATE
+
+
+class Exists(Conflict):
+    pass
+
+
+class DuplicateName(Conflict):
+    code = errors.DUPLICATE_NAME
+
+
+class InventoryInUse(Conflict):
+    code = errors.INVENTORY_INUSE
+
+
+class ResourceProviderInUse(Conflict):
+    code = errors.PROVIDER_IN_USE
+
+
+class CannotDeleteParent(Conflict):
+    code = errors.PROVIDER_CANNOT_DELETE_PARENT
+
+
+class ResourceClassInUse(Conflict):
+    pass
+
+
+class TraitInUse(Conflict):
+    pass
+
+
+def to_http(exc):
+    """The PlacementError a domain exception becomes when not caught."""
+    cls = {400: errors.BadRequest, 404: errors.NotFound,
+           409: errors.Conflict}.get(exc.status, errors.InternalError)
+    return cls(exc.message, code=exc.code, vary=not isinstance(exc, NotFound))
