@@ -1,0 +1,64 @@
+"""Lookups and the generation compare-and-swap that every domain shares.
+
+Functions here take an open connection (``conn``) so callers compose them
+inside their own transaction.
+"""
+import sqlalchemy as sa
+
+from placement import exception
+from placement.db import tables
+
+RP = tables.resource_providers
+RC = tables.resource_classes
+
+PROVIDER_COLUMNS = (RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
+                    RP.c.root_provider_id, RP.c.parent_provider_id,
+                    RP.c.created_at, RP.c.updated_at)
+
+
+def get_provider(conn, uuid):
+    """The provider row for ``uuid``; ResourceProviderNotFound if none."""
+    row = conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid)
+                       ).mappings().first()
+    if row is None:
+        raise exception.ResourceProviderNotFound(
+            "No resource provider with uuid %s found" % uuid)
+    return row
+
+
+def bump_generation(conn, provider_id, seen_generation, message=None):
+    """Compare-and-swap the provider generation from ``seen`` to ``seen+1``.
+
+    Returns the new generation; ConcurrentUpdate when another writer won.
+    """
+    result = conn.execute(
+        RP.update()
+        .where(RP.c.id == provider_id, RP.c.generation == seen_generation)
+        .values(generation=seen_generation + 1, updated_at=RP.c.updated_at))
+    if result.rowcount != 1:
+        raise exception.ConcurrentUpdate(
+            message or "resource provider generation conflict")
+    return seen_generation + 1
+
+
+def resource_class_ids(conn, names):
+    """{name: id} for ``names``; ResourceClassNotFound for the first unknown."""
+    names = list(names)
+    if not names:
+        return {}
+    found = dict(conn.execute(
+        sa.select(RC.c.name, RC.c.id).where(RC.c.name.in_(set(names)))).all())
+    for name in names:
+        if name not in found:
+            raise exception.ResourceClassNotFound(
+                "No such resource class %s." % name)
+    return found
+
+
+def resource_class_names(conn, ids):
+    """{id: name} for the given resource class ids."""
+    ids = set(ids)
+    if not ids:
+        return {}
+    return dict(conn.execute(
+        sa.select(RC.c.id, RC.c.name).where(RC.c.id.in_(ids))).all())
