@@ -9,6 +9,7 @@ import urllib.parse
 
 import jsonschema
 import orjson
+from oslo_utils import uuidutils
 
 from placement.api import errors
 from placement.api import microversion
@@ -36,10 +37,19 @@ def json_body(req, schema=None):
     return data
 
 
+FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@FORMAT_CHECKER.checks("uuid")
+def _uuid_like(instance):
+    # The contract's "UUID-like" (README): dashless, braced and urn:uuid:
+    # spellings pass, unlike jsonschema's own dashed-only "uuid" format.
+    return not isinstance(instance, str) or uuidutils.is_uuid_like(instance)
+
+
 def validate(data, schema, prefix="JSON does not validate"):
     try:
-        jsonschema.validate(data, schema,
-                            format_checker=jsonschema.FormatChecker())
+        jsonschema.validate(data, schema, format_checker=FORMAT_CHECKER)
     except jsonschema.ValidationError as e:
         raise errors.BadRequest("%s: %s" % (prefix, e.message))
 
