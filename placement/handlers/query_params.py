@@ -1,0 +1,174 @@
+"""Value grammars shared by query strings (contract README §6).
+
+Used by ``GET /resource_providers`` and ``GET /allocation_candidates``.
+Every function raises ``placement.api.errors.BadRequest`` with the
+contract's message on malformed input; name lookups (unknown classes,
+traits, aggregates) are the caller's business.
+
+``parse_resources(value) -> dict[str, int]``
+    ``RC:AMOUNT[,RC:AMOUNT...]``; a repeated class keeps the last amount.
+
+``parse_required(values, version, name="required") -> RequiredTraits``
+    ``values``: every occurrence of the parameter, in query order. Below
+    1.39 only the last occurrence counts. ``!TRAIT`` (forbidden) needs 1.22,
+    ``in:T1,T2`` (any of) needs 1.39. ``name`` ("required", "required1",
+    ...) is the parameter named in the messages.
+
+``parse_member_of(values, version, name="member_of") -> MemberOf``
+    ``values``: every occurrence, in query order; all are ANDed from 1.24,
+    more than one below 1.24 is a 400. ``!U`` / ``!in:U1,U2`` need 1.32.
+    ``name`` ("member_of", "member_of1", ...) is named in the
+    "Multiple ... parameters" message.
+
+A constraint is satisfied by a provider that has at least one member of
+every ``any_of`` set and no member of ``forbidden``.
+"""
+import dataclasses
+import uuid
+
+from placement.api import errors
+
+FORBIDDEN_TRAITS_SINCE = "1.22"
+MULTIPLE_MEMBER_OF_SINCE = "1.24"
+FORBIDDEN_AGGREGATES_SINCE = "1.32"
+ANY_TRAITS_SINCE = "1.39"
+
+_RESOURCES_FORM = ("Badly formed resources parameter. Expected resources "
+                   "query string parameter in form: "
+                   "?resources=VCPU:2,MEMORY_MB:1024. Got: %s.")
+_REQUIRED_FORM = ("Invalid query string parameters: Expected '%s' parameter "
+                  "value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. ")
+_ANY_OF_FORMAT = "The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC'"
+
+
+@dataclasses.dataclass(frozen=True)
+class RequiredTraits:
+    any_of: tuple = ()          # tuple[frozenset[str], ...]
+    forbidden: frozenset = frozenset()
+
+    def __bool__(self):
+        return bool(self.any_of or self.forbidden)
+
+    @property
+    def names(self):
+        """Every trait named, required or forbidden."""
+        return frozenset().union(*self.any_of, self.forbidden)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberOf:
+    any_of: tuple = ()          # tuple[frozenset[str], ...]
+    forbidden: frozenset = frozenset()
+
+    def __bool__(self):
+        return bool(self.any_of or self.forbidden)
+
+
+def parse_resources(value):
+    if value.strip() == "":
+        raise errors.BadRequest(_RESOURCES_FORM % "empty string")
+    amounts = {}
+    for item in value.split(","):
+        parts = item.split(":")
+        if len(parts) != 2:
+            raise errors.BadRequest(_RESOURCES_FORM % item)
+        rc, amount = parts
+        try:
+            amount = int(amount)
+        except ValueError:
+            raise errors.BadRequest(
+                "Requested resource %s expected positive integer amount. "
+                "Got: %s." % (rc, amount))
+        if amount < 1:
+            raise errors.BadRequest(
+                "Requested resource %s requires amount >= 1. Got: %d."
+                % (rc, amount))
+        amounts[rc] = amount
+    return amounts
+
+
+def parse_required(values, version, name="required"):
+    if version < ANY_TRAITS_SINCE:
+        values = list(values)[-1:]
+    any_of, forbidden = [], set()
+    for value in values:
+        value_any_of, value_forbidden = _parse_required_value(
+            value, version, name)
+        any_of.extend(value_any_of)
+        forbidden |= value_forbidden
+    return RequiredTraits(tuple(any_of), frozenset(forbidden))
+
+
+def _parse_required_value(value, version, name):
+    form = _REQUIRED_FORM % name
+    if value.startswith("in:"):
+        if version < ANY_TRAITS_SINCE:
+            raise errors.BadRequest(
+                "Invalid query string parameters: %s only supported since "
+                "microversion 1.39. Got: %s" % (_ANY_OF_FORMAT, value))
+        traits = [item.strip() for item in value[3:].split(",")]
+        if not all(traits):
+            raise errors.BadRequest(form + "Got an empty trait in: %s" % value)
+        if any(t.startswith("!") for t in traits):
+            raise errors.BadRequest(
+                form + "%s does not support forbidden traits. Got: %s"
+                % (_ANY_OF_FORMAT, value))
+        return [frozenset(traits)], set()
+    items = [item.strip() for item in value.split(",")]
+    # "!" alone names no trait: as empty as an empty item.
+    if not all(item.lstrip("!") for item in items):
+        raise errors.BadRequest(form + "Got an empty trait in: %s" % value)
+    negated = [item for item in items if item.startswith("!")]
+    if negated and version < FORBIDDEN_TRAITS_SINCE:
+        raise errors.BadRequest(form + "Got: %s" % value)
+    required = [frozenset([item]) for item in items if not item.startswith("!")]
+    return required, {item.lstrip("!") for item in negated}
+
+
+def parse_member_of(values, version, name="member_of"):
+    values = list(values)
+    if len(values) > 1 and version < MULTIPLE_MEMBER_OF_SINCE:
+        raise errors.BadRequest(
+            "Multiple %s parameters are not supported" % name)
+    any_of, forbidden = [], set()
+    for value in values:
+        negate = value.startswith("!")
+        if negate and version < FORBIDDEN_AGGREGATES_SINCE:
+            raise errors.BadRequest(
+                "Forbidden member_of parameters are not supported in the "
+                "specified microversion")
+        aggregates = _parse_member_of_value(value)
+        if negate:
+            forbidden |= aggregates
+        else:
+            any_of.append(aggregates)
+    return MemberOf(tuple(any_of), frozenset(forbidden))
+
+
+def _parse_member_of_value(value):
+    body = value[1:] if value.startswith("!") else value
+    if body.startswith("in:"):
+        items = body[3:].split(",")
+    elif "," in value:
+        raise errors.BadRequest(
+            "Multiple values for 'member_of' must be prefixed with the 'in:' "
+            "or '!in:' keyword using the valid microversion. Got: %s" % value)
+    else:
+        items = [body]
+    for item in items:
+        if not is_uuid_like(item):
+            raise errors.BadRequest(
+                "Invalid query string parameters: Expected 'member_of' "
+                "parameter to contain valid UUID(s). Got: %s" % item)
+    return frozenset(items)
+
+
+def is_uuid_like(value):
+    """Anything uuid.UUID() reads without losing or changing hex digits."""
+    try:
+        parsed = uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    bare = (value.replace("urn:", "").replace("uuid:", "").strip("{}")
+            .replace("-", "").lower())
+    return parsed.hex == bare
