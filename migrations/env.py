@@ -1,0 +1,31 @@
+"""Alembic environment: runs revisions on the engine placement hands over.
+
+``placement.db.schema`` puts the configured engine in
+``config.attributes["engine"]``; the ``alembic`` command line can instead
+give ``sqlalchemy.url`` in its ini file.
+"""
+from alembic import context
+import sqlalchemy as sa
+
+from placement.db import tables
+
+config = context.config
+
+
+def run_migrations_online():
+    engine = config.attributes.get("engine")
+    if engine is None:
+        engine = sa.create_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.connect() as connection:
+        # SQLite cannot ALTER constraints in place: batch mode rebuilds the
+        # table there and is a plain ALTER elsewhere.
+        context.configure(connection=connection,
+                          target_metadata=tables.metadata,
+                          render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    raise SystemExit("placement migrations need a database connection")
+run_migrations_online()
