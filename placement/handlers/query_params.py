@@ -24,7 +24,8 @@ A constraint is satisfied by a provider that has at least one member of
 every ``any_of`` set and no member of ``forbidden``.
 """
 import dataclasses
-import uuid
+
+from oslo_utils import uuidutils
 
 from placement.api import errors
 
@@ -156,19 +157,9 @@ def _parse_member_of_value(value):
     else:
         items = [body]
     for item in items:
-        if not is_uuid_like(item):
+        if not uuidutils.is_uuid_like(item):
             raise errors.BadRequest(
                 "Invalid query string parameters: Expected 'member_of' "
                 "parameter to contain valid UUID(s). Got: %s" % item)
     return frozenset(items)
 
-
-def is_uuid_like(value):
-    """Anything uuid.UUID() reads without losing or changing hex digits."""
-    try:
-        parsed = uuid.UUID(value)
-    except (TypeError, ValueError, AttributeError):
-        return False
-    bare = (value.replace("urn:", "").replace("uuid:", "").strip("{}")
-            .replace("-", "").lower())
-    return parsed.hex == bare

@@ -163,14 +163,3 @@ def test_member_of_not_uuid_like(value, item):
         "Invalid query string parameters: Expected 'member_of' parameter to "
         "contain valid UUID(s). Got: %s" % item)
 
-
-@pytest.mark.parametrize("value, ok", [
-    ("5e0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a1", True),
-    ("5E0B2C3A6E0E4A539F4F58F4A1A0E6A1", True),
-    ("{5e0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a1}", True),
-    ("urn:uuid:5e0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a1", True),
-    ("5e0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a", False),
-    ("zz0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a1", False),
-    ("", False)])
-def test_is_uuid_like(value, ok):
-    assert qp.is_uuid_like(value) is ok
