@@ -11,6 +11,11 @@ from placement.db import tables
 RP = tables.resource_providers
 RC = tables.resource_classes
 
+# The contract's message for a client-supplied provider generation that is
+# not the current one (409 placement.concurrent_update).
+GENERATION_CHANGED = ("Resource provider's generation already changed. "
+                      "Please update the generation and try again.")
+
 PROVIDER_COLUMNS = (RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
                     RP.c.root_provider_id, RP.c.parent_provider_id,
                     RP.c.created_at, RP.c.updated_at)
