@@ -110,6 +110,8 @@ def create_falcon_app():
     app = falcon.App(middleware=[VersionMiddleware()])
     app.req_options.strip_url_path_trailing_slash = False
     app.req_options.auto_parse_qs_csv = False
+    # Bodies always set their own type; an empty 201 must carry none.
+    app.resp_options.default_media_type = None
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(falcon.HTTPError, handle_falcon_error)
     app.add_error_handler(exception.PlacementException, handle_domain_error)
