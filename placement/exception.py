@@ -79,6 +79,14 @@ class TraitInUse(Conflict):
     pass
 
 
+class ObjectActionError(BadRequest):
+    """An object refused a create/update; handlers prefix what was acted on."""
+
+    def __init__(self, action, reason):
+        super().__init__("Object action %s failed because: %s"
+                         % (action, reason))
+
+
 def to_http(exc):
     """The PlacementError a domain exception becomes when not caught."""
     cls = {400: errors.BadRequest, 404: errors.NotFound,
