@@ -1,0 +1,63 @@
+"""/resource_providers/{uuid}/aggregates: a bare list before 1.19, with the
+provider generation (checked and moved on PUT) from 1.19."""
+from placement.api import decorators
+from placement.api import microversion
+from placement.api import request
+from placement.objects import aggregate as aggregate_obj
+from placement.schemas import aggregate as schema
+
+
+class _BareList:
+    schema = schema.AGGREGATES
+
+    @staticmethod
+    def parse(data):
+        return data, None
+
+    @staticmethod
+    def body(aggregates, generation):
+        return {"aggregates": aggregates}
+
+
+class _WithGeneration:
+    schema = schema.AGGREGATES_WITH_GENERATION
+
+    @staticmethod
+    def parse(data):
+        return data["aggregates"], data["resource_provider_generation"]
+
+    @staticmethod
+    def body(aggregates, generation):
+        return {"aggregates": aggregates,
+                "resource_provider_generation": generation}
+
+
+FORM = microversion.VersionTable((None, _BareList), ("1.19", _WithGeneration))
+
+
+def _render(req, resp, aggregates, generation):
+    request.render(resp, FORM(req.context.version).body(aggregates, generation))
+    request.set_last_modified(req, resp, None, always=True)
+
+
+@decorators.accepts_json
+@decorators.versioned("1.1")
+def get_aggregates(req, resp, uuid):
+    req.context.ctx.can("placement:resource_providers:aggregates:list")
+    generation, aggregates = aggregate_obj.get_provider_aggregates(
+        req.context.ctx.db, uuid)
+    _render(req, resp, aggregates, generation)
+
+
+@decorators.consumes_json
+@decorators.versioned("1.1")
+def set_aggregates(req, resp, uuid):
+    req.context.ctx.can("placement:resource_providers:aggregates:update")
+    form = FORM(req.context.version)
+
+    def read_request():
+        return form.parse(request.json_body(req, form.schema))
+
+    aggregates, generation = aggregate_obj.set_provider_aggregates(
+        req.context.ctx.db, uuid, read_request)
+    _render(req, resp, aggregates, generation)

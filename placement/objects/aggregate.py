@@ -1,0 +1,81 @@
+"""The aggregates a resource provider belongs to.
+
+An aggregate is only a uuid: it is created the first time a provider joins
+it, stored exactly as the client spelled it, and never deleted.
+"""
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from placement import exception
+from placement.db import tables
+from placement.objects import common
+
+AGG = tables.placement_aggregates
+RPA = tables.resource_provider_aggregates
+
+
+
+def _provider_aggregates(conn, provider_id):
+    """{aggregate id: uuid} of the provider."""
+    return dict(conn.execute(
+        sa.select(AGG.c.id, AGG.c.uuid)
+        .join(RPA, RPA.c.aggregate_id == AGG.c.id)
+        .where(RPA.c.resource_provider_id == provider_id)).all())
+
+
+def get_provider_aggregates(db, uuid):
+    """(provider generation, aggregate uuids); ResourceProviderNotFound."""
+    with db.reader() as conn:
+        provider = common.get_provider(conn, uuid)
+        return (provider["generation"],
+                list(_provider_aggregates(conn, provider["id"]).values()))
+
+
+def set_provider_aggregates(db, uuid, read_request):
+    """Replace the provider's aggregates; returns (the aggregates as
+    requested, the provider generation).
+
+    ``read_request()`` gives ``(aggregate uuids, expected generation or
+    None)``; it runs once the provider is known to exist, because the
+    contract checks the body only after the lookup. An expected generation
+    is compared, then moved even when the set is unchanged (v1.19+).
+    """
+    try:
+        return _set_provider_aggregates(db, uuid, read_request)
+    except sa_exc.IntegrityError as e:
+        # Another request linked the same aggregate first.
+        raise exception.Conflict("Update conflict: %s" % e.orig)
+
+
+def _set_provider_aggregates(db, uuid, read_request):
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        aggregates, expected = read_request()
+        generation = provider["generation"]
+        if expected is not None:
+            if expected != generation:
+                raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
+            generation = common.bump_generation(
+                conn, provider["id"], generation,
+                "Update conflict: resource provider %s changed concurrently"
+                % uuid)
+        current = set(_provider_aggregates(conn, provider["id"]))
+        wanted = set(_aggregate_ids(db, conn, aggregates).values())
+        if current - wanted:
+            conn.execute(RPA.delete().where(
+                RPA.c.resource_provider_id == provider["id"],
+                RPA.c.aggregate_id.in_(current - wanted)))
+        if wanted - current:
+            conn.execute(RPA.insert(), [
+                {"resource_provider_id": provider["id"], "aggregate_id": agg}
+                for agg in wanted - current])
+        return aggregates, generation
+
+
+def _aggregate_ids(db, conn, uuids):
+    """{uuid: id}, creating the aggregates that do not exist yet."""
+    if not uuids:
+        return {}
+    conn.execute(db.insert_ignore(AGG), [{"uuid": u} for u in uuids])
+    return dict(conn.execute(
+        sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(uuids))).all())

@@ -1,0 +1,136 @@
+"""Traits and the trait sets of resource providers."""
+import sqlalchemy as sa
+
+from placement import exception
+from placement.db import tables
+from placement.objects import common
+
+T = tables.traits
+RPT = tables.resource_provider_traits
+
+TRAIT_COLUMNS = (T.c.id, T.c.name, T.c.created_at, T.c.updated_at)
+
+
+def _associated():
+    return sa.exists().where(RPT.c.trait_id == T.c.id)
+
+
+def list_traits(db, names=None, prefix=None, associated=None):
+    """Trait rows, filtered by exact names, a LIKE prefix and whether any
+    provider has them; every filter left as None is not applied."""
+    query = sa.select(*TRAIT_COLUMNS)
+    if names is not None:
+        query = query.where(T.c.name.in_(set(names)))
+    if prefix is not None:
+        # The contract's LIKE '<prefix>%': '_' and '%' stay wildcards. ILIKE
+        # so both backends match as SQLite's LIKE does (ASCII case ignored).
+        query = query.where(T.c.name.ilike(prefix + "%"))
+    if associated is not None:
+        query = query.where(_associated() if associated else ~_associated())
+    with db.reader() as conn:
+        return conn.execute(query.order_by(T.c.name)).mappings().all()
+
+
+def _get(conn, name):
+    row = conn.execute(sa.select(*TRAIT_COLUMNS).where(T.c.name == name)
+                       ).mappings().first()
+    if row is None:
+        raise exception.TraitNotFound("No such trait(s): %s." % name)
+    return row
+
+
+def get_trait(db, name):
+    """The trait row; TraitNotFound if there is none."""
+    with db.reader() as conn:
+        return _get(conn, name)
+
+
+def ensure_trait(db, name):
+    """(row, created): create the trait unless it already exists."""
+    with db.writer() as conn:
+        created = conn.execute(
+            db.insert_ignore(T).values(name=name)).rowcount == 1
+        return _get(conn, name), created
+
+
+def delete_trait(db, name):
+    """Delete a custom trait that no provider has."""
+    with db.writer() as conn:
+        trait = _get(conn, name)
+        if not name.startswith("CUSTOM_"):
+            raise exception.BadRequest("Cannot delete standard trait %s." % name)
+        # One conditional statement, so a provider gaining the trait
+        # meanwhile cannot slip past the in-use check.
+        deleted = conn.execute(T.delete().where(
+            T.c.id == trait["id"], ~_associated())).rowcount
+        if not deleted:
+            raise exception.TraitInUse(
+                "The trait %s is in use by a resource provider." % name)
+
+
+def _provider_traits(conn, provider_id):
+    return conn.execute(
+        sa.select(*TRAIT_COLUMNS).join(RPT, RPT.c.trait_id == T.c.id)
+        .where(RPT.c.resource_provider_id == provider_id)
+        .order_by(T.c.name)).mappings().all()
+
+
+def get_provider_traits(db, uuid):
+    """(provider generation, trait rows); ResourceProviderNotFound if none."""
+    with db.reader() as conn:
+        provider = common.get_provider(conn, uuid)
+        return provider["generation"], _provider_traits(conn, provider["id"])
+
+
+def set_provider_traits(db, uuid, names, generation):
+    """Replace the provider's traits; the generation moves only when the set
+    actually changes. Returns (generation, trait rows)."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        if provider["generation"] != generation:
+            raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
+        wanted = _trait_ids(conn, names)
+        current = {row["id"] for row in _provider_traits(conn, provider["id"])}
+        if set(wanted.values()) != current:
+            generation = common.bump_generation(
+                conn, provider["id"], generation, common.GENERATION_CHANGED)
+            _replace_links(conn, provider["id"], current, set(wanted.values()))
+        return generation, _provider_traits(conn, provider["id"])
+
+
+def _trait_ids(conn, names):
+    """{name: id}; BadRequest naming every unknown trait."""
+    names = set(names)
+    if not names:
+        return {}
+    found = dict(conn.execute(
+        sa.select(T.c.name, T.c.id).where(T.c.name.in_(names))).all())
+    missing = sorted(names - set(found))
+    if missing:
+        raise exception.BadRequest("No such trait %s" % ", ".join(missing))
+    return found
+
+
+def _replace_links(conn, provider_id, current, wanted):
+    extra = current - wanted
+    if extra:
+        conn.execute(RPT.delete().where(
+            RPT.c.resource_provider_id == provider_id,
+            RPT.c.trait_id.in_(extra)))
+    missing = [{"resource_provider_id": provider_id, "trait_id": trait_id}
+               for trait_id in wanted - current]
+    if missing:
+        conn.execute(RPT.insert(), missing)
+
+
+def delete_provider_traits(db, uuid):
+    """Remove every trait of the provider, bumping its generation if it had
+    any."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        if not _provider_traits(conn, provider["id"]):
+            return
+        common.bump_generation(conn, provider["id"], provider["generation"],
+                               common.GENERATION_CHANGED)
+        conn.execute(RPT.delete().where(
+            RPT.c.resource_provider_id == provider["id"]))

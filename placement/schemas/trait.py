@@ -1,0 +1,28 @@
+"""Schemas for /traits and /resource_providers/{uuid}/traits."""
+
+# Custom trait names (README §10); standard names fail it too, which is how
+# PUT /traits/{name} refuses to create them.
+CUSTOM_TRAIT = {"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$",
+                "minLength": 1, "maxLength": 255}
+
+LIST_TRAITS_QUERY = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "associated": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+SET_PROVIDER_TRAITS = {
+    "type": "object",
+    "properties": {
+        "traits": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": 255},
+        },
+        "resource_provider_generation": {"type": "integer"},
+    },
+    "required": ["traits", "resource_provider_generation"],
+    "additionalProperties": False,
+}
