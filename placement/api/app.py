@@ -5,6 +5,8 @@ import falcon
 
 from placement import exception
 from placement.api import errors
+from placement.api import healthcheck
+from placement.api import metrics
 from placement.api import microversion
 from placement.api import middleware
 from placement.api import routes
@@ -75,6 +77,8 @@ def _render_error(req, resp, error):
                                   version)
     for name, value in error.headers.items():
         resp.set_header(name, value)
+    if error.status == 409 and error.code == errors.CONCURRENT_UPDATE:
+        metrics.generation_conflict()
     if not error.versioned:
         resp.context.unversioned = True
     resp.context.vary = error.vary and req.context.get("in_handler", False)
@@ -120,8 +124,22 @@ def create_falcon_app():
     return app
 
 
+class OpenPaths:
+    """Serves the operations endpoints (``/healthcheck``, ``/metrics``)
+    before CORS and auth: like ``/`` they need no token."""
+
+    def __init__(self, app, apps):
+        self.app = app
+        self.apps = apps
+
+    def __call__(self, environ, start_response):
+        app = self.apps.get(environ.get("PATH_INFO"), self.app)
+        return app(environ, start_response)
+
+
 def build_pipeline(conf, db):
-    """request id -> CORS -> auth -> context -> falcon app (README §1)."""
+    """request id -> metrics -> open paths -> CORS -> auth -> context ->
+    falcon app (README §1)."""
     app = middleware.ContextMiddleware(create_falcon_app(), db)
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)
@@ -131,4 +149,9 @@ def build_pipeline(conf, db):
     if conf.cors.allowed_origin if "cors" in conf else False:
         from placement.api import cors
         app = cors.wrap(app, conf)
+    open_paths = {healthcheck.HEALTHCHECK_PATH:
+                  healthcheck.healthcheck_app(conf, db),
+                  metrics.METRICS_PATH: metrics.metrics_app}
+    app = OpenPaths(app, open_paths)
+    app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
     return middleware.RequestIdMiddleware(app)

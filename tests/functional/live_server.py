@@ -1,0 +1,69 @@
+"""A real gunicorn serving placement on a free loopback port, for tests
+that need a separate server process (real clients, several workers).
+
+The SQLite database is created and synced here first, so workers start
+without racing on schema creation.
+"""
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import requests
+
+from tests import fixtures
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_up(url, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("gunicorn exited with %s" % proc.returncode)
+        try:
+            requests.get(url, timeout=5)
+            return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError("gunicorn did not answer within %ss" % timeout)
+
+
+@contextlib.contextmanager
+def gunicorn(workers=1, env=None):
+    """Yield the base URL of a gunicorn running the placement app (noauth2,
+    fresh SQLite database); stop it afterwards."""
+    with fixtures.database("sqlite") as db, \
+            tempfile.TemporaryDirectory(prefix="placement-srv-") as confdir:
+        with open(os.path.join(confdir, "placement.conf"), "w") as f:
+            f.write("[api]\nauth_strategy = noauth2\n"
+                    "[placement_database]\nconnection = %s\n"
+                    % db.engine.url.render_as_string(hide_password=False))
+        port = free_port()
+        url = "http://127.0.0.1:%d" % port
+        proc_env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=confdir,
+                        **(env or {}))
+        log = open(os.path.join(confdir, "gunicorn.log"), "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-w", str(workers),
+             "-b", "127.0.0.1:%d" % port, "--timeout", "60",
+             "placement.wsgi.api:application"],
+            env=proc_env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_up(url + "/", proc)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()

@@ -1,0 +1,167 @@
+"""``GET /metrics``: Prometheus counters and histograms, in-process and
+summed across the workers of a real gunicorn (multiprocess mode)."""
+import glob
+import os
+import socket
+import time
+import uuid
+
+import httpx
+import pytest
+import requests
+from prometheus_client import multiprocess
+from prometheus_client import parser
+
+from placement.api import metrics
+from tests import fixtures
+from tests.functional import live_server
+
+ADMIN = {"x-auth-token": "admin", "accept": "application/json"}
+VERSION_17 = {"openstack-api-version": "placement 1.7"}
+
+
+def samples(text):
+    """{(sample name, sorted label items): value} of an exposition."""
+    out = {}
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(text, name, **labels):
+    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def requests_total(text, route, method, status, microversion):
+    return value(text, "placement_http_requests_total", route=route,
+                 method=method, status=status, microversion=microversion)
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def client(request):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, _db):
+        yield httpx.Client(transport=httpx.WSGITransport(app=app),
+                           base_url="http://localhost")
+
+
+def test_metrics_open_without_token(client):
+    resp = client.get("/metrics")
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert resp.headers["x-openstack-request-id"].startswith("req-")
+    assert "# TYPE placement_http_requests_total counter" in resp.text
+
+
+def test_metrics_rejects_other_methods(client):
+    resp = client.post("/metrics")
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "GET"
+
+
+def test_requests_counted_by_route_template_and_microversion(client):
+    before = client.get("/metrics").text
+    rp = "/resource_providers/%s" % uuid.uuid4()
+    client.get(rp, headers=dict(ADMIN, **{
+        "openstack-api-version": "placement 1.20"}))
+    client.get(rp, headers=ADMIN)
+    client.get("/resource_classes", headers=ADMIN)          # 404 below 1.2
+    client.get("/traits")                                   # 401, no token
+    client.get("/no/such/%s" % uuid.uuid4(), headers=ADMIN)
+    after = client.get("/metrics").text
+
+    def delta(*args):
+        return requests_total(after, *args) - requests_total(before, *args)
+
+    tmpl = "/resource_providers/{uuid}"
+    assert delta(tmpl, "GET", "404", "1.20") == 1
+    assert delta(tmpl, "GET", "404", "1.0") == 1
+    assert delta("/resource_classes", "GET", "404", "1.0") == 1
+    assert delta("/traits", "GET", "401", "-") == 1
+    # Unknown paths share one label value: cardinality stays bounded.
+    assert delta(metrics.UNMATCHED, "GET", "404", "1.0") == 1
+    assert delta("/metrics", "GET", "200", "-") == 1
+    hist = "placement_http_request_duration_seconds_count"
+    assert (value(after, hist, route=tmpl, method="GET")
+            - value(before, hist, route=tmpl, method="GET")) == 2
+
+
+def test_domain_counters(client):
+    before = client.get("/metrics").text
+    metrics.conflict_retry()
+    metrics.conflict_retry()
+    metrics.generation_conflict()
+    metrics.candidates_returned(7)
+    after = client.get("/metrics").text
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("placement_generation_conflict_retries_total") == 2
+    assert delta("placement_generation_conflicts_total") == 1
+    assert delta("placement_allocation_candidates_returned_count") == 1
+    assert delta("placement_allocation_candidates_returned_sum") == 7
+    assert delta("placement_allocation_candidates_returned_bucket",
+                 le="10.0") == 1
+    assert delta("placement_allocation_candidates_returned_bucket",
+                 le="5.0") == 0
+
+
+def test_concurrent_update_409_is_counted(client):
+    """A lost provider generation answered 409 bumps the conflict count."""
+    rp = str(uuid.uuid4())
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    created = client.post("/resource_providers", headers=headers,
+                          json={"name": "conflict-rp", "uuid": rp})
+    if created.status_code != 200:
+        pytest.skip("resource provider API not available yet")
+    before = client.get("/metrics").text
+    resp = client.put("/resource_providers/%s/traits" % rp, headers=headers,
+                      json={"traits": [], "resource_provider_generation": 99})
+    assert resp.status_code == 409
+    assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
+    after = client.get("/metrics").text
+    assert (value(after, "placement_generation_conflicts_total")
+            - value(before, "placement_generation_conflicts_total")) == 1
+
+
+def test_counts_add_up_across_gunicorn_workers(tmp_path):
+    """Two workers each serve requests; every /metrics answer (whichever
+    worker serves it) shows the sum over both."""
+    mpdir = str(tmp_path / "prom")
+    os.makedirs(mpdir)
+    n = 30
+    with live_server.gunicorn(workers=2, env={
+            metrics.MULTIPROC_ENV: mpdir}) as url:
+        # A half-sent request keeps one sync worker busy, so the other one
+        # serves the burst; finishing it makes the first count one too.
+        port = int(url.rsplit(":", 1)[1])
+        held = socket.create_connection(("127.0.0.1", port))
+        held.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.5)
+        for _ in range(n - 1):
+            assert requests.get(url + "/", headers=VERSION_17).status_code == 200
+        held.sendall(b"openstack-api-version: placement 1.7\r\n"
+                     b"connection: close\r\n\r\n")
+        assert held.recv(100).startswith(b"HTTP/1.1 200")
+        held.close()
+        totals = [requests_total(requests.get(url + "/metrics").text,
+                                 "/", "GET", "200", "1.7")
+                  for _ in range(4)]
+    # The readiness probe at start-up also hits "/", but at 1.0.
+    assert totals == [n] * 4
+    per_worker = [worker_total(path)
+                  for path in glob.glob(os.path.join(mpdir, "counter_*.db"))]
+    assert sorted(per_worker) == [1, n - 1]
+
+
+def worker_total(path):
+    """GET / at 1.7 counted in one worker's own file."""
+    for family in multiprocess.MultiProcessCollector.merge([path]):
+        for s in family.samples:
+            if (s.name == "placement_http_requests_total"
+                    and s.labels.get("route") == "/"
+                    and s.labels.get("microversion") == "1.7"):
+                return s.value
+    return 0
