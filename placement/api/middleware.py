@@ -6,6 +6,7 @@ slot in between them exactly where the contract orders them.
 import logging
 import re
 import time
+import urllib.parse
 import uuid
 
 import orjson
@@ -48,14 +49,24 @@ class RequestIdMiddleware:
             seen["headers"] = headers
             return start_response(status, headers, exc_info)
 
-        body = self.app(environ, _start_response)
-        if LOG.isEnabledFor(logging.INFO):
-            self._log(environ, seen, started, request_id)
+        try:
+            body = self.app(environ, _start_response)
+        except Exception:
+            # The server answers 500 for whatever escapes; log it as such.
+            seen.setdefault("status", "500")
+            raise
+        finally:
+            if LOG.isEnabledFor(logging.INFO):
+                self._log(environ, seen, started, request_id)
         return body
 
     @staticmethod
     def _log(environ, seen, started, request_id):
-        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
+        # the client sent them, like the query string.
+        path = urllib.parse.quote(
+            (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
+            .encode("latin-1", "replace"), safe="/:@!$&'()*+,;=-._~%")
         if environ.get("QUERY_STRING"):
             path += "?" + environ["QUERY_STRING"]
         headers = dict((k.lower(), v) for k, v in seen.get("headers", []))

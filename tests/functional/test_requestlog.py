@@ -1,0 +1,130 @@
+"""One INFO line per request on ``placement.requestlog``."""
+import io
+import logging
+import re
+import wsgiref.util
+
+import pytest
+
+from placement.api import middleware
+from tests import fixtures
+
+LINE = re.compile(
+    r'^(?P<addr>\S+) "(?P<method>[A-Z]+) (?P<path>\S+)" status: (?P<status>\d+)'
+    r' len: (?P<len>\d+) microversion: (?P<version>\S+)'
+    r' time: (?P<time>\d+\.\d{6}) request_id: (?P<rid>req-[0-9a-f-]{36})$')
+
+
+@pytest.fixture(scope="module")
+def app():
+    with fixtures.app("sqlite") as (wsgi_app, _db):
+        yield wsgi_app
+
+
+def call(app, method, path, query="", headers=None, body=b"",
+         script_name=""):
+    """PEP 3333 call: PATH_INFO carries the raw bytes decoded as latin-1."""
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path,
+               "QUERY_STRING": query, "REMOTE_ADDR": "192.0.2.7",
+               "SCRIPT_NAME": script_name,
+               "wsgi.input": io.BytesIO(body),
+               "CONTENT_LENGTH": str(len(body)) if body else ""}
+    wsgiref.util.setup_testing_defaults(environ)
+    for name, value in (headers or {}).items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    if "HTTP_CONTENT_TYPE" in environ:
+        environ["CONTENT_TYPE"] = environ.pop("HTTP_CONTENT_TYPE")
+    seen = {}
+
+    def start_response(status, response_headers, exc_info=None):
+        seen["status"] = int(status.split()[0])
+        seen["headers"] = {k.lower(): v for k, v in response_headers}
+    body = b"".join(app(environ, start_response))
+    return seen["status"], seen["headers"], body
+
+
+def logged(caplog):
+    lines = [r for r in caplog.records if r.name == "placement.requestlog"]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert lines[0].levelno == logging.INFO
+    match = LINE.match(lines[0].getMessage())
+    assert match, lines[0].getMessage()
+    return match.groupdict()
+
+
+ADMIN = {"x-auth-token": "admin"}
+
+
+def test_line_fields(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    status, headers, body = call(
+        app, "GET", "/resource_providers", query="name=a%20b&member_of=x",
+        headers=dict(ADMIN, **{"openstack-api-version": "placement 1.14"}))
+    line = logged(caplog)
+    assert line["addr"] == "192.0.2.7"
+    assert line["method"] == "GET"
+    assert line["path"] == "/resource_providers?name=a%20b&member_of=x"
+    assert int(line["status"]) == status
+    assert int(line["len"]) == len(body)
+    assert line["version"] == "1.14"
+    assert float(line["time"]) < 10
+    assert line["rid"] == headers["x-openstack-request-id"]
+
+
+def test_error_before_negotiation_has_no_version(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    status, headers, body = call(app, "GET", "/", headers={
+        "openstack-api-version": "placement 2.0"})
+    line = logged(caplog)
+    assert (line["status"], line["version"]) == ("406", "-")
+    assert int(line["len"]) == len(body) > 0
+
+
+def test_unauthenticated_request_is_logged(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    call(app, "DELETE", "/traits/CUSTOM_X")
+    line = logged(caplog)
+    assert (line["method"], line["path"], line["status"]) == (
+        "DELETE", "/traits/CUSTOM_X", "401")
+
+
+def test_no_content_length_logged_as_zero(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    status, _, body = call(app, "HEAD", "/healthcheck")
+    line = logged(caplog)
+    assert (line["status"], line["len"]) == ("204", "0")
+
+
+def test_non_ascii_path_logged_percent_encoded(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    raw = "/resource_classes/CUSTOM_\u00c9".encode("utf-8").decode("latin-1")
+    call(app, "GET", raw, headers=dict(ADMIN, **{
+        "openstack-api-version": "placement 1.2"}))
+    assert logged(caplog)["path"] == "/resource_classes/CUSTOM_%C3%89"
+
+
+def test_mount_prefix_in_path(app, caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+    status, _, _ = call(app, "GET", "/traits", query="name=startswith:X",
+                        script_name="/placement", headers=dict(ADMIN, **{
+                            "openstack-api-version": "placement 1.6"}))
+    assert logged(caplog)["path"] == "/placement/traits?name=startswith:X"
+
+
+def test_nothing_below_info(app, caplog):
+    caplog.set_level(logging.WARNING, logger="placement.requestlog")
+    call(app, "GET", "/")
+    assert not [r for r in caplog.records
+                if r.name == "placement.requestlog"]
+
+
+def test_exception_escaping_inner_layer_is_logged_as_500(caplog):
+    caplog.set_level(logging.INFO, logger="placement.requestlog")
+
+    def broken(environ, start_response):
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError):
+        call(middleware.RequestIdMiddleware(broken), "GET", "/x")
+    line = logged(caplog)
+    assert (line["path"], line["status"], line["version"]) == (
+        "/x", "500", "-")
