@@ -1,0 +1,26 @@
+"""POST /reshaper (reshaper.md)."""
+from placement import exception
+from placement.api import decorators
+from placement.api import errors
+from placement.api import request
+from placement.handlers import allocation
+from placement.objects import reshaper as reshaper_obj
+from placement.schemas import reshaper as schema
+
+
+@decorators.versioned("1.30")
+@decorators.consumes_json
+def reshape(req, resp):
+    req.context.ctx.can("placement:reshaper:reshape")
+    version = req.context.version
+    data = request.json_body(req, schema.RESHAPER_SCHEMA(version))
+    inventories = {
+        rp: (entry["resource_provider_generation"], entry["inventories"])
+        for rp, entry in data["inventories"].items()}
+    writes = [allocation.consumer_write(c, entry, version)
+              for c, entry in data["allocations"].items()]
+    try:
+        reshaper_obj.reshape(req.context.ctx.db, inventories, writes)
+    except exception.ResourceClassNotFound as e:
+        raise errors.BadRequest("malformed reshaper data: " + e.message)
+    request.no_content(resp)

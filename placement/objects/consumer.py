@@ -1,0 +1,131 @@
+"""Consumers and the projects, users and consumer types they refer to.
+
+Consumer records only change as part of an allocation write (objects/
+allocation.py); every function here takes the writer's open connection.
+A consumer generation is guarded like a provider's: compare-and-swap, and a
+lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
+"""
+import dataclasses
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from placement import exception
+from placement.db import tables
+
+CONSUMERS = tables.consumers
+PROJECTS = tables.projects
+USERS = tables.users
+TYPES = tables.consumer_types
+
+
+class ConsumerRace(exception.ConcurrentUpdate):
+    """Another writer changed a consumer between our read and our write."""
+
+
+@dataclasses.dataclass
+class ConsumerWrite:
+    """The complete new allocation set of one consumer, as a client sent it."""
+    uuid: str
+    project_id: str
+    user_id: str
+    # None leaves an existing consumer's type alone (writes below 1.38).
+    consumer_type: str | None
+    # The consumer_generation sent (checked only from 1.28).
+    generation: int | None
+    # {provider uuid: {resource class name: amount}}, in body order.
+    allocations: dict
+
+
+def existing(conn, uuids):
+    """{uuid: row} of the consumers among ``uuids`` that exist."""
+    rows = conn.execute(
+        sa.select(CONSUMERS.c.id, CONSUMERS.c.uuid, CONSUMERS.c.generation,
+                  CONSUMERS.c.project_id, CONSUMERS.c.user_id,
+                  CONSUMERS.c.consumer_type_id)
+        .where(CONSUMERS.c.uuid.in_(set(uuids)))).mappings().all()
+    return {row["uuid"]: row for row in rows}
+
+
+def check_generations(writes, found):
+    """409 on the first consumer (body order) whose generation is not the
+    one the client believes it has (null = "does not exist yet")."""
+    for write in writes:
+        row = found.get(write.uuid)
+        stored = row["generation"] if row is not None else None
+        if stored != write.generation:
+            raise exception.ConcurrentUpdate(
+                "consumer generation conflict - expected %s but got %s" % (
+                    "null" if row is None else stored, write.generation))
+
+
+def _ids_by_name(conn, db, table, column, names):
+    """{name: id} for ``names``, creating missing rows on the way."""
+    names = set(names)
+    if not names:
+        return {}
+    conn.execute(db.insert_ignore(table), [{column: n} for n in names])
+    return dict(conn.execute(
+        sa.select(table.c[column], table.c.id)
+        .where(table.c[column].in_(names))).all())
+
+
+def save(conn, db, writes, found):
+    """Create, update or delete the consumer record of every write.
+
+    Consumers keeping allocations get generation + 1 (new ones start at 0,
+    so they read back 1) and the sent project/user/type; consumers left
+    without allocations are deleted; a write emptying a consumer that does
+    not exist leaves nothing behind.
+    """
+    projects = _ids_by_name(conn, db, PROJECTS, "external_id",
+                            [w.project_id for w in writes])
+    users = _ids_by_name(conn, db, USERS, "external_id",
+                         [w.user_id for w in writes])
+    types = _ids_by_name(conn, db, TYPES, "name",
+                         [w.consumer_type for w in writes if w.consumer_type])
+
+    def values(write):
+        row = {"project_id": projects[write.project_id],
+               "user_id": users[write.user_id]}
+        if write.consumer_type:
+            row["consumer_type_id"] = types[write.consumer_type]
+        return row
+
+    new = [dict(values(w), uuid=w.uuid, generation=1) for w in writes
+           if w.uuid not in found and w.allocations]
+    kept = [w for w in writes if w.uuid in found and w.allocations]
+    emptied = [found[w.uuid] for w in writes
+               if w.uuid in found and not w.allocations]
+
+    if new:
+        try:
+            conn.execute(CONSUMERS.insert(), new)
+        except sa_exc.IntegrityError:
+            raise ConsumerRace("consumer created concurrently")
+    # One UPDATE per distinct (project, user, type): usually a single one.
+    groups = {}
+    for write in kept:
+        key = tuple(sorted(values(write).items()))
+        groups.setdefault(key, []).append(found[write.uuid])
+    for key, rows in groups.items():
+        _swap(conn, CONSUMERS.update().values(
+            generation=CONSUMERS.c.generation + 1, **dict(key)), rows)
+    if emptied:
+        _swap(conn, CONSUMERS.delete(), emptied)
+
+
+def _swap(conn, statement, rows):
+    """Apply ``statement`` to ``rows`` only where the generation is still the
+    one we read; ConsumerRace when any has moved."""
+    seen = {row["id"]: row["generation"] for row in rows}
+    result = conn.execute(statement.where(
+        CONSUMERS.c.id.in_(seen),
+        CONSUMERS.c.generation == sa.case(seen, value=CONSUMERS.c.id)))
+    if result.rowcount != len(seen):
+        raise ConsumerRace("consumer generation changed concurrently")
+
+
+def delete_records(conn, uuids):
+    """Remove consumer records (their allocations are already gone)."""
+    conn.execute(CONSUMERS.delete().where(CONSUMERS.c.uuid.in_(set(uuids))))
