@@ -1,0 +1,165 @@
+"""/resource_providers/{uuid}/inventories[/{resource_class}]."""
+import functools
+
+from placement import exception
+from placement.api import decorators
+from placement.api import errors
+from placement.api import microversion
+from placement.api import request
+from placement.objects import inventory as inv_obj
+from placement.schemas import inventory as schema
+
+# From 1.26 an inventory may reserve all of its total (capacity 0).
+ALLOW_RESERVED_EQUAL_TOTAL = microversion.VersionTable((None, False),
+                                                       ("1.26", True))
+
+
+def _path(uuid, rc_name):
+    return "/resource_providers/%s/inventories/%s" % (uuid, rc_name)
+
+
+def _check_capacity(req, uuid, records, prefix):
+    try:
+        inv_obj.check_capacity(
+            uuid, records, ALLOW_RESERVED_EQUAL_TOTAL(req.context.version))
+    except exception.BadRequest as e:
+        raise errors.BadRequest("%s %s: %s" % (prefix, uuid, e.message))
+
+
+def _provider_not_found(error):
+    """The GET routes word a missing provider twice, as their own 404."""
+    return errors.NotFound("%s : %s" % (error.message, error.message))
+
+
+def _render_one(resp, record, generation, status=200):
+    request.render(resp, dict(record, resource_provider_generation=generation),
+                   status)
+
+
+@decorators.accepts_json
+def get_inventories(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:list")
+    try:
+        provider, records, last_modified = inv_obj.get_inventories(ctx.db, uuid)
+    except exception.ResourceProviderNotFound as e:
+        raise _provider_not_found(e)
+    request.render(resp, {
+        "resource_provider_generation": provider["generation"],
+        "inventories": records})
+    request.set_last_modified(req, resp, last_modified)
+
+
+@decorators.accepts_json
+def get_inventory(req, resp, uuid, resource_class):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:show")
+    try:
+        provider, record, last_modified = inv_obj.get_inventory(
+            ctx.db, uuid, resource_class)
+    except exception.ResourceProviderNotFound as e:
+        raise _provider_not_found(e)
+    except inv_obj.InventoryNotFound as e:
+        raise errors.NotFound(e.message)
+    _render_one(resp, record, provider["generation"])
+    request.set_last_modified(req, resp, last_modified)
+
+
+@decorators.consumes_json
+def create_inventory(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:create")
+    inv_obj.find_provider(ctx.db, uuid)
+    data = request.json_body(req, schema.POST_INVENTORY)
+    rc_name = data["resource_class"]
+    record = inv_obj.with_defaults(data)
+    prefix = "Unable to create inventory for resource provider"
+    _check_capacity(req, uuid, {rc_name: record}, prefix)
+    try:
+        generation = inv_obj.create_inventory(ctx.db, uuid, rc_name, record)
+    except exception.ResourceClassNotFound as e:
+        raise errors.BadRequest("%s %s: %s" % (prefix, uuid, e.message))
+    request.set_location(req, resp, _path(uuid, rc_name))
+    _render_one(resp, record, generation, status=201)
+    request.set_last_modified(req, resp, None, always=True)
+
+
+@decorators.consumes_json
+def set_inventories(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:update")
+    provider = inv_obj.find_provider(ctx.db, uuid)
+    data = request.json_body(req, schema.PUT_INVENTORIES)
+    inv_obj.check_generation(provider, data["resource_provider_generation"])
+    records = {name: inv_obj.with_defaults(record)
+               for name, record in data["inventories"].items()}
+    _check_capacity(req, uuid, records,
+                    "Unable to update inventory for resource provider")
+    try:
+        generation = inv_obj.replace_inventories(
+            ctx.db, uuid, data["resource_provider_generation"], records)
+    except exception.ResourceClassNotFound as e:
+        raise errors.BadRequest(
+            "Unknown resource class in inventory for resource provider "
+            "%s: %s" % (uuid, e.message))
+    request.render(resp, {"resource_provider_generation": generation,
+                          "inventories": records})
+    request.set_last_modified(req, resp, None, always=True)
+
+
+@decorators.consumes_json
+def update_inventory(req, resp, uuid, resource_class):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:update")
+    provider = inv_obj.find_provider(ctx.db, uuid)
+    data = request.json_body(req, schema.PUT_INVENTORY)
+    inv_obj.check_generation(provider, data["resource_provider_generation"])
+    record = inv_obj.with_defaults(data)
+    _check_capacity(req, uuid, {resource_class: record},
+                    "Unable to update inventory for resource provider")
+    try:
+        generation = inv_obj.update_inventory(
+            ctx.db, uuid, data["resource_provider_generation"],
+            resource_class, record)
+    except inv_obj.InventoryNotFound as e:
+        raise errors.BadRequest(
+            "No inventory record with resource class for resource provider "
+            "%s: %s" % (uuid, e.message))
+    _render_one(resp, record, generation)
+    request.set_last_modified(req, resp, None, always=True)
+
+
+def delete_inventory(req, resp, uuid, resource_class):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:delete")
+    try:
+        inv_obj.delete_inventory(ctx.db, uuid, resource_class)
+    except (exception.ResourceClassNotFound, inv_obj.InventoryNotFound) as e:
+        raise errors.NotFound("No inventory of class %s found for delete: %s"
+                              % (resource_class, e.message))
+    except exception.Conflict as e:
+        # Upstream quirk: "in use" here carries the concurrent-update code.
+        raise errors.Conflict(
+            "Unable to delete inventory of class %s: %s"
+            % (resource_class, e.message), code=errors.CONCURRENT_UPDATE)
+    request.no_content(resp)
+
+
+def _since_or_405(min_version):
+    """Below ``min_version`` the route answers 405 with no Allow header."""
+    def decorator(fn):
+        @functools.wraps(fn)
+        def wrapper(req, resp, **kw):
+            if req.context.version < min_version:
+                raise errors.MethodNotAllowed(req.method)
+            return fn(req, resp, **kw)
+        return wrapper
+    return decorator
+
+
+@_since_or_405("1.5")
+def delete_inventories(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:inventories:delete")
+    inv_obj.delete_inventories(ctx.db, uuid)
+    request.no_content(resp)

@@ -1,0 +1,254 @@
+"""Inventories: what each provider offers, one record per resource class.
+
+Every write is one transaction that starts with the provider generation
+compare-and-swap. Winning it first means the provider row is held by this
+writer until commit, so the in-use checks that follow read allocations no
+allocation writer can change underneath (they swap the same generation).
+"""
+import sqlalchemy as sa
+
+from placement import exception
+from placement.db import api as db_api
+from placement.db import tables
+from placement.objects import common
+from placement.schemas import inventory as schema
+
+INV = tables.inventories
+RC = tables.resource_classes
+ALLOC = tables.allocations
+
+_RECORD_COLUMNS = (INV.c.total, INV.c.reserved, INV.c.min_unit,
+                   INV.c.max_unit, INV.c.step_size, INV.c.allocation_ratio)
+
+
+class InventoryNotFound(exception.NotFound):
+    pass
+
+
+def with_defaults(record):
+    """The six record fields, defaults filled in, extra keys dropped."""
+    return {field: record.get(field, schema.DEFAULTS.get(field))
+            for field in schema.FIELDS}
+
+
+def capacity(record):
+    return int((record["total"] - record["reserved"]) *
+               record["allocation_ratio"])
+
+
+def check_capacity(provider_uuid, records, allow_reserved_equal_total):
+    """BadRequest for the first record whose capacity is not allowed.
+
+    ``records`` maps class name to a record with defaults applied.
+    """
+    for rc_name, record in records.items():
+        cap = capacity(record)
+        if cap < 0 or (cap == 0 and not allow_reserved_equal_total):
+            relation = ("greater than" if allow_reserved_equal_total
+                        else "greater than or equal to")
+            raise exception.BadRequest(
+                "Invalid inventory for '%s' on resource provider '%s'. "
+                "The reserved value is %s total." % (
+                    rc_name, provider_uuid, relation))
+
+
+def check_generation(provider, generation):
+    if provider["generation"] != generation:
+        raise exception.ConcurrentUpdate(
+            "resource provider generation conflict")
+
+
+def find_provider(db, uuid):
+    """The provider row (ResourceProviderNotFound if none)."""
+    with db.reader() as conn:
+        return common.get_provider(conn, uuid)
+
+
+def _stored_record(row):
+    record = {field: row[field] for field in schema.FIELDS}
+    record["allocation_ratio"] = float(record["allocation_ratio"])
+    return record
+
+
+def _select_inventories(provider_id):
+    return (sa.select(RC.c.name.label("resource_class"), *_RECORD_COLUMNS,
+                      INV.c.resource_class_id, INV.c.created_at,
+                      INV.c.updated_at)
+            .join(RC, RC.c.id == INV.c.resource_class_id)
+            .where(INV.c.resource_provider_id == provider_id))
+
+
+def get_inventories(db, uuid):
+    """(provider, {class name: record}, last modified) for one provider."""
+    with db.reader() as conn:
+        provider = common.get_provider(conn, uuid)
+        rows = conn.execute(_select_inventories(provider["id"])
+                            .order_by(INV.c.resource_class_id)
+                            ).mappings().all()
+    records = {row["resource_class"]: _stored_record(row) for row in rows}
+    times = [row["updated_at"] or row["created_at"] for row in rows]
+    return provider, records, max(times, default=None)
+
+
+def get_inventory(db, uuid, rc_name):
+    """(provider, record, last modified) or InventoryNotFound."""
+    with db.reader() as conn:
+        provider = common.get_provider(conn, uuid)
+        row = conn.execute(_select_inventories(provider["id"])
+                           .where(RC.c.name == rc_name)).mappings().first()
+    if row is None:
+        raise InventoryNotFound(
+            "No inventory of class %s for %s" % (rc_name, uuid))
+    return provider, _stored_record(row), row["updated_at"] or row["created_at"]
+
+
+def _values(record):
+    """Column values; integral floats such as 4.0 are valid integers."""
+    values = {field: int(record[field]) for field in schema.FIELDS}
+    values["allocation_ratio"] = float(record["allocation_ratio"])
+    return values
+
+
+def _in_use_class_names(conn, provider_id, rc_ids):
+    """Sorted names of the classes among ``rc_ids`` that have allocations."""
+    if not rc_ids:
+        return []
+    return list(conn.scalars(
+        sa.select(RC.c.name).where(
+            RC.c.id.in_(rc_ids),
+            sa.exists().where(ALLOC.c.resource_provider_id == provider_id,
+                              ALLOC.c.resource_class_id == RC.c.id))
+        .order_by(RC.c.name)))
+
+
+def _in_use_message(rc_names, provider_uuid):
+    return "Inventory for '%s' on resource provider '%s' in use." % (
+        ", ".join(rc_names), provider_uuid)
+
+
+@db_api.retry_on_deadlock
+def create_inventory(db, uuid, rc_name, record):
+    """Add one record; returns the new provider generation.
+
+    No generation is taken from the client: the one read here is swapped.
+    """
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
+        generation = common.bump_generation(
+            conn, provider["id"], provider["generation"],
+            "Update conflict: resource provider %s was changed by another "
+            "process." % uuid)
+        exists = conn.scalar(sa.select(INV.c.id).where(
+            INV.c.resource_provider_id == provider["id"],
+            INV.c.resource_class_id == rc_id))
+        if exists is not None:
+            raise exception.ConcurrentUpdate(
+                "Update conflict: Inventory for '%s' on resource provider "
+                "'%s' already exists." % (rc_name, uuid))
+        conn.execute(INV.insert().values(
+            resource_provider_id=provider["id"], resource_class_id=rc_id,
+            **_values(record)))
+    return generation
+
+
+@db_api.retry_on_deadlock
+def replace_inventories(db, uuid, generation, records):
+    """Make ``records`` ({class name: record}) the provider's whole
+    inventory; returns the new provider generation."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        rc_ids = common.resource_class_ids(conn, records)
+        new_generation = common.bump_generation(
+            conn, provider["id"], generation,
+            "update conflict: resource provider %s generation changed "
+            "concurrently." % uuid)
+        existing = set(conn.scalars(
+            sa.select(INV.c.resource_class_id)
+            .where(INV.c.resource_provider_id == provider["id"])))
+        wanted = {rc_ids[name]: record for name, record in records.items()}
+        removed = existing - set(wanted)
+        in_use = _in_use_class_names(conn, provider["id"], removed)
+        if in_use:
+            raise exception.InventoryInUse(
+                "update conflict: " + _in_use_message(in_use, uuid))
+        if removed:
+            conn.execute(INV.delete().where(
+                INV.c.resource_provider_id == provider["id"],
+                INV.c.resource_class_id.in_(removed)))
+        added = [dict(_values(record), resource_provider_id=provider["id"],
+                      resource_class_id=rc_id)
+                 for rc_id, record in wanted.items() if rc_id not in existing]
+        if added:
+            conn.execute(INV.insert(), added)
+        updated = [dict(_values(record), b_rc_id=rc_id)
+                   for rc_id, record in wanted.items() if rc_id in existing]
+        if updated:
+            # One executemany for all updated classes.
+            conn.execute(
+                INV.update().where(
+                    INV.c.resource_provider_id == provider["id"],
+                    INV.c.resource_class_id == sa.bindparam("b_rc_id")),
+                updated)
+    return new_generation
+
+
+@db_api.retry_on_deadlock
+def update_inventory(db, uuid, generation, rc_name, record):
+    """Overwrite the provider's existing record of ``rc_name``; returns the
+    new provider generation."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
+        new_generation = common.bump_generation(
+            conn, provider["id"], generation,
+            "update conflict: resource provider %s generation changed "
+            "concurrently." % uuid)
+        result = conn.execute(
+            INV.update().where(INV.c.resource_provider_id == provider["id"],
+                               INV.c.resource_class_id == rc_id)
+            .values(**_values(record)))
+        if result.rowcount != 1:
+            raise InventoryNotFound(
+                "No inventory of class %s found." % rc_name)
+    return new_generation
+
+
+@db_api.retry_on_deadlock
+def delete_inventory(db, uuid, rc_name):
+    """Remove one record unless it has allocations."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
+        common.bump_generation(
+            conn, provider["id"], provider["generation"],
+            "Inventory for '%s' on resource provider '%s' was changed by "
+            "another process." % (rc_name, uuid))
+        where = (INV.c.resource_provider_id == provider["id"],
+                 INV.c.resource_class_id == rc_id)
+        if conn.scalar(sa.select(INV.c.id).where(*where)) is None:
+            raise InventoryNotFound(
+                "No inventory of class %s found for delete" % rc_name)
+        if _in_use_class_names(conn, provider["id"], [rc_id]):
+            raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
+        conn.execute(INV.delete().where(*where))
+
+
+@db_api.retry_on_deadlock
+def delete_inventories(db, uuid):
+    """Remove every record unless any has allocations."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        common.bump_generation(
+            conn, provider["id"], provider["generation"],
+            "Unable to delete inventory for resource provider %s because "
+            "the inventory was updated by another process. Please retry "
+            "your request." % uuid)
+        existing = list(conn.scalars(
+            sa.select(INV.c.resource_class_id)
+            .where(INV.c.resource_provider_id == provider["id"])))
+        in_use = _in_use_class_names(conn, provider["id"], existing)
+        if in_use:
+            raise exception.InventoryInUse(_in_use_message(in_use, uuid))
+        conn.execute(INV.delete().where(
+            INV.c.resource_provider_id == provider["id"]))
