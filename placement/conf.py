@@ -2,19 +2,27 @@
 
 Every option can be set in ``placement.conf`` or through an
 ``OS_<GROUP>__<OPTION>`` environment variable (oslo.config's environment
-source). ``list_opts`` feeds ``oslo-config-generator``.
+source). ``list_opts`` feeds ``oslo-config-generator`` (see
+``etc/placement/config-generator.conf``), ``set_lib_defaults`` gives the
+libraries placement's own defaults.
 """
 import os
 
 from oslo_config import cfg
+from oslo_log import log as oslo_log
+from oslo_middleware import cors
+from oslo_policy import opts as policy_opts
 
 CONF = cfg.CONF
 
-
-def _default_state_path():
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "placement")
+# Headers a browser may send / read, beyond the CORS "simple" ones.
+CORS_ALLOW_HEADERS = ["X-Auth-Token", "X-Openstack-Request-Id",
+                      "X-Identity-Status", "X-Roles", "X-Service-Catalog",
+                      "X-User-Id", "X-Tenant-Id", "OpenStack-API-Version"]
+CORS_EXPOSE_HEADERS = ["X-Auth-Token", "X-Openstack-Request-Id",
+                       "X-Subject-Token", "X-Service-Token",
+                       "OpenStack-API-Version"]
+CORS_ALLOW_METHODS = ["GET", "PUT", "POST", "DELETE", "PATCH"]
 
 
 default_opts = [
@@ -22,10 +30,8 @@ default_opts = [
                default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..")),
                sample_default="<Path>",
                help="Directory where the placement python module is installed."),
-    cfg.StrOpt("state_path", default=_default_state_path(),
-               sample_default="~/.local/state/placement",
-               help="Top-level directory for maintaining state (the default "
-                    "SQLite database lives here)."),
+    cfg.StrOpt("state_path", default="$pybasedir",
+               help="Top-level directory for maintaining state."),
     cfg.StrOpt("tempdir", help="Explicitly specify the temporary working directory."),
     cfg.BoolOpt("log_options", default=True,
                 help="Log all option values at DEBUG level on start-up."),
@@ -74,8 +80,9 @@ workarounds_opts = [
 
 database_opts = [
     cfg.StrOpt("connection", secret=True,
-               default="sqlite:///$state_path/placement.sqlite",
-               help="SQLAlchemy URL of the placement database."),
+               help="SQLAlchemy URL of the placement database. Required: "
+                    "the service and placement-manage refuse to run "
+                    "without it."),
     cfg.StrOpt("connection_parameters", default="",
                help="Extra query parameters appended to the connection URL."),
     cfg.BoolOpt("sqlite_synchronous", default=True,
@@ -103,12 +110,22 @@ database_opts = [
                      "application starts."),
 ]
 
+# oslo.policy >= 6 always enforces scope; placement keeps the documented
+# switch (policy.authorize honours it).
+policy_scope_opts = [
+    cfg.BoolOpt("enforce_scope", default=True,
+                help="Fail every rule declaring scope_types=['project'] for "
+                     "tokens that are not project-scoped. False ignores "
+                     "scope mismatches."),
+]
+
 GROUPS = {
     "DEFAULT": default_opts,
     "api": api_opts,
     "placement": placement_opts,
     "workarounds": workarounds_opts,
     "placement_database": database_opts,
+    "oslo_policy": policy_scope_opts,
 }
 
 
@@ -121,11 +138,41 @@ def list_opts():
     return [(None if g == "DEFAULT" else g, opts) for g, opts in GROUPS.items()]
 
 
+def set_lib_defaults():
+    """Placement's defaults for library options (also the generator's
+    ``oslo.config.opts.defaults`` hook, so the sample shows them)."""
+    cors.set_defaults(allow_headers=CORS_ALLOW_HEADERS,
+                      expose_headers=CORS_EXPOSE_HEADERS,
+                      allow_methods=CORS_ALLOW_METHODS)
+
+
+# Library options are registered here, before any parsing, so that a config
+# file or OS_<GROUP>__<OPTION> variable can set them like placement's own.
 register_opts(CONF)
+oslo_log.register_options(CONF)
+CONF.register_opts(cors.CORS_OPTS, group="cors")
+policy_opts.set_defaults(CONF)
+set_lib_defaults()
+
+
+class MissingConnection(Exception):
+    """[placement_database] connection is required and was not given."""
+
+
+def database_connection(conf=CONF):
+    if not conf.placement_database.connection:
+        raise MissingConnection(
+            "[placement_database] connection is not set; configure it in "
+            "placement.conf or OS_PLACEMENT_DATABASE__CONNECTION")
+    return conf.placement_database.connection
 
 
 def parse_args(argv, conf=CONF, default_config_files=None):
-    """Load configuration for the WSGI app or a command."""
+    """Load configuration for the WSGI app or a command.
+
+    A non-empty OS_PLACEMENT_CONFIG_DIR replaces oslo.config's default
+    search (/etc/placement/placement.conf, ...) with the file it holds.
+    """
     if default_config_files is None:
         config_dir = os.environ.get("OS_PLACEMENT_CONFIG_DIR")
         if config_dir:

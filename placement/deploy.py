@@ -1,7 +1,8 @@
 """Start-up: configuration, database, policy, standard names, pipeline."""
 import logging
-import sys
+import time
 
+import sqlalchemy as sa
 from oslo_log import log as oslo_log
 
 from placement import conf as placement_conf
@@ -18,12 +19,29 @@ def setup_logging(conf):
     global _LOGGING_SET_UP
     if not _LOGGING_SET_UP:
         oslo_log.setup(conf, "placement")
+        if conf.log_options:
+            conf.log_opt_values(LOG, logging.DEBUG)
         _LOGGING_SET_UP = True
 
 
 def make_database(conf):
+    """The configured Database, once it answers ([placement_database]
+    max_retries / retry_interval cover a database still starting)."""
+    placement_conf.database_connection(conf)
     engine = db_api.create_engine(db_api.build_url(conf), conf)
-    return db_api.Database(engine)
+    dbconf = conf.placement_database
+    attempt = 0
+    while True:
+        try:
+            with engine.connect():
+                return db_api.Database(engine)
+        except sa.exc.OperationalError:
+            attempt += 1
+            if dbconf.max_retries != -1 and attempt > dbconf.max_retries:
+                raise
+            LOG.warning("database not reachable, retry %d in %ss", attempt,
+                        dbconf.retry_interval)
+            time.sleep(dbconf.retry_interval)
 
 
 def build_app(conf, db=None, sync_schema=None):
@@ -36,12 +54,10 @@ def build_app(conf, db=None, sync_schema=None):
     return api_app.build_pipeline(conf, db)
 
 
-def loadapp(argv=None):
+def loadapp(argv=()):
+    """Parse the configuration (``argv`` holds command-line options; the
+    WSGI entry point has none), set up logging and build the app."""
     conf = placement_conf.CONF
-    if not conf._args and argv is None:
-        placement_conf.parse_args([])
-    elif argv is not None:
-        placement_conf.parse_args(argv)
-    oslo_log.register_options(conf) if "debug" not in conf else None
+    placement_conf.parse_args(list(argv))
     setup_logging(conf)
     return build_app(conf)

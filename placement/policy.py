@@ -1,4 +1,11 @@
-"""The policy engine (oslo.policy) and the authorise call handlers make."""
+"""The policy engine (oslo.policy) and the authorise call handlers make.
+
+Rules are the defaults of ``placement.policies`` plus overrides from
+``[oslo_policy] policy_file`` (YAML, looked up in the config directories).
+``enforce_new_defaults = False`` makes oslo.policy OR each rule with its
+deprecated predecessor (``role:admin``); ``enforce_scope = False`` ignores
+the token scope.
+"""
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy
@@ -7,6 +14,7 @@ from placement import policies
 from placement.api import errors
 
 _ENFORCER = None
+_SCOPE_CREDS = ("system_scope", "system", "domain_id")
 
 
 def get_enforcer(conf=None):
@@ -32,9 +40,14 @@ def authorize(context, rule, target=None):
     """Raise the contract's 403 unless ``context`` may perform ``rule``."""
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
+    enforcer = get_enforcer()
+    creds = context.to_policy_values()
+    if not enforcer.conf.oslo_policy.enforce_scope:
+        # Judged as a project-scoped token: scope mismatches are ignored.
+        for key in _SCOPE_CREDS:
+            creds.pop(key, None)
     try:
-        get_enforcer().authorize(rule, target, context.to_policy_values(),
-                                 do_raise=True)
+        enforcer.authorize(rule, target, creds, do_raise=True)
     except policy.InvalidScope:
         raise errors.Forbidden(rule, vary=False)
     except policy.PolicyNotAuthorized:

@@ -1,0 +1,1 @@
+"""Console scripts: placement-api, placement-manage, placement-status."""

@@ -1,0 +1,62 @@
+"""``placement-api``: serve the WSGI app with gunicorn.
+
+``placement-api [--config-file PATH] [--host H] [--port P] [--workers N]
+[--threads N] [--db-sync]``. The schema is upgraded first when the database
+is SQLite (a fresh file needs no set-up) or ``--db-sync`` is given. Every
+gunicorn worker builds its own app (and engine) after the fork.
+"""
+import sys
+
+from gunicorn.app import base
+from oslo_config import cfg
+
+from placement import conf as placement_conf
+from placement import deploy
+from placement.db import schema
+
+serve_opts = [
+    cfg.HostAddressOpt("host", default="127.0.0.1",
+                       help="Address to listen on."),
+    cfg.PortOpt("port", default=8778, help="Port to listen on."),
+    cfg.IntOpt("workers", default=1, min=1, help="Worker processes."),
+    cfg.IntOpt("threads", default=1, min=1, help="Threads per worker."),
+    cfg.BoolOpt("db-sync", default=False,
+                help="Upgrade the schema to head before serving."),
+]
+
+
+class Server(base.BaseApplication):
+    def __init__(self, conf):
+        self.conf = conf
+        super().__init__()
+
+    def load_config(self):
+        # IPv6 literals need brackets in a gunicorn bind address.
+        host = self.conf.host
+        if ":" in host:
+            host = "[%s]" % host
+        self.cfg.set("bind", "%s:%d" % (host, self.conf.port))
+        self.cfg.set("workers", self.conf.workers)
+        self.cfg.set("threads", self.conf.threads)
+        self.cfg.set("proc_name", "placement-api")
+
+    def load(self):
+        return deploy.build_app(self.conf, sync_schema=False)
+
+
+def main(argv=None):
+    conf = placement_conf.CONF
+    conf.register_cli_opts(serve_opts)
+    placement_conf.parse_args(sys.argv[1:] if argv is None else argv)
+    deploy.setup_logging(conf)
+    try:
+        db = deploy.make_database(conf)
+    except placement_conf.MissingConnection as e:
+        print(e, file=sys.stderr)
+        return 1
+    if conf.db_sync or db.dialect == "sqlite":
+        schema.upgrade(db.engine)
+    # Connections must not cross the fork into the workers.
+    db.engine.dispose()
+    Server(conf).run()
+    return 0

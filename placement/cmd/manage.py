@@ -1,0 +1,147 @@
+"""``placement-manage [--config-file PATH] [--config-dir DIR] db <command>``.
+
+Commands: ``sync``, ``version``, ``stamp <revision>`` and
+``online_data_migrations [--max-count N]`` (config-and-cli.md §4).
+"""
+import sys
+
+import prettytable
+from oslo_config import cfg
+
+from placement import conf as placement_conf
+from placement import deploy
+from placement.db import schema
+from placement.objects import online_migrations
+
+DEFAULT_BATCH = 50
+# online_data_migrations exit codes
+MORE_TO_DO, FAILED, BAD_MAX_COUNT = 1, 2, 127
+
+_PARSERS = {}
+
+
+def db_sync(db):
+    schema.upgrade(db.engine)
+    return 0
+
+
+def db_version(db):
+    print(schema.current_revision(db.engine))
+    return 0
+
+
+def db_stamp(db):
+    schema.stamp(db.engine, placement_conf.CONF.category.version)
+    return 0
+
+
+def _run_batch(db, max_count):
+    """One pass over every migration, sharing ``max_count`` rows between
+    them. Returns ({name: (found, done)}, exceptions seen)."""
+    results, failed = {}, False
+    for name, migration in online_migrations.MIGRATIONS.items():
+        budget = max_count - sum(done for _, done in results.values())
+        if budget <= 0:
+            break
+        try:
+            results[name] = migration(db, budget)
+        except Exception:
+            print("Error attempting to run %s" % name, file=sys.stderr)
+            failed = True
+            results[name] = (0, 0)
+    return results, failed
+
+
+def _print_table(totals):
+    table = prettytable.PrettyTable(["Migration", "Total Found", "Completed"])
+    for name in online_migrations.MIGRATIONS:
+        found, done = totals.get(name, (0, 0))
+        table.add_row([name, found, done])
+    print(table)
+
+
+def db_online_data_migrations(db):
+    """Without --max-count: batches of 50 until nothing is left to do.
+    With it: one batch of at most N rows; exit 1 if it migrated some."""
+    max_count = placement_conf.CONF.category.max_count
+    if max_count is not None:
+        try:
+            max_count = int(max_count)
+        except ValueError:
+            max_count = 0
+        if max_count < 1:
+            print("Must supply a positive value for max_count",
+                  file=sys.stderr)
+            return BAD_MAX_COUNT
+    totals = {}
+    while True:
+        results, failed = _run_batch(db, max_count or DEFAULT_BATCH)
+        for name, (found, done) in results.items():
+            # "Total Found" is what the first batch saw; later ones less.
+            first_found, so_far = totals.get(name, (found, 0))
+            totals[name] = (first_found, so_far + done)
+        ran = any(done for _, done in results.values())
+        if max_count is not None or not ran:
+            break
+    _print_table(totals)
+    if failed and not ran:
+        return FAILED
+    if max_count is not None and ran:
+        return MORE_TO_DO
+    return 0
+
+
+def _add_db_parsers(db_parser):
+    _PARSERS["db"] = db_parser
+    commands = db_parser.add_subparsers(dest="db_command")
+    commands.add_parser("sync", help="Upgrade the schema to the latest "
+                        "revision.").set_defaults(func=db_sync)
+    commands.add_parser("version", help="Print the current schema "
+                        "revision.").set_defaults(func=db_version)
+    stamp = commands.add_parser("stamp", help="Record a schema revision "
+                                "without running migrations.")
+    stamp.add_argument("version", help="The revision to record.")
+    stamp.set_defaults(func=db_stamp)
+    online = commands.add_parser(
+        "online_data_migrations", help="Run the online data migrations.")
+    online.add_argument(
+        "--max-count", metavar="<number>", dest="max_count",
+        help="Migrate at most this many rows in one batch, then stop.")
+    online.set_defaults(func=db_online_data_migrations)
+
+
+def add_command_parsers(subparsers):
+    # Without a category placement-manage prints its help and exits 1,
+    # rather than argparse's usage error (exit 2).
+    subparsers.required = False
+    _add_db_parsers(subparsers.add_parser("db", help="Database commands."))
+
+
+command_opt = cfg.SubCommandOpt("category", title="Command categories",
+                                help="Available categories",
+                                handler=add_command_parsers)
+
+
+def main(argv=None):
+    conf = placement_conf.CONF
+    conf.register_cli_opt(command_opt)
+    argv = sys.argv[1:] if argv is None else argv
+    placement_conf.parse_args(argv)
+    if conf.category.name is None:
+        conf.print_help()
+        return 1
+    if getattr(conf.category, "func", None) is None:
+        _PARSERS["db"].print_help()
+        return 1
+    try:
+        db = deploy.make_database(conf)
+    except placement_conf.MissingConnection as e:
+        print(e, file=sys.stderr)
+        return 1
+    try:
+        return conf.category.func(db)
+    except Exception as e:
+        print("%s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 1
+    finally:
+        db.engine.dispose()

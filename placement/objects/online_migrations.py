@@ -1,0 +1,82 @@
+"""Online data migrations (``placement-manage db online_data_migrations``)
+and the counts ``placement-status upgrade check`` reports.
+
+Each migration takes a Database and a batch size, fixes at most that many
+rows in one transaction, and returns ``(found, done)``: rows needing the fix
+before the batch, rows fixed by it.
+"""
+import sqlalchemy as sa
+
+from placement.conf import CONF
+from placement.db import tables
+from placement.objects import consumer
+
+RP = tables.resource_providers
+ALLOC = tables.allocations
+CONSUMERS = tables.consumers
+
+
+def _missing_root():
+    return sa.select(RP.c.id).where(RP.c.root_provider_id.is_(None))
+
+
+def _consumerless():
+    """Distinct allocation consumer ids that have no consumer row."""
+    return (sa.select(ALLOC.c.consumer_id)
+            .outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+            .where(CONSUMERS.c.id.is_(None))
+            .distinct())
+
+
+def _count(conn, select):
+    return conn.scalar(sa.select(sa.func.count()).select_from(
+        select.subquery()))
+
+
+def count_missing_root_ids(db):
+    with db.reader() as conn:
+        return _count(conn, _missing_root())
+
+
+def count_incomplete_consumers(db):
+    with db.reader() as conn:
+        return _count(conn, _consumerless())
+
+
+def set_root_provider_ids(db, batch_size):
+    """Providers written before nesting existed are their own roots."""
+    with db.writer() as conn:
+        found = _count(conn, _missing_root())
+        ids = conn.scalars(_missing_root().limit(batch_size)).all()
+        if ids:
+            conn.execute(RP.update().where(RP.c.id.in_(ids))
+                         .values(root_provider_id=RP.c.id))
+    return found, len(ids)
+
+
+def create_incomplete_consumers(db, batch_size):
+    """Consumer rows, owned by the configured "incomplete" project and user,
+    for allocations written before consumers were recorded."""
+    with db.writer() as conn:
+        found = _count(conn, _consumerless())
+        uuids = conn.scalars(_consumerless().limit(batch_size)).all()
+        if uuids:
+            project = CONF.placement.incomplete_consumer_project_id
+            user = CONF.placement.incomplete_consumer_user_id
+            # Reuse the allocation writer's get-or-create of projects/users.
+            project_id = consumer._ids_by_name(
+                conn, db, tables.projects, "external_id", [project])[project]
+            user_id = consumer._ids_by_name(
+                conn, db, tables.users, "external_id", [user])[user]
+            conn.execute(db.insert_ignore(CONSUMERS), [
+                {"uuid": u, "project_id": project_id, "user_id": user_id,
+                 "generation": 0}
+                for u in uuids])
+    return found, len(uuids)
+
+
+# Name -> migration, in the order they run.
+MIGRATIONS = {
+    "set_root_provider_ids": set_root_provider_ids,
+    "create_incomplete_consumers": create_incomplete_consumers,
+}
