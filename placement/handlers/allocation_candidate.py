@@ -1,0 +1,115 @@
+"""GET /allocation_candidates: parse the query into a Request, run the
+engine, render for the microversion (allocation-candidates.md)."""
+import collections
+
+from placement.api import decorators
+from placement.api import errors
+from placement.api import microversion
+from placement.api import request
+from placement.conf import CONF
+from placement.handlers import query_params
+from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import render
+from placement.objects.allocation_candidates import request as ac_request
+from placement.schemas import allocation_candidate as schema
+
+NESTED_AWARE_SINCE = "1.29"
+# root_required never takes "in:"; its error names 1.39 even at 1.39.
+ROOT_REQUIRED_GRAMMAR = microversion.Version(1, 38)
+
+
+@decorators.versioned("1.10")
+@decorators.accepts_json
+def list_allocation_candidates(req, resp):
+    ctx = request.context(req)
+    ctx.can("placement:allocation_candidates:list")
+    version = request.version(req)
+    pairs = request.query_pairs(req)
+    request.validate_query(pairs, schema.query_schema(
+        {name for name, _ in pairs}, version))
+    parsed = parse_query(pairs, version)
+    ac_request.check_structure(parsed, version)
+    result = engine.find(ctx.db, parsed, engine.Options(
+        nested_aware=version >= NESTED_AWARE_SINCE,
+        strategy=CONF.placement.allocation_candidates_generation_strategy,
+        max_candidates=CONF.placement.max_allocation_candidates,
+        randomize=CONF.placement.randomize_allocation_candidates))
+    request.render(resp, render.document(result, version))
+    request.set_last_modified(req, resp, None, always=True)
+
+
+def parse_query(pairs, version):
+    """A ``request.Request`` from (already schema-checked) query pairs."""
+    values = collections.defaultdict(list)
+    for name, value in pairs:
+        values[name].append(value)
+    root_required, root_forbidden = _root_required(values.get("root_required"))
+    return ac_request.Request(
+        limit=int(values["limit"][0]) if "limit" in values else None,
+        group_policy=values["group_policy"][0] if "group_policy" in values
+        else None,
+        root_required=root_required, root_forbidden=root_forbidden,
+        same_subtree=tuple(_same_subtree(v)
+                           for v in values.get("same_subtree", ())),
+        groups=_groups(values, version))
+
+
+def _root_required(values):
+    if not values:
+        return frozenset(), frozenset()
+    if len(values) > 1:
+        raise errors.BadRequest(
+            "Query parameter 'root_required' may be specified only once.",
+            code=errors.QUERY_DUPLICATE_KEY)
+    traits = query_params.parse_required(values, ROOT_REQUIRED_GRAMMAR,
+                                         "root_required")
+    required = frozenset().union(*traits.any_of)
+    conflicts = required & traits.forbidden
+    if conflicts:
+        raise errors.BadRequest(
+            "Conflicting required and forbidden traits found in "
+            "root_required: %s" % ", ".join(sorted(conflicts)),
+            code=errors.QUERY_BAD_VALUE)
+    return required, traits.forbidden
+
+
+def _same_subtree(value):
+    suffixes = tuple(item.strip() for item in value.split(","))
+    if not all(suffixes):
+        raise errors.BadRequest(
+            "Empty string (unsuffixed group) can not be specified in "
+            "`same_subtree` ", code=errors.QUERY_BAD_VALUE)
+    return suffixes
+
+
+def _groups(values, version):
+    """Groups by suffix, each key's values parsed in query-string order."""
+    fields = collections.defaultdict(dict)
+    for name, occurrences in values.items():   # dict keeps query order
+        parts = schema.split_group_name(name)
+        if parts is None:
+            continue
+        param, suffix = parts
+        fields[suffix][param] = _parse_group_value(
+            param, name, occurrences, version)
+    return tuple(ac_request.RequestGroup(
+        suffix=suffix,
+        resources=tuple(f.get("resources", {}).items()),
+        required=f.get("required"),
+        member_of=f.get("member_of"),
+        in_tree=f.get("in_tree")) for suffix, f in fields.items())
+
+
+def _parse_group_value(param, name, occurrences, version):
+    if param == "resources":
+        return query_params.parse_resources(occurrences[-1])
+    if param == "required":
+        return query_params.parse_required(occurrences, version, name)
+    if param == "member_of":
+        return query_params.parse_member_of(occurrences, version, name)
+    tree = occurrences[-1].strip()
+    if not query_params.is_uuid_like(tree):
+        raise errors.BadRequest(
+            "Invalid query string parameters: Expected 'in_tree' parameter "
+            "to be a format of uuid. Got: %s" % tree)
+    return tree

@@ -1,0 +1,128 @@
+"""The allocation candidate engine (GET /allocation_candidates).
+
+Stages, one module each: ``request`` (groups and structural rules),
+``providers`` (all SQL), ``trees`` (who can serve which group under which
+anchor), ``search`` (lazy combinations) and ``render`` (JSON per
+microversion). ``find`` runs stages 2-4 in one read transaction.
+"""
+import dataclasses
+import itertools
+import random
+
+from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import search
+from placement.objects.allocation_candidates import trees
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    nested_aware: bool = True        # 1.29+: one request may use many
+                                     # providers of one tree
+    strategy: str = "depth-first"
+    max_candidates: int = -1         # generation cap, -1 unlimited
+    randomize: bool = False
+
+
+@dataclasses.dataclass
+class Result:
+    candidates: list            # search.Candidate
+    summaries: dict             # provider id -> providers.Summary
+    uuids: dict                 # provider id -> uuid
+    class_names: dict           # class id -> name (requested classes)
+
+
+EMPTY = Result([], {}, {}, {})
+
+
+def find(db, request, options=Options()):
+    """Allocation candidates for a checked ``request.Request``."""
+    with db.reader() as conn:
+        try:
+            return _find(conn, request, options)
+        except providers.NoCandidates:
+            return EMPTY
+
+
+def _resolve(conn, request):
+    """Names to ids, in the contract's order; 400 for unknown names."""
+    trait_ids = providers.resolve_traits(conn, request.root_required
+                                         | request.root_forbidden)
+    groups, aggregate_ids, class_ids = [], set(), {}
+    for group in request.groups:
+        classes = providers.resolve_classes(
+            conn, [name for name, _ in group.resources])
+        class_ids.update(classes)
+        member_of = group.member_of
+        known = providers.resolve_aggregates(conn, set().union(
+            *group.any_aggregates, group.forbidden_aggregates))
+        any_aggs = tuple(frozenset(known[u] for u in any_of if u in known)
+                         for any_of in group.any_aggregates)
+        traits = providers.resolve_traits(
+            conn, group.required.names if group.required else ())
+        trait_ids.update(traits)
+        groups.append(trees.Group(
+            suffix=group.suffix,
+            resources=tuple((classes[n], a) for n, a in group.resources),
+            any_traits=tuple(frozenset(traits[t] for t in any_of)
+                             for any_of in group.any_traits),
+            forbidden_traits=frozenset(traits[t]
+                                       for t in group.forbidden_traits),
+            any_aggregates=any_aggs,
+            forbidden_aggregates=frozenset(
+                known[u] for u in group.forbidden_aggregates if u in known),
+            in_tree_root=(providers.resolve_root(conn, group.in_tree)
+                          if group.in_tree else None)))
+        aggregate_ids.update(known.values())
+        # An any-of set naming only unknown aggregates matches nothing.
+        if member_of and not all(any_aggs):
+            raise providers.NoCandidates()
+    return groups, class_ids, trait_ids, aggregate_ids
+
+
+def _find(conn, request, options):
+    groups, class_ids, trait_ids, aggregate_ids = _resolve(conn, request)
+    snapshot = providers.load_snapshot(conn, class_ids.values(),
+                                       set(trait_ids.values()), aggregate_ids)
+    forest = trees.Trees(
+        snapshot,
+        frozenset(trait_ids[t] for t in request.root_required),
+        frozenset(trait_ids[t] for t in request.root_forbidden))
+    engine = search.Search(forest, groups, request.same_subtree,
+                           request.isolate)
+    plans = forest.plans(groups)
+    found = search.unique(search.STRATEGIES[options.strategy](
+        engine.candidates(plan) for plan in plans))
+    if options.max_candidates > 0:
+        found = itertools.islice(found, options.max_candidates)
+    one_per_tree = not options.nested_aware and snapshot.nested
+    if one_per_tree:
+        found = (c for c in found if _one_provider_per_tree(c, forest))
+    found = _limit(found, request.limit, options.randomize)
+    return _with_summaries(conn, found, snapshot, class_ids, one_per_tree)
+
+
+def _one_provider_per_tree(candidate, forest):
+    """Below 1.29 a nested deployment allows one provider per tree (§5.8)."""
+    rps = candidate.providers()
+    return len({forest.root(rp) for rp in rps}) == len(rps)
+
+
+def _limit(found, limit, randomize):
+    if not randomize:
+        return list(itertools.islice(found, limit))
+    found = list(found)
+    if limit is not None and len(found) > limit:
+        return random.sample(found, limit)
+    random.shuffle(found)
+    return found
+
+
+def _with_summaries(conn, found, snapshot, class_ids, allocated_only):
+    allocated = set().union(*(c.providers() for c in found))
+    roots = {snapshot.providers[rp].root_id for rp in allocated}
+    summaries = providers.load_summaries(
+        conn, roots, allocated if allocated_only else None)
+    mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
+    uuids = {rp: snapshot.providers[rp].uuid for rp in allocated | mapped}
+    return Result(found, summaries, uuids,
+                  {i: n for n, i in class_ids.items()})

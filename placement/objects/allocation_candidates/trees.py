@@ -1,0 +1,157 @@
+"""Stage 3: which providers can serve which group, under which anchor.
+
+Works on a ``providers.Snapshot`` (ids only). A suffixed group is served by
+exactly one provider (§4.1); the unsuffixed group is "spread": one provider
+per requested class, any of the anchor's tree or a sharing provider serving
+it (§4.2). The result is a ``Plan`` per anchor: an ordered list of slots,
+each slot a list of options ``(provider id, ((class id, amount), ...))``.
+"""
+import collections
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """A request group with names resolved to ids."""
+    suffix: str
+    resources: tuple                 # ((class id, amount), ...)
+    any_traits: tuple = ()           # (frozenset of trait ids, ...)
+    forbidden_traits: frozenset = frozenset()
+    any_aggregates: tuple = ()       # (frozenset of aggregate ids, ...)
+    forbidden_aggregates: frozenset = frozenset()
+    in_tree_root: int = None
+
+    @property
+    def spread(self):
+        return self.suffix == ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    group: int                      # index into the request's groups
+    options: tuple                  # ((provider id, allocations), ...)
+    closes_group: bool              # the group's last slot
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    anchor: int
+    slots: tuple
+
+
+def _has_traits(traits, group):
+    return (all(traits & any_of for any_of in group.any_traits)
+            and not traits & group.forbidden_traits)
+
+
+def _in_aggregates(aggs, group):
+    return (all(aggs & any_of for any_of in group.any_aggregates)
+            and not aggs & group.forbidden_aggregates)
+
+
+class Trees:
+    """Per-group candidates over one snapshot."""
+
+    def __init__(self, snapshot, root_required=frozenset(),
+                 root_forbidden=frozenset()):
+        self.snap = snapshot
+        self.holders = collections.defaultdict(list)   # class id -> providers
+        for rp, rc in sorted(snapshot.inventories):
+            self.holders[rc].append(rp)
+        self.anchor_ok = {
+            rp for rp, p in snapshot.providers.items()
+            if p.parent_id is None
+            and root_required <= self.traits(rp)
+            and not root_forbidden & self.traits(rp)}
+
+    def traits(self, rp):
+        return self.snap.traits.get(rp, frozenset())
+
+    def aggregates(self, rp):
+        return self.snap.aggregates.get(rp, frozenset())
+
+    def root(self, rp):
+        return self.snap.providers[rp].root_id
+
+    def anchors_of(self, rp):
+        """The roots under which provider ``rp`` may be offered."""
+        roots = {self.root(rp)} | self.snap.serves.get(rp, frozenset())
+        return roots & self.anchor_ok
+
+    def _fits(self, rp, resources):
+        inventories = self.snap.inventories
+        return all((rp, rc) in inventories and inventories[rp, rc].fits(amount)
+                   for rc, amount in resources)
+
+    def single(self, group):
+        """{anchor: [option]} for a group served by one provider (§4.1)."""
+        if group.resources:
+            first_class = group.resources[0][0]
+            candidates = [rp for rp in self.holders.get(first_class, ())
+                          if self._fits(rp, group.resources)
+                          and (group.in_tree_root is None
+                               or self.root(rp) == group.in_tree_root)]
+        elif group.any_traits or group.any_aggregates:
+            # Resourceless: upstream needs a positive filter and ignores
+            # in_tree for these groups.
+            candidates = sorted(self.snap.providers)
+        else:
+            candidates = []
+        by_anchor = collections.defaultdict(list)
+        for rp in candidates:
+            if (_has_traits(self.traits(rp), group)
+                    and _in_aggregates(self.aggregates(rp), group)):
+                for anchor in self.anchors_of(rp):
+                    by_anchor[anchor].append((rp, group.resources))
+        return by_anchor
+
+    def spread(self, group):
+        """{anchor: [[option] per class]} for the unsuffixed group (§4.2)."""
+        if not group.resources:
+            return {}
+        per_class = []
+        for rc, amount in group.resources:
+            pairs = collections.defaultdict(list)
+            for rp in self.holders.get(rc, ()):
+                if (not self.snap.inventories[rp, rc].fits(amount)
+                        or self.traits(rp) & group.forbidden_traits):
+                    continue
+                for anchor in self._spread_anchors(rp, group):
+                    pairs[anchor].append((rp, ((rc, amount),)))
+            per_class.append(pairs)
+        anchors = set.intersection(*(set(p) for p in per_class))
+        return {a: [pairs[a] for pairs in per_class] for a in anchors}
+
+    def _spread_anchors(self, rp, group):
+        own_root = self.root(rp)
+        if group.in_tree_root is not None:
+            anchors = {own_root} if own_root == group.in_tree_root else set()
+        else:
+            anchors = {own_root}
+            # A sharing provider must itself be in the member_of sets.
+            if rp in self.snap.serves and all(
+                    self.aggregates(rp) & any_of
+                    for any_of in group.any_aggregates):
+                anchors |= self.snap.serves[rp]
+        mine = self.aggregates(rp)
+        return [a for a in anchors & self.anchor_ok
+                if all((mine | self.aggregates(a)) & any_of
+                       for any_of in group.any_aggregates)
+                and not (mine | self.aggregates(a)) & group.forbidden_aggregates]
+
+    def plans(self, groups):
+        """A Plan for every anchor with a result for every group (§5.1)."""
+        per_group = [self.spread(g) if g.spread else self.single(g)
+                     for g in groups]
+        if not per_group:
+            return []
+        anchors = set.intersection(*(set(c) for c in per_group))
+        plans = []
+        for anchor in sorted(anchors):
+            slots = []
+            for index, (group, found) in enumerate(zip(groups, per_group)):
+                lists = found[anchor] if group.spread else [found[anchor]]
+                slots.extend(Slot(index, tuple(options), i == len(lists) - 1)
+                             for i, options in enumerate(lists))
+            plans.append(Plan(anchor, tuple(slots)))
+        return plans
