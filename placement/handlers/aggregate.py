@@ -1,5 +1,7 @@
 """/resource_providers/{uuid}/aggregates: a bare list before 1.19, with the
 provider generation (checked and moved on PUT) from 1.19."""
+import functools
+
 from placement.api import decorators
 from placement.api import microversion
 from placement.api import request
@@ -55,6 +57,7 @@ def set_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:update")
     form = FORM(req.context.version)
 
+    @functools.cache  # the body stream can be read only once
     def read_request():
         return form.parse(request.json_body(req, form.schema))
 

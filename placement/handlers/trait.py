@@ -73,7 +73,7 @@ def get_trait(req, resp, name):
 @decorators.versioned("1.6")
 def put_trait(req, resp, name):
     req.context.ctx.can("placement:traits:update")
-    if len(name) > _MAX_NAME or not _CUSTOM_TRAIT.match(name):
+    if len(name) > _MAX_NAME or not _CUSTOM_TRAIT.fullmatch(name):
         raise errors.BadRequest(
             'The trait is invalid. A valid trait must be no longer than 255 '
             'characters, start with the prefix "CUSTOM_" and use following '

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -37,7 +38,8 @@ def set_provider_aggregates(db, uuid, read_request):
 
     ``read_request()`` gives ``(aggregate uuids, expected generation or
     None)``; it runs once the provider is known to exist, because the
-    contract checks the body only after the lookup. An expected generation
+    contract checks the body only after the lookup; a deadlock retry calls
+    it again, so it must give the same answer twice. An expected generation
     is compared, then moved even when the set is unchanged (v1.19+).
     """
     try:
@@ -47,6 +49,7 @@ def set_provider_aggregates(db, uuid, read_request):
         raise exception.Conflict("Update conflict: %s" % e.orig)
 
 
+@db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, read_request):
     with db.writer() as conn:
         provider = common.get_provider(conn, uuid)

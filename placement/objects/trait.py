@@ -1,7 +1,9 @@
 """Traits and the trait sets of resource providers."""
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -45,6 +47,7 @@ def get_trait(db, name):
         return _get(conn, name)
 
 
+@db_api.retry_on_deadlock
 def ensure_trait(db, name):
     """(row, created): create the trait unless it already exists."""
     with db.writer() as conn:
@@ -53,6 +56,7 @@ def ensure_trait(db, name):
         return _get(conn, name), created
 
 
+@db_api.retry_on_deadlock
 def delete_trait(db, name):
     """Delete a custom trait that no provider has."""
     with db.writer() as conn:
@@ -60,9 +64,13 @@ def delete_trait(db, name):
         if not name.startswith("CUSTOM_"):
             raise exception.BadRequest("Cannot delete standard trait %s." % name)
         # One conditional statement, so a provider gaining the trait
-        # meanwhile cannot slip past the in-use check.
-        deleted = conn.execute(T.delete().where(
-            T.c.id == trait["id"], ~_associated())).rowcount
+        # meanwhile cannot slip past the in-use check; a link committed
+        # while we wait for its lock trips the foreign key instead.
+        try:
+            deleted = conn.execute(T.delete().where(
+                T.c.id == trait["id"], ~_associated())).rowcount
+        except sa_exc.IntegrityError:
+            deleted = 0
         if not deleted:
             raise exception.TraitInUse(
                 "The trait %s is in use by a resource provider." % name)
@@ -82,6 +90,7 @@ def get_provider_traits(db, uuid):
         return provider["generation"], _provider_traits(conn, provider["id"])
 
 
+@db_api.retry_on_deadlock
 def set_provider_traits(db, uuid, names, generation):
     """Replace the provider's traits; the generation moves only when the set
     actually changes. Returns (generation, trait rows)."""
@@ -123,6 +132,7 @@ def _replace_links(conn, provider_id, current, wanted):
         conn.execute(RPT.insert(), missing)
 
 
+@db_api.retry_on_deadlock
 def delete_provider_traits(db, uuid):
     """Remove every trait of the provider, bumping its generation if it had
     any."""
