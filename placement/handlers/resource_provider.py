@@ -1,0 +1,132 @@
+"""/resource_providers and /resource_providers/{uuid}."""
+import uuid as uuidlib
+
+from placement import exception
+from placement.api import decorators
+from placement.api import errors
+from placement.api import microversion
+from placement.api import request
+from placement.handlers import query_params
+from placement.objects import provider_list
+from placement.objects import resource_provider as rp_obj
+from placement.schemas import resource_provider as schema
+
+# Links after "self", each with the version that introduced it.
+_LINKS = (("inventories", "1.0"), ("usages", "1.0"), ("aggregates", "1.1"),
+          ("traits", "1.6"), ("allocations", "1.11"))
+NESTED_SINCE = "1.14"
+# 1.20+: POST answers 200 with the provider instead of an empty 201.
+CREATE_RETURNS_BODY = microversion.VersionTable((None, False), ("1.20", True))
+REPARENTING_SINCE = "1.37"
+
+
+def _path(uuid):
+    return "/resource_providers/%s" % uuid
+
+
+def _render(req, provider):
+    version = request.version(req)
+    base = request.link_href(req, _path(provider["uuid"]))
+    links = [{"rel": "self", "href": base}]
+    links += [{"rel": rel, "href": "%s/%s" % (base, rel)}
+              for rel, since in _LINKS if version >= since]
+    body = {"uuid": provider["uuid"], "name": provider["name"],
+            "generation": provider["generation"], "links": links}
+    if version >= NESTED_SINCE:
+        body["parent_provider_uuid"] = provider["parent_provider_uuid"]
+        body["root_provider_uuid"] = provider["root_provider_uuid"]
+    return body
+
+
+@decorators.accepts_json
+def list_resource_providers(req, resp):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:list")
+    version = request.version(req)
+    pairs = request.query_pairs(req)
+    request.validate_query(pairs, schema.LIST_QUERY(version))
+    filters = request.query_last(pairs)
+    if "resources" in filters:
+        filters["resources"] = query_params.parse_resources(
+            filters["resources"])
+    if "member_of" in filters:
+        filters["member_of"] = query_params.parse_member_of(
+            [v for k, v in pairs if k == "member_of"], version)
+    if "required" in filters:
+        filters["required"] = query_params.parse_required(
+            [v for k, v in pairs if k == "required"], version)
+    try:
+        providers = provider_list.list_providers(ctx.db, **filters)
+    except exception.ResourceClassNotFound as e:
+        raise errors.BadRequest(
+            "Invalid resource class in resources parameter: %s" % e.message)
+    except exception.TraitNotFound as e:
+        raise errors.BadRequest(
+            'Invalid trait(s) in "required" parameter: %s' % e.message)
+    request.render(resp, {"resource_providers": [
+        _render(req, provider) for provider in providers]})
+    request.set_last_modified(req, resp, request.last_modified_of(providers),
+                              always=True)
+
+
+@decorators.consumes_json
+def create_resource_provider(req, resp):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:create")
+    version = request.version(req)
+    data = request.json_body(req, schema.POST(version))
+    # Any UUID-like spelling is stored in the canonical lowercase form.
+    uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
+            else str(uuidlib.uuid4()))
+    try:
+        provider = rp_obj.create(ctx.db, uuid, data["name"],
+                                 data.get("parent_provider_uuid"))
+    except exception.ObjectActionError as e:
+        raise errors.BadRequest('Unable to create resource provider "%s", '
+                                '%s: %s' % (data["name"], uuid, e.message))
+    request.set_location(req, resp, _path(uuid))
+    if not CREATE_RETURNS_BODY(version):
+        request.no_content(resp, 201)
+        return
+    request.render(resp, _render(req, provider))
+    request.set_last_modified(req, resp, None, always=True)
+
+
+@decorators.accepts_json
+def get_resource_provider(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:show")
+    provider = rp_obj.get(ctx.db, uuid)
+    request.render(resp, _render(req, provider))
+    request.set_last_modified(req, resp, request.last_modified_of([provider]),
+                              always=True)
+
+
+@decorators.consumes_json
+def update_resource_provider(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:update")
+    version = request.version(req)
+    previous = rp_obj.get(ctx.db, uuid)
+    data = request.json_body(req, schema.PUT(version))
+    try:
+        provider = rp_obj.update(
+            ctx.db, uuid, data["name"],
+            data.get("parent_provider_uuid", rp_obj.UNCHANGED),
+            allow_reparenting=version >= REPARENTING_SINCE)
+    except exception.ObjectActionError as e:
+        raise errors.BadRequest("Unable to save resource provider %s: %s"
+                                % (uuid, e.message))
+    request.render(resp, _render(req, provider))
+    # The contract reports the time of the change before this one.
+    request.set_last_modified(req, resp, previous["updated_at"])
+
+
+def delete_resource_provider(req, resp, uuid):
+    ctx = request.context(req)
+    ctx.can("placement:resource_providers:delete")
+    try:
+        rp_obj.delete(ctx.db, uuid)
+    except exception.ResourceProviderNotFound as e:
+        raise errors.NotFound(e.message)
+    request.no_content(resp)

@@ -1,0 +1,108 @@
+"""Listing resource providers with the GET /resource_providers filters.
+
+One SELECT with the filters as (correlated) EXISTS clauses, plus at most
+three small lookups (in_tree root, trait ids, class ids): the number of
+queries never depends on the number of providers.
+"""
+import sqlalchemy as sa
+
+from placement import exception
+from placement.db import tables
+from placement.objects import common
+from placement.objects import resource_provider as rp_obj
+
+RP = tables.resource_providers
+RPT = tables.resource_provider_traits
+RPA = tables.resource_provider_aggregates
+AGG = tables.placement_aggregates
+INV = tables.inventories
+ALLOC = tables.allocations
+T = tables.traits
+
+
+def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
+                   in_tree=None, required=None):
+    """Providers matching every given filter.
+
+    ``member_of`` is a query_params.MemberOf, ``required`` a
+    query_params.RequiredTraits, ``resources`` {class name: amount}. An
+    unknown ``in_tree`` matches nothing (and skips name validation);
+    unknown traits raise TraitNotFound, unknown classes
+    ResourceClassNotFound.
+    """
+    query = rp_obj.select_providers()
+    if name is not None:
+        query = query.where(RP.c.name == name)
+    if uuid is not None:
+        query = query.where(RP.c.uuid == uuid)
+    if member_of:
+        query = query.where(*_member_of(member_of))
+    with db.reader() as conn:
+        if in_tree is not None:
+            root_id = conn.scalar(sa.select(RP.c.root_provider_id)
+                                  .where(RP.c.uuid == in_tree))
+            if root_id is None:
+                return []
+            query = query.where(RP.c.root_provider_id == root_id)
+        if required:
+            query = query.where(*_traits(_trait_ids(conn, required.names),
+                                         required))
+        if resources:
+            class_ids = common.resource_class_ids(conn, resources)
+            query = query.where(*(_has_capacity(class_ids[rc], amount)
+                                  for rc, amount in resources.items()))
+        return conn.execute(query.order_by(RP.c.id)).mappings().all()
+
+
+def _in_aggregates(uuids):
+    return sa.exists().where(RPA.c.resource_provider_id == RP.c.id,
+                             RPA.c.aggregate_id == AGG.c.id,
+                             AGG.c.uuid.in_(uuids))
+
+
+def _member_of(member_of):
+    clauses = [_in_aggregates(any_of) for any_of in member_of.any_of]
+    if member_of.forbidden:
+        clauses.append(~_in_aggregates(member_of.forbidden))
+    return clauses
+
+
+def _trait_ids(conn, names):
+    """{name: id}; TraitNotFound naming every unknown trait."""
+    found = dict(conn.execute(sa.select(T.c.name, T.c.id)
+                              .where(T.c.name.in_(names))).all())
+    missing = sorted(set(names) - set(found))
+    if missing:
+        raise exception.TraitNotFound(
+            "No such trait(s): %s." % ", ".join(missing))
+    return found
+
+
+def _has_traits(trait_ids):
+    return sa.exists().where(RPT.c.resource_provider_id == RP.c.id,
+                             RPT.c.trait_id.in_(trait_ids))
+
+
+def _traits(ids, required):
+    clauses = [_has_traits([ids[name] for name in any_of])
+               for any_of in required.any_of]
+    if required.forbidden:
+        clauses.append(~_has_traits([ids[name]
+                                     for name in required.forbidden]))
+    return clauses
+
+
+def _has_capacity(class_id, amount):
+    """The provider can take ``amount`` more of the class (README "fit")."""
+    used = (sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
+            .where(ALLOC.c.resource_provider_id == RP.c.id,
+                   ALLOC.c.resource_class_id == class_id)
+            .scalar_subquery())
+    return sa.exists().where(
+        INV.c.resource_provider_id == RP.c.id,
+        INV.c.resource_class_id == class_id,
+        INV.c.min_unit <= amount,
+        INV.c.max_unit >= amount,
+        sa.literal(amount) % INV.c.step_size == 0,
+        (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio
+        >= used + amount)

@@ -1,0 +1,187 @@
+"""Resource providers: create, read, rename/re-parent, delete.
+
+A provider is returned as a mapping with ``id``, ``uuid``, ``name``,
+``generation``, ``parent_provider_uuid``, ``root_provider_uuid``,
+``created_at`` and ``updated_at``. Listing lives in provider_list.py, tree
+walking in provider_tree.py.
+"""
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from placement import exception
+from placement.db import api as db_api
+from placement.db import tables
+from placement.objects import provider_tree
+
+RP = tables.resource_providers
+PARENT = RP.alias("parent_provider")
+ROOT = RP.alias("root_provider")
+
+# update() argument meaning "leave the parent as it is".
+UNCHANGED = object()
+
+SAME_AS_PARENT = ("parent provider UUID cannot be same as UUID. Please set "
+                  "parent provider UUID to None if there is no parent.")
+
+
+def select_providers():
+    """SELECT of provider mappings; callers add WHERE clauses."""
+    return (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
+                      RP.c.created_at, RP.c.updated_at,
+                      PARENT.c.uuid.label("parent_provider_uuid"),
+                      ROOT.c.uuid.label("root_provider_uuid"))
+            .select_from(RP.outerjoin(PARENT,
+                                      PARENT.c.id == RP.c.parent_provider_id)
+                         .outerjoin(ROOT, ROOT.c.id == RP.c.root_provider_id)))
+
+
+def _fetch(conn, uuid):
+    return conn.execute(select_providers().where(RP.c.uuid == uuid)
+                        ).mappings().first()
+
+
+def _ids(conn, uuid):
+    """(id, parent id, root id) of ``uuid`` or None."""
+    return conn.execute(
+        sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id)
+        .where(RP.c.uuid == uuid)).first()
+
+
+def get(db, uuid):
+    """The provider; ResourceProviderNotFound (the lookup message) if none."""
+    with db.reader() as conn:
+        row = _fetch(conn, uuid)
+    if row is None:
+        raise exception.ResourceProviderNotFound(
+            "No resource provider with uuid %s found" % uuid)
+    return row
+
+
+def _clashes(conn, name, uuid):
+    """The "column: value" parts of ``name``/``uuid`` already taken."""
+    taken = conn.execute(sa.select(RP.c.name, RP.c.uuid).where(
+        sa.or_(RP.c.name == name, RP.c.uuid == uuid))).all()
+    parts = []
+    if any(row.name == name for row in taken):
+        parts.append("name: %s" % name)
+    if any(row.uuid == uuid for row in taken):
+        parts.append("uuid: %s" % uuid)
+    return parts
+
+
+@db_api.retry_on_deadlock
+def create(db, uuid, name, parent_uuid=None):
+    """Create a root (or, with ``parent_uuid``, a child) provider.
+
+    ObjectActionError for a missing name or a bad parent, DuplicateName when
+    the name or uuid is taken.
+    """
+    if not name:
+        raise exception.ObjectActionError("create", "name is required")
+    # The parent is compared and looked up exactly as sent.
+    if parent_uuid is not None and parent_uuid == uuid:
+        raise exception.ObjectActionError("create", SAME_AS_PARENT)
+    with db.writer() as conn:
+        parent = None
+        if parent_uuid is not None:
+            parent = _ids(conn, parent_uuid)
+            if parent is None:
+                raise exception.ObjectActionError(
+                    "create", provider_tree.NO_SUCH_PARENT)
+        _check_unique(conn, name, uuid)
+        try:
+            new_id = conn.execute(RP.insert().values(
+                uuid=uuid, name=name, generation=0,
+                parent_provider_id=parent.id if parent else None,
+                root_provider_id=parent.root_provider_id if parent else None,
+            )).inserted_primary_key[0]
+        except sa_exc.IntegrityError:
+            # A concurrent create took the name or uuid after our check.
+            _check_unique(conn, name, uuid)
+            raise
+        if parent is None:
+            conn.execute(RP.update().where(RP.c.id == new_id)
+                         .values(root_provider_id=new_id,
+                                 updated_at=RP.c.updated_at))
+        return _fetch(conn, uuid)
+
+
+def _check_unique(conn, name, uuid):
+    clashes = _clashes(conn, name, uuid)
+    if clashes:
+        raise exception.DuplicateName(
+            "Conflicting resource provider %s already exists."
+            % ", ".join(clashes))
+
+
+def _check_name_free(conn, name, provider_id):
+    if conn.scalar(sa.select(sa.exists().where(RP.c.name == name,
+                                               RP.c.id != provider_id))):
+        raise exception.DuplicateName(
+            "Conflicting resource provider %s already exists." % name)
+
+
+@db_api.retry_on_deadlock
+def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
+    """Rename and (unless ``parent_uuid`` is UNCHANGED) move the provider.
+
+    Moving rewrites the root of the provider's whole subtree. The generation
+    is not touched. Returns the updated provider.
+    """
+    with db.writer() as conn:
+        me = _ids(conn, uuid)
+        if me is None:
+            raise exception.ResourceProviderNotFound(
+                "No resource provider with uuid %s found" % uuid)
+        values = {"name": name}
+        if parent_uuid is not UNCHANGED:
+            values.update(provider_tree.move(
+                conn, me, parent_uuid, allow_reparenting))
+        _check_name_free(conn, name, me.id)
+        try:
+            conn.execute(RP.update().where(RP.c.id == me.id).values(**values))
+        except sa_exc.IntegrityError:
+            _check_name_free(conn, name, me.id)
+            raise
+        return _fetch(conn, uuid)
+
+
+@db_api.retry_on_deadlock
+def delete(db, uuid):
+    """Delete a leaf provider without allocations, with its inventories and
+    trait and aggregate associations."""
+    with db.writer() as conn:
+        me = _ids(conn, uuid)
+        if me is None:
+            raise exception.ResourceProviderNotFound(
+                "No resource provider with uuid %s found for delete" % uuid)
+        if conn.scalar(sa.select(sa.exists().where(
+                RP.c.parent_provider_id == me.id))):
+            raise _cannot_delete_parent(uuid)
+        for table in (tables.inventories, tables.resource_provider_traits,
+                      tables.resource_provider_aggregates):
+            conn.execute(table.delete().where(
+                table.c.resource_provider_id == me.id))
+        # InnoDB refuses to delete a row whose FK points at itself.
+        conn.execute(RP.update().where(RP.c.id == me.id)
+                     .values(root_provider_id=None))
+        # Conditional, so an allocation written since we looked still wins
+        # (raising rolls the writes above back).
+        allocated = sa.exists().where(
+            tables.allocations.c.resource_provider_id == me.id)
+        try:
+            deleted = conn.execute(RP.delete().where(
+                RP.c.id == me.id, ~allocated)).rowcount
+        except sa_exc.IntegrityError:
+            # A child appeared since the check (its FK points at us).
+            raise _cannot_delete_parent(uuid)
+        if deleted != 1:
+            raise exception.ResourceProviderInUse(
+                "Unable to delete resource provider %s: Resource provider has "
+                "allocations." % uuid)
+
+
+def _cannot_delete_parent(uuid):
+    return exception.CannotDeleteParent(
+        "Unable to delete parent resource provider %s: It has child resource "
+        "providers." % uuid)
