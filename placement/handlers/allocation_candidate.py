@@ -2,6 +2,8 @@
 engine, render for the microversion (allocation-candidates.md)."""
 import collections
 
+from oslo_utils import uuidutils
+
 from placement.api import decorators
 from placement.api import errors
 from placement.api import microversion
@@ -108,7 +110,7 @@ def _parse_group_value(param, name, occurrences, version):
     if param == "member_of":
         return query_params.parse_member_of(occurrences, version, name)
     tree = occurrences[-1].strip()
-    if not query_params.is_uuid_like(tree):
+    if not uuidutils.is_uuid_like(tree):
         raise errors.BadRequest(
             "Invalid query string parameters: Expected 'in_tree' parameter "
             "to be a format of uuid. Got: %s" % tree)
