@@ -41,13 +41,14 @@ def get_inventories(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:list")
     try:
-        provider, records, last_modified = inv_obj.get_inventories(ctx.db, uuid)
+        provider, rows = inv_obj.get_inventories(ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     request.render(resp, {
         "resource_provider_generation": provider["generation"],
-        "inventories": records})
-    request.set_last_modified(req, resp, last_modified)
+        "inventories": {row["resource_class"]: inv_obj.stored_record(row)
+                        for row in rows}})
+    request.set_last_modified(req, resp, request.last_modified_of(rows))
 
 
 @decorators.accepts_json
@@ -55,14 +56,13 @@ def get_inventory(req, resp, uuid, resource_class):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:show")
     try:
-        provider, record, last_modified = inv_obj.get_inventory(
-            ctx.db, uuid, resource_class)
+        provider, row = inv_obj.get_inventory(ctx.db, uuid, resource_class)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     except inv_obj.InventoryNotFound as e:
         raise errors.NotFound(e.message)
-    _render_one(resp, record, provider["generation"])
-    request.set_last_modified(req, resp, last_modified)
+    _render_one(resp, inv_obj.stored_record(row), provider["generation"])
+    request.set_last_modified(req, resp, request.last_modified_of([row]))
 
 
 @decorators.consumes_json

@@ -64,7 +64,8 @@ def find_provider(db, uuid):
         return common.get_provider(conn, uuid)
 
 
-def _stored_record(row):
+def stored_record(row):
+    """The six record fields of an inventory row."""
     record = {field: row[field] for field in schema.FIELDS}
     record["allocation_ratio"] = float(record["allocation_ratio"])
     return record
@@ -72,26 +73,23 @@ def _stored_record(row):
 
 def _select_inventories(provider_id):
     return (sa.select(RC.c.name.label("resource_class"), *_RECORD_COLUMNS,
-                      INV.c.resource_class_id, INV.c.created_at,
-                      INV.c.updated_at)
+                      INV.c.created_at, INV.c.updated_at)
             .join(RC, RC.c.id == INV.c.resource_class_id)
             .where(INV.c.resource_provider_id == provider_id))
 
 
 def get_inventories(db, uuid):
-    """(provider, {class name: record}, last modified) for one provider."""
+    """(provider, inventory rows) for one provider, in class id order."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
         rows = conn.execute(_select_inventories(provider["id"])
                             .order_by(INV.c.resource_class_id)
                             ).mappings().all()
-    records = {row["resource_class"]: _stored_record(row) for row in rows}
-    times = [row["updated_at"] or row["created_at"] for row in rows]
-    return provider, records, max(times, default=None)
+    return provider, rows
 
 
 def get_inventory(db, uuid, rc_name):
-    """(provider, record, last modified) or InventoryNotFound."""
+    """(provider, inventory row) or InventoryNotFound."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
         row = conn.execute(_select_inventories(provider["id"])
@@ -99,7 +97,7 @@ def get_inventory(db, uuid, rc_name):
     if row is None:
         raise InventoryNotFound(
             "No inventory of class %s for %s" % (rc_name, uuid))
-    return provider, _stored_record(row), row["updated_at"] or row["created_at"]
+    return provider, row
 
 
 def _values(record):
