@@ -1,0 +1,212 @@
+"""Concurrent claims against real gunicorn servers never over-allocate.
+
+Several client threads fire PUT /allocations/{new uuid} (and delete some of
+their own claims again) at multi-worker gunicorn servers sharing one
+database: two servers on MySQL, one on SQLite. Afterwards the API must show
+that no provider's usage exceeds its capacity, that the successful claims
+add up exactly to the usage (nothing lost, nothing phantom), that every
+refusal was a clean 409 and that nothing answered 5xx.
+
+Providers are set up directly in the database (the claims, not provider
+creation, are under test); every check afterwards goes through the API.
+Run with ``-s`` to see claims/s and 409 counts.
+"""
+import collections
+import contextlib
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import schema
+from placement.db import tables
+from tests import fixtures
+from tests.functional import live_server
+
+pytestmark = pytest.mark.slow
+
+PROVIDERS = 4
+CAPACITY = {"VCPU": 24, "MEMORY_MB": 4096}
+THREADS = 8
+CLAIMS_PER_THREAD = 40
+DELETE_CHANCE = 0.2
+HEADERS = {"x-auth-token": "admin", "accept": "application/json",
+           "content-type": "application/json",
+           "openstack-api-version": "placement latest"}
+
+
+def _create_providers(url):
+    """Schema, standard names and PROVIDERS providers with CAPACITY."""
+    engine = db_api.create_engine(url)
+    try:
+        tables.metadata.create_all(engine)
+        db = db_api.Database(engine)
+        schema.sync_standard_names(db)
+        uuids = [str(uuid.uuid4()) for _ in range(PROVIDERS)]
+        with db.writer() as conn:
+            rc = dict(conn.execute(sa.select(
+                tables.resource_classes.c.name, tables.resource_classes.c.id)
+                .where(tables.resource_classes.c.name.in_(CAPACITY))).all())
+            for n, rp_uuid in enumerate(uuids):
+                rp_id = conn.execute(tables.resource_providers.insert().values(
+                    uuid=rp_uuid, name="rp-%d" % n, generation=0)
+                ).inserted_primary_key[0]
+                conn.execute(tables.resource_providers.update()
+                             .where(tables.resource_providers.c.id == rp_id)
+                             .values(root_provider_id=rp_id))
+                conn.execute(tables.inventories.insert(), [
+                    {"resource_provider_id": rp_id, "resource_class_id": rc[c],
+                     "total": total, "reserved": 0, "min_unit": 1,
+                     "max_unit": total, "step_size": 1,
+                     "allocation_ratio": 1.0}
+                    for c, total in CAPACITY.items()])
+        return uuids
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def _server(db_url, workers, log_dir):
+    """A gunicorn serving the app on a free port over ``db_url``."""
+    port = live_server.free_port()
+    base = "http://127.0.0.1:%d" % port
+    # Configuration comes from the environment; an empty file keeps any
+    # system-wide placement.conf out.
+    open(os.path.join(log_dir, "placement.conf"), "w").close()
+    env = dict(os.environ, OS_API__AUTH_STRATEGY="noauth2",
+               OS_PLACEMENT_DATABASE__CONNECTION=db_url,
+               OS_PLACEMENT_CONFIG_DIR=log_dir)
+    with open(os.path.join(log_dir, "gunicorn-%d.log" % port), "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-w", str(workers),
+             "-b", "127.0.0.1:%d" % port, "--timeout", "60",
+             "placement.wsgi:application"],
+            env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            live_server._wait_up(base + "/", proc)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class Tally:
+    """What the clients observed, shared by the client threads."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.claims = {}        # consumer uuid -> (provider uuid, resources)
+        self.statuses = collections.Counter()
+        self.conflicts = collections.Counter()   # 409 error code -> count
+        self.problems = []
+
+    def record(self, what, response):
+        with self.lock:
+            self.statuses[what, response.status_code] += 1
+            if response.status_code == 409:
+                try:
+                    error = response.json()["errors"][0]
+                    self.conflicts[error["code"]] += 1
+                except (ValueError, KeyError, IndexError):
+                    self.problems.append(("unclean 409", response.text))
+            elif response.status_code >= 300:
+                self.problems.append((what, response.status_code,
+                                      response.text[:300]))
+
+
+def _client(base_urls, providers, tally, seed):
+    rnd = random.Random(seed)
+    mine = []
+    with requests.Session() as session:
+        session.headers.update(HEADERS)
+        for n in range(CLAIMS_PER_THREAD):
+            base = base_urls[n % len(base_urls)]
+            if mine and rnd.random() < DELETE_CHANCE:
+                consumer = mine.pop(rnd.randrange(len(mine)))
+                response = session.delete(base + "/allocations/" + consumer)
+                if response.status_code == 204:
+                    with tally.lock:
+                        del tally.claims[consumer]
+                tally.record("delete", response)
+                continue
+            consumer = str(uuid.uuid4())
+            rp = rnd.choice(providers)
+            resources = {"VCPU": rnd.randint(1, 4),
+                         "MEMORY_MB": rnd.choice((256, 512, 1024))}
+            response = session.put(base + "/allocations/" + consumer, json={
+                "allocations": {rp: {"resources": resources}},
+                "project_id": "proj", "user_id": "user",
+                "consumer_generation": None, "consumer_type": "INSTANCE"})
+            if response.status_code == 204:
+                with tally.lock:
+                    tally.claims[consumer] = (rp, resources)
+                mine.append(consumer)
+            tally.record("claim", response)
+
+
+def _check_through_api(base, providers, tally):
+    expected = {rp: collections.Counter() for rp in providers}
+    for rp, resources in tally.claims.values():
+        expected[rp].update(resources)
+    with requests.Session() as session:
+        session.headers.update(HEADERS)
+        for rp in providers:
+            usages = session.get(base + "/resource_providers/%s/usages" % rp)
+            assert usages.status_code == 200, usages.text
+            usages = usages.json()["usages"]
+            for rc, capacity in CAPACITY.items():
+                assert usages[rc] <= capacity, (rp, rc, usages)
+                assert usages[rc] == expected[rp][rc], (rp, rc, usages)
+            allocations = session.get(
+                base + "/resource_providers/%s/allocations" % rp).json()
+            claimed = {c for c, (p, _) in tally.claims.items() if p == rp}
+            assert set(allocations["allocations"]) == claimed
+            for consumer, entry in allocations["allocations"].items():
+                assert entry["resources"] == tally.claims[consumer][1]
+                assert entry["consumer_generation"] == 1
+
+
+@pytest.mark.parametrize("backend", fixtures.BACKENDS)
+def test_concurrent_claims_never_over_allocate(backend, tmp_path):
+    fixtures.require_backend(backend)
+    servers, workers = (2, 2) if backend == "mysql" else (1, 3)
+    with fixtures.database_url(backend) as db_url:
+        providers = _create_providers(db_url)
+        with contextlib.ExitStack() as stack:
+            bases = [stack.enter_context(_server(db_url, workers, str(tmp_path)))
+                     for _ in range(servers)]
+            tally = Tally()
+            threads = [threading.Thread(target=_client,
+                                        args=(bases, providers, tally, seed))
+                       for seed in range(THREADS)]
+            started = time.monotonic()
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            elapsed = time.monotonic() - started
+            claims = sum(n for (what, _), n in tally.statuses.items()
+                         if what == "claim")
+            print("\n[%s] %d servers x %d workers, %d threads: %d claims in "
+                  "%.1fs (%.1f claims/s); statuses %s; 409 codes %s" % (
+                      backend, servers, workers, THREADS, claims, elapsed,
+                      claims / elapsed, dict(tally.statuses),
+                      dict(tally.conflicts)))
+            assert not tally.problems[:1] or all(
+                p[0] == "claim" and p[1] == 409 for p in tally.problems), \
+                tally.problems[:5]
+            assert not any(status >= 500 for _, status in tally.statuses)
+            assert tally.claims, "no claim succeeded at all"
+            _check_through_api(bases[-1], providers, tally)
