@@ -98,12 +98,12 @@ def set_provider_traits(db, uuid, names, generation):
         provider = common.get_provider(conn, uuid)
         if provider["generation"] != generation:
             raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-        wanted = _trait_ids(conn, names)
+        wanted = set(_trait_ids(conn, names).values())
         current = {row["id"] for row in _provider_traits(conn, provider["id"])}
-        if set(wanted.values()) != current:
+        if wanted != current:
             generation = common.bump_generation(
                 conn, provider["id"], generation, common.GENERATION_CHANGED)
-            _replace_links(conn, provider["id"], current, set(wanted.values()))
+            _replace_links(conn, provider["id"], current, wanted)
         return generation, _provider_traits(conn, provider["id"])
 
 
