@@ -97,7 +97,7 @@ def _has_capacity(class_id, amount):
     used = (sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
             .where(ALLOC.c.resource_provider_id == RP.c.id,
                    ALLOC.c.resource_class_id == class_id)
-            .scalar_subquery())
+            .correlate(RP).scalar_subquery())
     return sa.exists().where(
         INV.c.resource_provider_id == RP.c.id,
         INV.c.resource_class_id == class_id,
