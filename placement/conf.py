@@ -8,6 +8,7 @@ libraries placement's own defaults.
 """
 import os
 
+from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 from oslo_middleware import cors
@@ -151,6 +152,8 @@ def set_lib_defaults():
 register_opts(CONF)
 oslo_log.register_options(CONF)
 CONF.register_opts(cors.CORS_OPTS, group="cors")
+for _group, _opts in auth_token.list_opts():
+    CONF.register_opts(_opts, group=_group)
 policy_opts.set_defaults(CONF)
 set_lib_defaults()
 

@@ -1,0 +1,304 @@
+"""The WSGI layers around the falcon app (README §1, §7): request ids,
+noauth2, the context 401, keystone auth_token and CORS."""
+import contextlib
+import json
+import re
+import wsgiref.util
+
+import pytest
+from keystonemiddleware import auth_token
+from keystonemiddleware.auth_token import _exceptions as ks_exceptions
+
+from placement import deploy
+from placement.api import middleware
+from tests import fixtures
+
+KEYSTONE = "http://keystone.example/identity"
+ORIGIN = "http://dashboard.example"
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = int(status.split()[0])
+        self.headers = {k.lower(): v for k, v in headers}
+        self.body = body
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def call(app, path, method="GET", **headers):
+    environ = {"PATH_INFO": path, "REQUEST_METHOD": method}
+    wsgiref.util.setup_testing_defaults(environ)
+    environ.update(("HTTP_" + k.upper(), v) for k, v in headers.items())
+    seen = {}
+
+    def start_response(status, headers, exc_info=None):
+        seen["status"], seen["headers"] = status, headers
+
+    body = b"".join(app(environ, start_response))
+    return Response(seen["status"], seen["headers"], body)
+
+
+@contextlib.contextmanager
+def pipeline(**overrides):
+    """The full pipeline over a fresh SQLite database with ``overrides``
+    ("group.option": value) applied while it is built and used."""
+    conf = fixtures.configure()
+    overrides.setdefault("api.auth_strategy", "noauth2")
+    for key, value in overrides.items():
+        group, _, name = key.rpartition(".")
+        conf.set_override(name, value, group=group)
+    try:
+        with fixtures.database("sqlite") as db:
+            yield deploy.build_app(conf, db=db, sync_schema=False)
+    finally:
+        for key in overrides:
+            group, _, name = key.rpartition(".")
+            conf.clear_override(name, group=group)
+        conf.set_override("auth_strategy", "noauth2", group="api")
+
+
+@pytest.fixture
+def noauth():
+    with pipeline() as app:
+        yield app
+
+
+# -- request id --------------------------------------------------------------
+
+REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+                        r"[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def test_every_response_has_a_fresh_request_id(noauth):
+    first = call(noauth, "/")
+    second = call(noauth, "/resource_classes")  # a 401
+    assert REQUEST_ID.match(first.headers["x-openstack-request-id"])
+    assert REQUEST_ID.match(second.headers["x-openstack-request-id"])
+    assert (first.headers["x-openstack-request-id"] !=
+            second.headers["x-openstack-request-id"])
+
+
+def test_error_body_request_id_matches_header(noauth):
+    response = call(noauth, "/nowhere", x_auth_token="admin")
+    assert response.status == 404
+    assert (response.json()["errors"][0]["request_id"] ==
+            response.headers["x-openstack-request-id"])
+
+
+def _global_id(inbound):
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        start_response("200 OK", [("X-Openstack-Request-Id", inbound)])
+        return [b""]
+
+    response = call(middleware.RequestIdMiddleware(app), "/",
+                    x_openstack_request_id=inbound)
+    assert response.headers["x-openstack-request-id"] != inbound
+    return seen.get(middleware.GLOBAL_REQUEST_ID_ENV)
+
+
+def test_inbound_request_id_becomes_global_id_never_echoed():
+    inbound = "req-2f2b9e0e-6a3c-4bd3-9d5e-2c7f1f6b6f1a"
+    assert _global_id(inbound) == inbound
+    # Only the lower-case canonical form is kept.
+    assert _global_id(inbound.upper()) is None
+    assert _global_id("2f2b9e0e-6a3c-4bd3-9d5e-2c7f1f6b6f1a") is None
+
+
+@pytest.mark.parametrize("accept", [None, "*/*"])
+def test_missing_or_any_accept_becomes_json(accept):
+    seen = {}
+
+    def app(environ, start_response):
+        seen["accept"] = environ["HTTP_ACCEPT"]
+        start_response("204 No Content", [])
+        return [b""]
+
+    headers = {"accept": accept} if accept else {}
+    call(middleware.RequestIdMiddleware(app), "/", **headers)
+    assert seen["accept"] == "application/json"
+
+
+# -- noauth2 and the context -------------------------------------------------
+
+def _identity(**headers):
+    """The identity NoAuthMiddleware hands on for a request."""
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        start_response("204 No Content", [])
+        return [b""]
+
+    response = call(middleware.NoAuthMiddleware(app), "/x", **headers)
+    return response, seen
+
+
+def test_noauth_root_needs_no_token(noauth):
+    assert call(noauth, "/").status == 200
+
+
+@pytest.mark.parametrize("path", ["/resource_classes", ""])
+def test_noauth_other_paths_need_a_token(noauth, path):
+    response = call(noauth, path)
+    assert response.status == 401
+    assert response.json()["code"] == "401 Unauthorized"
+    assert response.json()["title"] == "Unauthorized"
+    assert "openstack-api-version" not in response.headers
+
+
+@pytest.mark.parametrize("token,user,project,roles", [
+    ("admin", "admin", "admin", "admin"),
+    ("alice", "alice", "alice", ""),
+    ("alice:proj1", "alice", "proj1", ""),
+    ("admin:proj2", "admin", "proj2", "admin"),
+    ("bob:", "bob", "bob", ""),
+])
+def test_noauth_token_is_user_and_project(token, user, project, roles):
+    _, env = _identity(x_auth_token=token)
+    assert env["HTTP_X_USER_ID"] == user
+    assert env["HTTP_X_PROJECT_ID"] == project
+    assert env["HTTP_X_ROLES"] == roles
+
+
+def test_noauth_x_roles_replaces_roles():
+    _, env = _identity(x_auth_token="admin", x_roles="reader,service")
+    assert env["HTTP_X_ROLES"] == "reader,service"
+
+
+def test_noauth_system_scope_drops_the_project():
+    _, env = _identity(x_auth_token="admin", openstack_system_scope="all",
+                       x_project_id="sneaky")
+    assert "HTTP_X_PROJECT_ID" not in env
+
+
+def test_context_needs_a_user():
+    app = middleware.ContextMiddleware(lambda e, s: [], db=None)
+    response = call(app, "/resource_providers")
+    assert response.status == 401
+    assert response.json() == {"message": "Unauthorized",
+                               "code": "401 Unauthorized",
+                               "title": "Unauthorized"}
+
+
+def test_context_carries_identity():
+    seen = {}
+
+    def app(environ, start_response):
+        seen["ctx"] = environ[middleware.CONTEXT_ENV]
+        start_response("204 No Content", [])
+        return [b""]
+
+    call(middleware.ContextMiddleware(app, db="db"), "/x", x_user_id="u",
+         x_project_id="p", x_roles="reader, service",
+         openstack_system_scope="all")
+    ctx = seen["ctx"]
+    assert (ctx.user_id, ctx.project_id, ctx.roles, ctx.system_scope,
+            ctx.db) == ("u", "p", ["reader", "service"], "all", "db")
+
+
+# -- keystone ----------------------------------------------------------------
+
+TOKENS = {}
+_DOMAIN = {"id": "default", "name": "Default"}
+# What keystone's token validation answers for a project-scoped admin.
+V3_TOKEN = {"token": {
+    "methods": ["password"],
+    "issued_at": "2026-01-01T00:00:00.000000Z",
+    "expires_at": "2999-01-01T00:00:00.000000Z",
+    "user": {"id": "u1", "name": "user", "domain": _DOMAIN},
+    "project": {"id": "p1", "name": "project", "domain": _DOMAIN},
+    "roles": [{"id": "r1", "name": "admin"}],
+}}
+
+
+@pytest.fixture
+def keystone(monkeypatch):
+    """auth_strategy=keystone, with token validation answered locally."""
+    def fetch_token(self, token, **kwargs):
+        if token in TOKENS:
+            return TOKENS[token]
+        raise ks_exceptions.InvalidToken()
+
+    monkeypatch.setattr(auth_token.AuthProtocol, "fetch_token", fetch_token)
+    TOKENS["good"] = V3_TOKEN
+    with pipeline(**{"api.auth_strategy": "keystone",
+                     "keystone_authtoken.www_authenticate_uri": KEYSTONE}
+                  ) as app:
+        yield app
+
+
+@pytest.mark.parametrize("path", ["/", ""])
+def test_keystone_version_document_is_open(keystone, path):
+    response = call(keystone, path)
+    assert response.status == 200
+    assert response.json()["versions"][0]["max_version"] == "1.39"
+
+
+@pytest.mark.parametrize("headers", [{}, {"x_auth_token": "bogus"}])
+def test_keystone_401_is_its_own_format(keystone, headers):
+    response = call(keystone, "/resource_classes", **headers)
+    assert response.status == 401
+    assert response.json()["error"]["code"] == 401
+    assert response.json()["error"]["title"] == "Unauthorized"
+    assert response.headers["www-authenticate"] == 'Keystone uri="%s"' % (
+        KEYSTONE)
+    assert "openstack-api-version" not in response.headers
+    assert "x-openstack-request-id" in response.headers
+
+
+def test_keystone_valid_token_reaches_placement(keystone):
+    response = call(keystone, "/resource_classes", x_auth_token="good",
+                    openstack_api_version="placement 1.2")
+    assert response.status == 200
+    assert "VCPU" in [c["name"] for c in response.json()["resource_classes"]]
+
+
+def test_keystone_client_identity_headers_without_token(keystone):
+    # auth_token strips client-sent identity headers: still no entry.
+    response = call(keystone, "/resource_classes", x_user_id="admin",
+                    x_roles="admin")
+    assert response.status == 401
+
+
+# -- CORS --------------------------------------------------------------------
+
+@pytest.fixture
+def cors():
+    with pipeline(**{"cors.allowed_origin": [ORIGIN]}) as app:
+        yield app
+
+
+def test_cors_preflight(cors):
+    response = call(cors, "/resource_providers", "OPTIONS", origin=ORIGIN,
+                    access_control_request_method="PUT",
+                    access_control_request_headers="openstack-api-version")
+    assert response.status == 200
+    assert response.headers["access-control-allow-origin"] == ORIGIN
+    assert response.headers["access-control-allow-methods"] == "PUT"
+    assert (response.headers["access-control-allow-headers"] ==
+            "openstack-api-version")
+
+
+def test_cors_preflight_unknown_origin_gets_no_grant(cors):
+    response = call(cors, "/resource_providers", "OPTIONS",
+                    origin="http://evil.example",
+                    access_control_request_method="GET")
+    assert "access-control-allow-origin" not in response.headers
+
+
+def test_cors_exposes_placement_headers(cors):
+    response = call(cors, "/", origin=ORIGIN)
+    assert response.headers["access-control-allow-origin"] == ORIGIN
+    exposed = response.headers["access-control-expose-headers"].split(",")
+    assert "OpenStack-API-Version" in exposed
+    assert "X-Openstack-Request-Id" in exposed
+
+
+def test_no_cors_without_allowed_origin(noauth):
+    response = call(noauth, "/", origin=ORIGIN)
+    assert "access-control-allow-origin" not in response.headers
