@@ -43,26 +43,24 @@ _ANY_OF_FORMAT = "The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC'"
 
 
 @dataclasses.dataclass(frozen=True)
-class RequiredTraits:
+class _AllOfAnyOf:
+    """Every any_of set needs a member; no member of forbidden may match."""
     any_of: tuple = ()          # tuple[frozenset[str], ...]
     forbidden: frozenset = frozenset()
 
     def __bool__(self):
         return bool(self.any_of or self.forbidden)
 
+
+class RequiredTraits(_AllOfAnyOf):
     @property
     def names(self):
         """Every trait named, required or forbidden."""
         return frozenset().union(*self.any_of, self.forbidden)
 
 
-@dataclasses.dataclass(frozen=True)
-class MemberOf:
-    any_of: tuple = ()          # tuple[frozenset[str], ...]
-    forbidden: frozenset = frozenset()
-
-    def __bool__(self):
-        return bool(self.any_of or self.forbidden)
+class MemberOf(_AllOfAnyOf):
+    pass
 
 
 def parse_resources(value):

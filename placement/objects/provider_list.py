@@ -6,8 +6,8 @@ queries never depends on the number of providers.
 """
 import sqlalchemy as sa
 
-from placement import exception
 from placement.db import tables
+from placement.objects.allocation_candidates import providers as ac_providers
 from placement.objects import common
 from placement.objects import resource_provider as rp_obj
 
@@ -17,7 +17,6 @@ RPA = tables.resource_provider_aggregates
 AGG = tables.placement_aggregates
 INV = tables.inventories
 ALLOC = tables.allocations
-T = tables.traits
 
 
 def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
@@ -27,8 +26,7 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
     ``member_of`` is a query_params.MemberOf, ``required`` a
     query_params.RequiredTraits, ``resources`` {class name: amount}. An
     unknown ``in_tree`` matches nothing (and skips name validation);
-    unknown traits raise TraitNotFound, unknown classes
-    ResourceClassNotFound.
+    unknown traits raise BadRequest, unknown classes ResourceClassNotFound.
     """
     query = rp_obj.select_providers()
     if name is not None:
@@ -45,8 +43,8 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
                 return []
             query = query.where(RP.c.root_provider_id == root_id)
         if required:
-            query = query.where(*_traits(_trait_ids(conn, required.names),
-                                         required))
+            ids = ac_providers.resolve_traits(conn, required.names)
+            query = query.where(*_traits(ids, required))
         if resources:
             class_ids = common.resource_class_ids(conn, resources)
             query = query.where(*(_has_capacity(class_ids[rc], amount)
@@ -65,17 +63,6 @@ def _member_of(member_of):
     if member_of.forbidden:
         clauses.append(~_in_aggregates(member_of.forbidden))
     return clauses
-
-
-def _trait_ids(conn, names):
-    """{name: id}; TraitNotFound naming every unknown trait."""
-    found = dict(conn.execute(sa.select(T.c.name, T.c.id)
-                              .where(T.c.name.in_(names))).all())
-    missing = sorted(set(names) - set(found))
-    if missing:
-        raise exception.TraitNotFound(
-            "No such trait(s): %s." % ", ".join(missing))
-    return found
 
 
 def _has_traits(trait_ids):
