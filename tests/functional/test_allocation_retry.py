@@ -1,0 +1,121 @@
+"""The allocation writer's server-side retry, on real SQLite and MySQL:
+a lost generation swap is retried in a NEW transaction (which re-reads
+generations and usage), up to [placement] allocation_conflict_retry_count
+times, then it is a clean ConcurrentUpdate and nothing was written.
+
+The race is provoked deterministically by making the consistent read report
+a generation one behind the stored one, as if another writer had committed
+between our read and our swap.
+"""
+import uuid
+
+import pytest
+
+from placement import exception
+from placement.db import tables
+from placement.objects import allocation as alloc_obj
+from placement.objects import consumer as consumer_obj
+from placement.objects import inventory as inv_obj
+from tests import fixtures
+
+RETRIES = 2
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def db(request):
+    fixtures.require_backend(request.param)
+    conf = fixtures.configure(
+        **{"placement.allocation_conflict_retry_count": RETRIES})
+    try:
+        with fixtures.database(request.param) as database:
+            yield database
+    finally:
+        conf.clear_override("allocation_conflict_retry_count",
+                            group="placement")
+
+
+@pytest.fixture
+def provider(db):
+    rp_uuid = str(uuid.uuid4())
+    with db.writer() as conn:
+        conn.execute(tables.resource_providers.insert().values(
+            uuid=rp_uuid, name=rp_uuid, generation=0))
+    inv_obj.replace_inventories(db, rp_uuid, 0, {
+        "VCPU": inv_obj.with_defaults({"total": 8})})
+    return rp_uuid
+
+
+def _claim(rp_uuid, consumer_uuid=None, generation=None):
+    return consumer_obj.ConsumerWrite(
+        uuid=consumer_uuid or str(uuid.uuid4()), project_id="p", user_id="u",
+        consumer_type=None, generation=generation,
+        allocations={rp_uuid: {"VCPU": 2}})
+
+
+def _stale_reads(monkeypatch, stale_attempts):
+    """Make the first ``stale_attempts`` reads report generations one behind;
+    returns the list of generations each attempt saw."""
+    real = alloc_obj._read_state
+    seen = []
+
+    def read_state(conn, *args):
+        generations, capacity = real(conn, *args)
+        seen.append(dict(generations))
+        if len(seen) <= stale_attempts:
+            generations = {rp: g - 1 for rp, g in generations.items()}
+        return generations, capacity
+    monkeypatch.setattr(alloc_obj, "_read_state", read_state)
+    return seen
+
+
+def test_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
+    seen = _stale_reads(monkeypatch, stale_attempts=RETRIES)
+    claim = _claim(provider)
+    alloc_obj.replace_allocations(db, [claim], check_generation=True)
+    assert len(seen) == RETRIES + 1
+    # Every attempt re-read the same committed state: the losers rolled back.
+    assert all(s == seen[0] for s in seen)
+    found = alloc_obj.for_consumer(db, claim.uuid)
+    assert found.allocations[provider]["resources"] == {"VCPU": 2}
+    assert found.allocations[provider]["generation"] == \
+        list(seen[0].values())[0] + 1
+    assert found.generation == 1
+
+
+def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
+    seen = _stale_reads(monkeypatch, stale_attempts=RETRIES + 1)
+    claim = _claim(provider)
+    with pytest.raises(exception.ConcurrentUpdate) as raised:
+        alloc_obj.replace_allocations(db, [claim], check_generation=True)
+    assert len(seen) == RETRIES + 1
+    assert raised.value.message == (
+        "Inventory and/or allocations changed while attempting to allocate: "
+        "Another thread concurrently updated the resource provider data. "
+        "Please retry your update")
+    # Nothing of any attempt survived: no rows, no consumer, no generation.
+    assert alloc_obj.for_consumer(db, claim.uuid).allocations == {}
+    with db.reader() as conn:
+        assert consumer_obj.existing(conn, [claim.uuid]) == {}
+    assert alloc_obj.for_provider(db, provider).generation == \
+        list(seen[0].values())[0]
+
+
+def test_consumer_created_concurrently(db, provider, monkeypatch):
+    """Another writer created the consumer after we looked it up: our insert
+    collides, the retry sees it and reports the generation conflict."""
+    first = _claim(provider)
+    alloc_obj.replace_allocations(db, [first], check_generation=True)
+    real = consumer_obj.existing
+    calls = []
+
+    def existing(conn, uuids):
+        calls.append(uuids)
+        return {} if len(calls) == 1 else real(conn, uuids)
+    monkeypatch.setattr(consumer_obj, "existing", existing)
+    with pytest.raises(exception.ConcurrentUpdate) as raised:
+        alloc_obj.replace_allocations(
+            db, [_claim(provider, first.uuid)], check_generation=True)
+    assert len(calls) == 2
+    assert "consumer generation conflict - expected 1 but got None" in \
+        raised.value.message
+    assert alloc_obj.for_consumer(db, first.uuid).generation == 1
