@@ -10,6 +10,7 @@ from placement.db import tables
 from placement.objects.allocation_candidates import providers as ac_providers
 from placement.objects import common
 from placement.objects import resource_provider as rp_obj
+from placement.schemas import inventory as inventory_schema
 
 RP = tables.resource_providers
 RPT = tables.resource_provider_traits
@@ -81,6 +82,9 @@ def _traits(ids, required):
 
 def _has_capacity(class_id, amount):
     """The provider can take ``amount`` more of the class (README "fit")."""
+    if amount > inventory_schema.MAX_INT:
+        # Above any max_unit; and too big to bind on SQLite.
+        return sa.false()
     used = (sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
             .where(ALLOC.c.resource_provider_id == RP.c.id,
                    ALLOC.c.resource_class_id == class_id)
