@@ -44,6 +44,8 @@ def authorize(context, rule, target=None):
     creds = context.to_policy_values()
     if not enforcer.conf.oslo_policy.enforce_scope:
         # Judged as a project-scoped token: scope mismatches are ignored.
+        # (A plain dict: oslo.context's values cannot drop keys.)
+        creds = dict(creds)
         for key in _SCOPE_CREDS:
             creds.pop(key, None)
     try:

@@ -5,6 +5,7 @@ configuration for files that need it.
 """
 from gabbi import fixture
 
+from placement import policy
 from tests import fixtures
 
 
@@ -18,3 +19,23 @@ class _ConfigFixture(fixture.GabbiFixture):
         for key in self.overrides:
             group, _, name = key.rpartition(".")
             self.conf.clear_override(name, group=group or None)
+
+
+class _PolicyFixture(_ConfigFixture):
+    """A config override that the policy engine must be rebuilt for."""
+
+    def start_fixture(self):
+        super().start_fixture()
+        policy.reset()
+
+    def stop_fixture(self):
+        super().stop_fixture()
+        policy.reset()
+
+
+class LegacyPolicyDefaults(_PolicyFixture):
+    overrides = {"oslo_policy.enforce_new_defaults": False}
+
+
+class NoScopeEnforcement(_PolicyFixture):
+    overrides = {"oslo_policy.enforce_scope": False}

@@ -1,62 +1,17 @@
 """The WSGI layers around the falcon app (README §1, §7): request ids,
 noauth2, the context 401, keystone auth_token and CORS."""
-import contextlib
-import json
 import re
-import wsgiref.util
 
 import pytest
 from keystonemiddleware import auth_token
 from keystonemiddleware.auth_token import _exceptions as ks_exceptions
 
-from placement import deploy
 from placement.api import middleware
-from tests import fixtures
+from tests.wsgi_client import call
+from tests.wsgi_client import pipeline
 
 KEYSTONE = "http://keystone.example/identity"
 ORIGIN = "http://dashboard.example"
-
-
-class Response:
-    def __init__(self, status, headers, body):
-        self.status = int(status.split()[0])
-        self.headers = {k.lower(): v for k, v in headers}
-        self.body = body
-
-    def json(self):
-        return json.loads(self.body)
-
-
-def call(app, path, method="GET", **headers):
-    environ = {"PATH_INFO": path, "REQUEST_METHOD": method}
-    wsgiref.util.setup_testing_defaults(environ)
-    environ.update(("HTTP_" + k.upper(), v) for k, v in headers.items())
-    seen = {}
-
-    def start_response(status, headers, exc_info=None):
-        seen["status"], seen["headers"] = status, headers
-
-    body = b"".join(app(environ, start_response))
-    return Response(seen["status"], seen["headers"], body)
-
-
-@contextlib.contextmanager
-def pipeline(**overrides):
-    """The full pipeline over a fresh SQLite database with ``overrides``
-    ("group.option": value) applied while it is built and used."""
-    conf = fixtures.configure()
-    overrides.setdefault("api.auth_strategy", "noauth2")
-    for key, value in overrides.items():
-        group, _, name = key.rpartition(".")
-        conf.set_override(name, value, group=group)
-    try:
-        with fixtures.database("sqlite") as db:
-            yield deploy.build_app(conf, db=db, sync_schema=False)
-    finally:
-        for key in overrides:
-            group, _, name = key.rpartition(".")
-            conf.clear_override(name, group=group)
-        conf.set_override("auth_strategy", "noauth2", group="api")
 
 
 @pytest.fixture
