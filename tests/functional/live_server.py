@@ -37,25 +37,17 @@ def _wait_up(url, proc, timeout=60):
 
 
 @contextlib.contextmanager
-def gunicorn(workers=1, env=None):
-    """Yield the base URL of a gunicorn running the placement app (noauth2,
-    fresh SQLite database); stop it afterwards."""
-    with fixtures.database("sqlite") as db, \
-            tempfile.TemporaryDirectory(prefix="placement-srv-") as confdir:
-        with open(os.path.join(confdir, "placement.conf"), "w") as f:
-            f.write("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    % db.engine.url.render_as_string(hide_password=False))
-        port = free_port()
-        url = "http://127.0.0.1:%d" % port
-        proc_env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=confdir,
-                        **(env or {}))
-        log = open(os.path.join(confdir, "gunicorn.log"), "wb")
+def serve(workers, env, log_path):
+    """Yield the base URL of a gunicorn with ``workers`` workers running the
+    placement app with the environment ``env``; stop it afterwards."""
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
+    with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", str(workers),
              "-b", "127.0.0.1:%d" % port, "--timeout", "60",
              "placement.wsgi.api:application"],
-            env=proc_env, stdout=log, stderr=subprocess.STDOUT)
+            env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
             _wait_up(url + "/", proc)
             yield url
@@ -66,4 +58,20 @@ def gunicorn(workers=1, env=None):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            log.close()
+
+
+@contextlib.contextmanager
+def gunicorn(workers=1, env=None):
+    """Yield the base URL of a gunicorn running the placement app (noauth2,
+    fresh SQLite database); stop it afterwards."""
+    with fixtures.database("sqlite") as db, \
+            tempfile.TemporaryDirectory(prefix="placement-srv-") as confdir:
+        with open(os.path.join(confdir, "placement.conf"), "w") as f:
+            f.write("[api]\nauth_strategy = noauth2\n"
+                    "[placement_database]\nconnection = %s\n"
+                    % db.engine.url.render_as_string(hide_password=False))
+        proc_env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=confdir,
+                        **(env or {}))
+        with serve(workers, proc_env,
+                   os.path.join(confdir, "gunicorn.log")) as url:
+            yield url

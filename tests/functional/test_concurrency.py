@@ -15,8 +15,6 @@ import collections
 import contextlib
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -73,33 +71,15 @@ def _create_providers(url):
         engine.dispose()
 
 
-@contextlib.contextmanager
-def _server(db_url, workers, log_dir):
-    """A gunicorn serving the app on a free port over ``db_url``."""
-    port = live_server.free_port()
-    base = "http://127.0.0.1:%d" % port
-    # Configuration comes from the environment; an empty file keeps any
-    # system-wide placement.conf out.
-    open(os.path.join(log_dir, "placement.conf"), "w").close()
+def _server(db_url, workers, workdir):
+    """A gunicorn over ``db_url`` configured only through the environment
+    (an empty placement.conf keeps any system-wide one out)."""
+    open(os.path.join(workdir, "placement.conf"), "w").close()
     env = dict(os.environ, OS_API__AUTH_STRATEGY="noauth2",
                OS_PLACEMENT_DATABASE__CONNECTION=db_url,
-               OS_PLACEMENT_CONFIG_DIR=log_dir)
-    with open(os.path.join(log_dir, "gunicorn-%d.log" % port), "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", str(workers),
-             "-b", "127.0.0.1:%d" % port, "--timeout", "60",
-             "placement.wsgi:application"],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            live_server._wait_up(base + "/", proc)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+               OS_PLACEMENT_CONFIG_DIR=workdir)
+    return live_server.serve(workers, env, os.path.join(
+        workdir, "gunicorn-%s.log" % uuid.uuid4().hex[:8]))
 
 
 class Tally:
