@@ -121,8 +121,8 @@ def set_allocations(req, resp):
     req.context.ctx.can("placement:allocations:manage")
     version = req.context.version
     data = request.json_body(req, schema.POST_SCHEMA(version))
-    write(req, [consumer_write(c, entry, version) for c, entry in data.items()],
-          "Unable to allocate inventory ")
+    writes = [consumer_write(c, entry, version) for c, entry in data.items()]
+    write(req, writes, "Unable to allocate inventory ")
     request.no_content(resp)
 
 

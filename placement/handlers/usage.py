@@ -14,7 +14,8 @@ BY_CONSUMER_TYPE_SINCE = "1.38"
 def list_usages(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:usages")
     try:
-        generation, usages = usage_obj.provider_usages(req.context.ctx.db, uuid)
+        generation, usages = usage_obj.provider_usages(req.context.ctx.db,
+                                                       uuid)
     except exception.ResourceProviderNotFound as e:
         raise errors.NotFound("No resource provider with uuid %s found: %s"
                               % (uuid, e.message))
@@ -24,7 +25,8 @@ def list_usages(req, resp, uuid):
 
 
 def _totals(db, query):
-    return usage_obj.total_usages(db, query["project_id"], query.get("user_id"))
+    return usage_obj.total_usages(db, query["project_id"],
+                                  query.get("user_id"))
 
 
 def _by_type(db, query):

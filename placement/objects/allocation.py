@@ -1,11 +1,14 @@
 """Allocations: reading them, and the write algorithm shared by
 PUT /allocations/{c}, POST /allocations and the reshaper (allocations.md §2).
 
-A write is one transaction: one consistent read of the generations, the
-inventories and the usage it checks, then the writes, then a compare-and-swap
-of every touched provider's generation. Losing that swap (or a consumer's)
-rolls the whole transaction back and ``run_write`` starts a new one, up to
-``[placement] allocation_conflict_retry_count`` times. No row locks.
+A write is one transaction: one consistent read (a single statement) of the
+generations, inventories and usage it checks, the checks, a compare-and-swap
+of every touched provider's generation (seen -> seen + 1), then the consumer
+and allocation rows. Losing a swap (provider or consumer) rolls the whole
+transaction back and ``run_write`` starts a new one that reads everything
+again, up to ``[placement] allocation_conflict_retry_count`` times. No row
+locks: on MySQL the swap's UPDATE waits for a competing writer's commit and
+then sees its new generation.
 """
 import dataclasses
 import random
@@ -28,8 +31,8 @@ CONSUMERS = tables.consumers
 
 PROVIDER_RACE = ("Another thread concurrently updated the resource provider "
                  "data. Please retry your update")
-CONSUMER_RACE = "Another thread concurrently updated the data. Please retry " \
-                "your update"
+CONSUMER_RACE = ("Another thread concurrently updated the data. Please retry "
+                 "your update")
 RETRY_JITTER_S = 0.005
 
 
@@ -58,8 +61,9 @@ def run_write(db, attempt, conflict_prefix):
             return _transaction(db, attempt)
         except (ProviderRace, consumer_obj.ConsumerRace) as race:
             lost = race
-            # Jitter so that racing writers do not collide again in step.
-            time.sleep(random.uniform(0, RETRY_JITTER_S * (n + 1)))
+            if n < retries:
+                # Jitter so that racing writers do not collide again in step.
+                time.sleep(random.uniform(0, RETRY_JITTER_S * (n + 1)))
     message = (PROVIDER_RACE if isinstance(lost, ProviderRace)
                else CONSUMER_RACE)
     raise exception.ConcurrentUpdate(conflict_prefix + message)
@@ -180,8 +184,9 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
         return exception.Conflict("Unable to allocate inventory: " + message)
 
     with_inventory = {rp for rp, _ in capacity}
-    bare = list(dict.fromkeys(r["resource_provider_id"] for r in new_rows
-                              if r["resource_provider_id"] not in with_inventory))
+    bare = list(dict.fromkeys(
+        r["resource_provider_id"] for r in new_rows
+        if r["resource_provider_id"] not in with_inventory))
     if bare:
         classes = dict.fromkeys(rc_names[r["resource_class_id"]]
                                 for r in new_rows)

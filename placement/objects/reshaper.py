@@ -24,8 +24,8 @@ def reshape(db, inventories, writes):
         records = {
             providers[uuid]["id"]: recs
             for uuid, (_, recs) in inventories.items()}
-        rc_ids = common.resource_class_ids(
-            conn, dict.fromkeys(rc for recs in records.values() for rc in recs))
+        rc_ids = common.resource_class_ids(conn, dict.fromkeys(
+            rc for recs in records.values() for rc in recs))
         # Expected generation of each provider as this transaction moves it.
         expected = {providers[uuid]["id"]: generation
                     for uuid, (generation, _) in inventories.items()}
@@ -58,7 +58,8 @@ def _check_providers(conn, inventories):
         if row["generation"] != generation:
             raise exception.ConcurrentUpdate(
                 "resource provider generation conflict for provider %s: "
-                "actual: %s, given: %s" % (uuid, row["generation"], generation))
+                "actual: %s, given: %s"
+                % (uuid, row["generation"], generation))
     return rows
 
 
@@ -99,8 +100,9 @@ def _drop_unlisted(conn, records, rc_ids, uuids):
         .order_by(ALLOC.c.resource_provider_id, RC.c.name)).all()
     if in_use:
         rp = in_use[0][0]
+        names = ", ".join(n for p, n in in_use if p == rp)
         raise exception.InventoryInUse(
             "update conflict: Inventory for '%s' on resource provider '%s' "
-            "in use." % (", ".join(n for p, n in in_use if p == rp), uuids[rp]))
+            "in use." % (names, uuids[rp]))
     conn.execute(INV.delete().where(sa.tuple_(
         INV.c.resource_provider_id, INV.c.resource_class_id).in_(dropped)))

@@ -20,7 +20,8 @@ def provider_usages(db, rp_uuid):
     with db.reader() as conn:
         provider = common.get_provider(conn, rp_uuid)
         rows = conn.execute(
-            sa.select(RC.c.name, sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
+            sa.select(RC.c.name,
+                      sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
             .select_from(
                 INV.join(RC, RC.c.id == INV.c.resource_class_id)
                 .outerjoin(ALLOC, sa.and_(

@@ -128,4 +128,5 @@ def consumers_object(consumer_schema, min_properties=1):
 
 
 POST_SCHEMA = microversion.VersionTable(
-    *((since, consumers_object(consumer)) for since, consumer in CONSUMER_SCHEMAS))
+    *((since, consumers_object(consumer))
+      for since, consumer in CONSUMER_SCHEMAS))

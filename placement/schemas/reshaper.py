@@ -15,7 +15,8 @@ def _reshaper(consumer_schema):
                     allocation.UUID_KEY_PATTERN: {
                         "type": "object",
                         "properties": {
-                            "resource_provider_generation": {"type": "integer"},
+                            "resource_provider_generation": {
+                                "type": "integer"},
                             # Same records (and defaults) as PUT inventories.
                             "inventories": inventory.PUT_INVENTORIES[
                                 "properties"]["inventories"],
