@@ -2,23 +2,17 @@
 and the configuration rules of the WSGI entry point."""
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from tests.functional import live_server
+
 BIN = os.path.dirname(sys.executable)
 pytestmark = pytest.mark.slow
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(**extra):
@@ -42,26 +36,19 @@ def server(tmp_path):
     procs = []
 
     def start(*args, **env):
-        port = _free_port()
+        port = live_server.free_port()
         env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
         env.setdefault("OS_PLACEMENT_DATABASE__CONNECTION",
                        "sqlite:///%s/placement.sqlite" % tmp_path)
         proc = subprocess.Popen(
             [os.path.join(BIN, "placement-api"), "--port", str(port)] +
-            list(args), env=_env(**env), stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE)
+            list(args), env=_env(**env),
+            stdout=open(tmp_path / ("server-%d.log" % port), "wb"),
+            stderr=subprocess.STDOUT)
         procs.append(proc)
         base = "http://127.0.0.1:%d" % port
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode())
-            try:
-                get(base + env.get("SCRIPT_NAME", "") + "/")
-                return base
-            except (urllib.error.URLError, ConnectionError):
-                time.sleep(0.2)
-        raise AssertionError("placement-api did not start")
+        live_server._wait_up(base + env.get("SCRIPT_NAME", "") + "/", proc)
+        return base
 
     yield start
     for proc in procs:
