@@ -39,3 +39,21 @@ class LegacyPolicyDefaults(_PolicyFixture):
 
 class NoScopeEnforcement(_PolicyFixture):
     overrides = {"oslo_policy.enforce_scope": False}
+
+
+# Allocation candidate generation ([placement] options, contract §5.7/§5.9).
+
+class MaxAllocationCandidates(_ConfigFixture):
+    """Depth-first generation capped at two candidates."""
+    overrides = {"placement.max_allocation_candidates": 2}
+
+
+class BreadthFirstCandidates(_ConfigFixture):
+    """Round-robin over roots, capped at three candidates."""
+    overrides = {
+        "placement.allocation_candidates_generation_strategy": "breadth-first",
+        "placement.max_allocation_candidates": 3}
+
+
+class RandomizeCandidates(_ConfigFixture):
+    overrides = {"placement.randomize_allocation_candidates": True}
