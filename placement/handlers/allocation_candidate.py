@@ -6,6 +6,7 @@ from oslo_utils import uuidutils
 
 from placement.api import decorators
 from placement.api import errors
+from placement.api import metrics
 from placement.api import microversion
 from placement.api import request
 from placement.conf import CONF
@@ -36,6 +37,7 @@ def list_allocation_candidates(req, resp):
         strategy=CONF.placement.allocation_candidates_generation_strategy,
         max_candidates=CONF.placement.max_allocation_candidates,
         randomize=CONF.placement.randomize_allocation_candidates))
+    metrics.candidates_returned(len(result.candidates))
     request.render(resp, render.document(result, version))
     request.set_last_modified(req, resp, None, always=True)
 

@@ -165,3 +165,62 @@ def worker_total(path):
                     and s.labels.get("microversion") == "1.7"):
                 return s.value
     return 0
+
+
+def _provider_with_vcpu(client, headers):
+    rp = str(uuid.uuid4())
+    assert client.post("/resource_providers", headers=headers, json={
+        "name": "m-%s" % rp, "uuid": rp}).status_code == 200
+    assert client.put("/resource_providers/%s/inventories" % rp,
+                      headers=headers, json={
+                          "resource_provider_generation": 0,
+                          "inventories": {"VCPU": {"total": 4}}}
+                      ).status_code == 200
+    return rp
+
+
+def test_candidates_returned_per_request(client):
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    _provider_with_vcpu(client, headers)
+    _provider_with_vcpu(client, headers)
+    before = client.get("/metrics").text
+    for query in ("resources=VCPU:1", "resources=VCPU:99"):
+        assert client.get("/allocation_candidates?" + query,
+                          headers=headers).status_code == 200
+    after = client.get("/metrics").text
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    name = "placement_allocation_candidates_returned"
+    assert delta(name + "_count") == 2
+    assert delta(name + "_sum") == 2
+    assert delta(name + "_bucket", le="0.0") == 1
+    assert delta(name + "_bucket", le="2.0") == 2
+
+
+def test_allocation_conflict_retry_counted(client, monkeypatch):
+    """A lost generation race re-runs the write and counts one retry."""
+    from placement.objects import allocation
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    rp = _provider_with_vcpu(client, headers)
+    real = allocation._transaction
+    lost = []
+
+    def lose_once(db, attempt):
+        if not lost:
+            lost.append(True)
+            raise allocation.ProviderRace("lost")
+        return real(db, attempt)
+    monkeypatch.setattr(allocation, "_transaction", lose_once)
+    before = client.get("/metrics").text
+    resp = client.put("/allocations/%s" % uuid.uuid4(), headers=headers,
+                      json={"allocations": {rp: {"resources": {"VCPU": 1}}},
+                            "project_id": str(uuid.uuid4()),
+                            "user_id": str(uuid.uuid4()),
+                            "consumer_generation": None,
+                            "consumer_type": "INSTANCE"})
+    assert resp.status_code == 204, resp.text
+    after = client.get("/metrics").text
+    name = "placement_generation_conflict_retries_total"
+    assert value(after, name) - value(before, name) == 1
