@@ -4,22 +4,21 @@ and the tiny API other modules call to report domain events.
 Multiprocess mode: when ``PROMETHEUS_MULTIPROC_DIR`` is set *before*
 prometheus_client is first imported, every gunicorn worker writes its
 samples to mmap files in that directory and ``/metrics`` (served by any
-worker) adds them up. The process starting the workers must point the
-variable at an empty directory (``prepare_multiprocess_dir``) and remove a
-dead worker's live gauges (``child_exit`` as gunicorn's hook). Without the
-variable the process-local default registry is used (tests, one worker).
+worker) adds them up; ``placement.api.multiproc.prepare()`` sets it up.
+There are no gauges, so a dead worker's files need no clean-up: its counts
+stay part of the totals, as counters should. Without the variable the
+process-local default registry is used (tests, one worker).
 """
 import os
-import shutil
 import time
 
 import falcon.routing
 import prometheus_client
 from prometheus_client import multiprocess
 
+from placement.api import multiproc
 from placement.api import routes
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
 
@@ -63,26 +62,9 @@ def candidates_returned(count):
     CANDIDATES.observe(count)
 
 
-def prepare_multiprocess_dir(path):
-    """Make ``path`` an empty multiprocess directory and export it.
-
-    Call in the parent process before any worker imports the app: stale
-    files from an earlier run would otherwise be added to the new counts.
-    """
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path, exist_ok=True)
-    os.environ[MULTIPROC_ENV] = path
-
-
-def child_exit(server, worker):
-    """gunicorn ``child_exit`` hook: drop a dead worker's live gauges."""
-    if os.environ.get(MULTIPROC_ENV):
-        multiprocess.mark_process_dead(worker.pid)
-
-
 def exposition():
     """The text exposition of every metric, summed over workers if any."""
-    if os.environ.get(MULTIPROC_ENV):
+    if os.environ.get(multiproc.ENV):
         registry = prometheus_client.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:

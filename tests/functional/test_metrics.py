@@ -13,6 +13,7 @@ from prometheus_client import multiprocess
 from prometheus_client import parser
 
 from placement.api import metrics
+from placement.api import multiproc
 from tests import fixtures
 from tests.functional import live_server
 
@@ -133,7 +134,7 @@ def test_counts_add_up_across_gunicorn_workers(tmp_path):
     os.makedirs(mpdir)
     n = 30
     with live_server.gunicorn(workers=2, env={
-            metrics.MULTIPROC_ENV: mpdir}) as url:
+            multiproc.ENV: mpdir}) as url:
         # A half-sent request keeps one sync worker busy, so the other one
         # serves the burst; finishing it makes the first count one too.
         port = int(url.rsplit(":", 1)[1])
@@ -224,3 +225,21 @@ def test_allocation_conflict_retry_counted(client, monkeypatch):
     after = client.get("/metrics").text
     name = "placement_generation_conflict_retries_total"
     assert value(after, name) - value(before, name) == 1
+
+
+def test_multiproc_prepare(tmp_path, monkeypatch):
+    named = tmp_path / "named"
+    named.mkdir()
+    (named / "counter_123.db").write_bytes(b"stale")
+    (named / "keep.txt").write_text("not ours")
+    monkeypatch.setenv(multiproc.ENV, str(named))
+    assert multiproc.prepare() == str(named)
+    assert sorted(p.name for p in named.iterdir()) == ["keep.txt"]
+
+    monkeypatch.delenv(multiproc.ENV)
+    made = multiproc.prepare()
+    try:
+        assert os.environ[multiproc.ENV] == made
+        assert os.listdir(made) == []
+    finally:
+        os.rmdir(made)
