@@ -17,12 +17,10 @@ parameters. Whatever comes in:
 Runs on SQLite and MySQL with bounded, derandomized example counts;
 ``PLACEMENT_FUZZ_EXAMPLES`` scales them up for a longer local hunt.
 """
-import io
 import json
 import os
 import urllib.parse
 import uuid
-import wsgiref.util
 
 import hypothesis
 import pytest
@@ -30,6 +28,7 @@ from hypothesis import strategies as st
 
 from placement.api import routes
 from tests import fixtures
+from tests.functional import wsgi_call
 
 SCALE = float(os.environ.get("PLACEMENT_FUZZ_EXAMPLES", "1"))
 
@@ -55,30 +54,13 @@ class Client:
              version="1.39"):
         raw = body if isinstance(body, bytes) else (
             b"" if body is None else json.dumps(body).encode())
-        environ = {
-            "REQUEST_METHOD": method,
-            # The server percent-decodes the path into latin-1 text.
-            "PATH_INFO": path.encode("utf-8", "surrogatepass").decode(
-                "latin-1"),
-            "QUERY_STRING": query, "wsgi.input": io.BytesIO(raw),
-            "CONTENT_LENGTH": str(len(raw)) if raw else "",
-            "CONTENT_TYPE": "application/json" if raw else ""}
-        wsgiref.util.setup_testing_defaults(environ)
-        for name, value in dict(ADMIN, **(headers or {})).items():
-            key = name.upper().replace("-", "_")
-            if key == "CONTENT_TYPE":
-                environ[key] = value
-            else:
-                environ["HTTP_" + key] = value
+        sent = dict(ADMIN)
+        if raw:
+            sent["content-type"] = "application/json"
         if version is not None:
-            environ["HTTP_OPENSTACK_API_VERSION"] = "placement %s" % version
-        seen = {}
-
-        def start_response(status, response_headers, exc_info=None):
-            seen["status"] = int(status.split()[0])
-            seen["headers"] = {k.lower(): v for k, v in response_headers}
-        data = b"".join(self.app(environ, start_response))
-        return seen["status"], seen["headers"], data
+            sent["openstack-api-version"] = "placement %s" % version
+        sent.update(headers or {})
+        return wsgi_call.call(self.app, method, path, query, raw, sent)
 
     def get(self, path, query=""):
         status, _, data = self.call("GET", path, query)

@@ -1,13 +1,12 @@
 """One INFO line per request on ``placement.requestlog``."""
-import io
 import logging
 import re
-import wsgiref.util
 
 import pytest
 
 from placement.api import middleware
 from tests import fixtures
+from tests.functional import wsgi_call
 
 LINE = re.compile(
     r'^(?P<addr>\S+) "(?P<method>[A-Z]+) (?P<path>\S+)" status: (?P<status>\d+)'
@@ -21,26 +20,8 @@ def app():
         yield wsgi_app
 
 
-def call(app, method, path, query="", headers=None, body=b"",
-         script_name=""):
-    """PEP 3333 call: PATH_INFO carries the raw bytes decoded as latin-1."""
-    environ = {"REQUEST_METHOD": method, "PATH_INFO": path,
-               "QUERY_STRING": query, "REMOTE_ADDR": "192.0.2.7",
-               "SCRIPT_NAME": script_name,
-               "wsgi.input": io.BytesIO(body),
-               "CONTENT_LENGTH": str(len(body)) if body else ""}
-    wsgiref.util.setup_testing_defaults(environ)
-    for name, value in (headers or {}).items():
-        environ["HTTP_" + name.upper().replace("-", "_")] = value
-    if "HTTP_CONTENT_TYPE" in environ:
-        environ["CONTENT_TYPE"] = environ.pop("HTTP_CONTENT_TYPE")
-    seen = {}
-
-    def start_response(status, response_headers, exc_info=None):
-        seen["status"] = int(status.split()[0])
-        seen["headers"] = {k.lower(): v for k, v in response_headers}
-    body = b"".join(app(environ, start_response))
-    return seen["status"], seen["headers"], body
+def call(app, method, path, **kw):
+    return wsgi_call.call(app, method, path, remote_addr="192.0.2.7", **kw)
 
 
 def logged(caplog):
@@ -97,8 +78,7 @@ def test_no_content_length_logged_as_zero(app, caplog):
 
 def test_non_ascii_path_logged_percent_encoded(app, caplog):
     caplog.set_level(logging.INFO, logger="placement.requestlog")
-    raw = "/resource_classes/CUSTOM_\u00c9".encode("utf-8").decode("latin-1")
-    call(app, "GET", raw, headers=dict(ADMIN, **{
+    call(app, "GET", "/resource_classes/CUSTOM_\u00c9", headers=dict(ADMIN, **{
         "openstack-api-version": "placement 1.2"}))
     assert logged(caplog)["path"] == "/resource_classes/CUSTOM_%C3%89"
 
