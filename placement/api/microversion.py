@@ -12,6 +12,7 @@ SERVICE_TYPE = "placement"
 HEADER = "OpenStack-API-Version"
 MIN = (1, 0)
 MAX = (1, 39)
+_PARSED = {}     # "X.Y" literal -> (X, Y)
 
 
 @functools.total_ordering
@@ -30,7 +31,12 @@ class Version:
     @staticmethod
     def _key(other):
         if isinstance(other, str):
-            other = Version.parse(other)
+            # Handlers compare with string literals on hot paths: parse once.
+            key = _PARSED.get(other)
+            if key is None:
+                major, minor = other.split(".", 1)
+                key = _PARSED[other] = (int(major), int(minor))
+            return key
         return (other.major, other.minor)
 
     def __str__(self):
@@ -43,6 +49,9 @@ class Version:
 
     def __lt__(self, other):
         return (self.major, self.minor) < self._key(other)
+
+    def __ge__(self, other):
+        return (self.major, self.minor) >= self._key(other)
 
     def __hash__(self):
         return hash((self.major, self.minor))

@@ -1,4 +1,8 @@
-"""Stage 5: the response document for the request's microversion (§6)."""
+"""Stage 5: the response document for the request's microversion (§6).
+
+The version is looked at once per document, not once per candidate: a
+response can hold hundreds of thousands of them.
+"""
 from placement.api import microversion
 
 DICT_FORM_SINCE = "1.12"
@@ -8,57 +12,62 @@ TREE_UUIDS_SINCE = "1.29"
 MAPPINGS_SINCE = "1.34"
 
 
-def _allocations_list(result, candidate):
-    per_provider = _per_provider(result, candidate)
+def _allocations_list(per_provider):
     return [{"resource_provider": {"uuid": uuid}, "resources": resources}
             for uuid, resources in per_provider.items()]
 
 
-def _allocations_dict(result, candidate):
+def _allocations_dict(per_provider):
     return {uuid: {"resources": resources}
-            for uuid, resources in _per_provider(result, candidate).items()}
-
-
-def _per_provider(result, candidate):
-    out = {}
-    for rp, rc, amount in candidate.allocations:
-        out.setdefault(result.uuids[rp], {})[result.class_names[rc]] = amount
-    return out
+            for uuid, resources in per_provider.items()}
 
 
 ALLOCATIONS = microversion.VersionTable(
     (None, _allocations_list), (DICT_FORM_SINCE, _allocations_dict))
 
 
-def allocation_request(result, candidate, version):
-    body = {"allocations": ALLOCATIONS(version)(result, candidate)}
-    if version >= MAPPINGS_SINCE:
-        body["mappings"] = {suffix: [result.uuids[rp] for rp in rps]
-                            for suffix, rps in candidate.mappings}
-    return body
+def allocation_requests(result, version):
+    """Every candidate of ``result`` as the version's JSON object."""
+    shape = ALLOCATIONS(version)
+    with_mappings = version >= MAPPINGS_SINCE
+    uuids, names = result.uuids, result.class_names
+    out = []
+    for candidate in result.candidates:
+        per_provider = {}
+        for rp, rc, amount in candidate.allocations:
+            uuid = uuids[rp]
+            if uuid in per_provider:
+                per_provider[uuid][names[rc]] = amount
+            else:
+                per_provider[uuid] = {names[rc]: amount}
+        body = {"allocations": shape(per_provider)}
+        if with_mappings:
+            body["mappings"] = {suffix: [uuids[rp] for rp in rps]
+                                for suffix, rps in candidate.mappings}
+        out.append(body)
+    return out
 
 
-def provider_summary(summary, requested, version):
-    inventories = summary.inventories
-    if version < ALL_INVENTORIES_SINCE:
-        inventories = {rc: inv for rc, inv in inventories.items()
-                       if rc in requested}
-    body = {"resources": {rc: {"capacity": inv.capacity, "used": inv.used}
-                          for rc, inv in sorted(inventories.items())}}
-    if version >= TRAITS_SINCE:
-        body["traits"] = list(summary.traits)
-    if version >= TREE_UUIDS_SINCE:
-        body["parent_provider_uuid"] = summary.parent_uuid
-        body["root_provider_uuid"] = summary.root_uuid
-    return body
+def provider_summaries(result, version):
+    requested = set(result.class_names.values())
+    all_inventories = version >= ALL_INVENTORIES_SINCE
+    with_traits = version >= TRAITS_SINCE
+    with_tree = version >= TREE_UUIDS_SINCE
+    out = {}
+    for _, summary in sorted(result.summaries.items()):
+        body = {"resources": {
+            rc: {"capacity": inv.capacity, "used": inv.used}
+            for rc, inv in sorted(summary.inventories.items())
+            if all_inventories or rc in requested}}
+        if with_traits:
+            body["traits"] = list(summary.traits)
+        if with_tree:
+            body["parent_provider_uuid"] = summary.parent_uuid
+            body["root_provider_uuid"] = summary.root_uuid
+        out[summary.uuid] = body
+    return out
 
 
 def document(result, version):
-    requested = set(result.class_names.values())
-    return {
-        "allocation_requests": [allocation_request(result, c, version)
-                                for c in result.candidates],
-        "provider_summaries": {
-            s.uuid: provider_summary(s, requested, version)
-            for _, s in sorted(result.summaries.items())},
-    }
+    return {"allocation_requests": allocation_requests(result, version),
+            "provider_summaries": provider_summaries(result, version)}
