@@ -198,22 +198,25 @@ def path_params(world, name):
                          "HW_CPU_X86_AVX2", "CUSTOM_NEW_X"]), ODD_TEXT)
 
 
+PATH_PARAMS = ("uuid", "consumer_uuid", "resource_class", "name")
+
+
 def paths(world):
     """(template, method, concrete path) over the whole route table."""
     choices = [(path, method) for path, methods in routes.ROUTES
                for method, _ in methods]
 
-    @st.composite
-    def build(draw):
-        template, method = draw(st.sampled_from(choices))
-        path = template
-        for name in ("uuid", "consumer_uuid", "resource_class", "name"):
-            token = "{%s}" % name
-            if token in path:
-                value = draw(path_params(world, name)).replace("/", "_")
-                path = path.replace(token, value)
-        return template, method, path
-    return build()
+    def concrete(choice):
+        template, method = choice
+        names = [n for n in PATH_PARAMS if "{%s}" % n in template]
+
+        def fill(values):
+            path = template
+            for name, value in zip(names, values):
+                path = path.replace("{%s}" % name, value.replace("/", "_"))
+            return template, method, path
+        return st.tuples(*(path_params(world, n) for n in names)).map(fill)
+    return st.sampled_from(choices).flatmap(concrete)
 
 
 def versions():
@@ -281,6 +284,18 @@ def _nodes(doc, prefix=()):
             yield from _nodes(value, prefix + (i,))
 
 
+def _same_type(value):
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.one_of(st.integers(), _huge().filter(
+            lambda v: isinstance(v, int)))
+    if isinstance(value, float):
+        return st.one_of(st.floats(allow_nan=False), _huge())
+    return st.one_of(ODD_TEXT, st.just(value.upper()), st.just(value + "\u2603"),
+                     st.just(value * 50))
+
+
 @st.composite
 def mutated(draw, doc):
     """``doc`` with one node replaced, removed, or given an unknown key."""
@@ -291,8 +306,13 @@ def mutated(draw, doc):
     parent = doc
     for step in where[:-1]:
         parent = parent[step]
-    action = draw(st.sampled_from(["replace", "replace", "drop", "extra"]))
-    if action == "drop":
+    action = draw(st.sampled_from(["same-type", "same-type", "replace",
+                                   "drop", "extra"]))
+    current = parent[where[-1]]
+    if action == "same-type" and isinstance(current, (bool, int, float, str)):
+        # Gets past type checks to range, length and database limits.
+        parent[where[-1]] = draw(_same_type(current))
+    elif action == "drop":
         del parent[where[-1]]
     elif action == "extra" and isinstance(parent, dict):
         parent[draw(ODD_TEXT)] = draw(JSON_VALUES)
@@ -398,7 +418,7 @@ def test_bodies(world):
         version = data.draw(versions(), "version")
         template, method = data.draw(st.sampled_from(writes), "route")
         path = template
-        for name in ("uuid", "consumer_uuid", "resource_class", "name"):
+        for name in PATH_PARAMS:
             token = "{%s}" % name
             if token in path:
                 choice = data.draw(st.one_of(
