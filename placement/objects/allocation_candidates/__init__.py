@@ -81,8 +81,10 @@ def _resolve(conn, request):
 
 def _find(conn, request, options):
     groups, class_ids, trait_ids, aggregate_ids = _resolve(conn, request)
-    snapshot = providers.load_snapshot(conn, class_ids.values(),
-                                       set(trait_ids.values()), aggregate_ids)
+    snapshot = providers.load_snapshot(
+        conn, class_ids.values(), set(trait_ids.values()), aggregate_ids,
+        whole_trees=bool(request.same_subtree)
+        or not all(g.resources for g in groups))
     forest = trees.Trees(
         snapshot,
         frozenset(trait_ids[t] for t in request.root_required),
@@ -122,7 +124,10 @@ def _with_summaries(conn, found, snapshot, class_ids, allocated_only):
     roots = {snapshot.providers[rp].root_id for rp in allocated}
     summaries = providers.load_summaries(
         conn, roots, allocated if allocated_only else None)
+    uuids = {rp: s.uuid for rp, s in summaries.items()}
+    # Resourceless groups may map providers outside the summarised trees.
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
-    uuids = {rp: snapshot.providers[rp].uuid for rp in allocated | mapped}
+    if not mapped <= uuids.keys():
+        uuids.update(providers.load_uuids(conn, mapped - uuids.keys()))
     return Result(found, summaries, uuids,
                   {i: n for n, i in class_ids.items()})

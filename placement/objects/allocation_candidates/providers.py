@@ -7,6 +7,7 @@ involved, and their traits/aggregates of interest. Long id lists are bound
 in chunks so neither SQLite nor MySQL hits a parameter limit.
 """
 import dataclasses
+import typing
 import uuid as uuidlib
 
 import sqlalchemy as sa
@@ -25,15 +26,16 @@ RPA = tables.resource_provider_aggregates
 RC_NAME = tables.resource_classes.c.name
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
-CHUNK = 500
+# Ids bound per IN list: well under SQLite's 32766 variables.
+CHUNK = 10000
 
 
 class NoCandidates(Exception):
     """Some name or filter can match nothing: the answer is empty (200)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Inventory:
+class Inventory(typing.NamedTuple):
+    # A tuple: hundreds of thousands are built per request on big trees.
     total: int
     reserved: int
     allocation_ratio: float
@@ -60,10 +62,8 @@ class Inventory:
                 and amount <= self.max_unit)
 
 
-@dataclasses.dataclass(frozen=True)
-class Provider:
+class Provider(typing.NamedTuple):
     id: int
-    uuid: str
     parent_id: int
     root_id: int
 
@@ -71,7 +71,8 @@ class Provider:
 @dataclasses.dataclass
 class Snapshot:
     """What the search needs to know, keyed by database ids."""
-    providers: dict          # id -> Provider (every provider of the trees)
+    providers: dict          # id -> Provider: every holder and anchor root;
+                             # every provider of the trees with ``whole_trees``
     inventories: dict        # (provider id, class id) -> Inventory
     traits: dict             # provider id -> frozenset of trait ids of interest
     aggregates: dict         # provider id -> frozenset of aggregate ids of interest
@@ -144,99 +145,101 @@ def resolve_root(conn, provider_uuid):
     return root
 
 
-def _usage(class_ids):
-    return (sa.select(ALLOC.c.resource_provider_id.label("rp"),
-                      ALLOC.c.resource_class_id.label("rc"),
-                      sa.func.sum(ALLOC.c.used).label("used"))
-            .where(ALLOC.c.resource_class_id.in_(class_ids))
-            .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-            .subquery())
+def _used():
+    """Usage of the inventory row's (provider, class): a correlated
+    subquery, which both SQLite and MySQL answer from the covering
+    (provider, class, used) index; a grouped derived table joined instead
+    made SQLite build a temporary index per request."""
+    # CAST: MySQL sums integers into DECIMAL.
+    return (sa.select(sa.cast(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0),
+                              sa.Integer))
+            .where(ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
+                   ALLOC.c.resource_class_id == INV.c.resource_class_id)
+            .scalar_subquery())
 
 
-def _inventory_select(class_ids):
-    usage = _usage(class_ids)
-    return (sa.select(INV.c.resource_provider_id, INV.c.resource_class_id,
-                      INV.c.total, INV.c.reserved, INV.c.allocation_ratio,
-                      INV.c.min_unit, INV.c.max_unit, INV.c.step_size,
-                      sa.func.coalesce(usage.c.used, 0))
-            .select_from(INV.outerjoin(usage, sa.and_(
-                usage.c.rp == INV.c.resource_provider_id,
-                usage.c.rc == INV.c.resource_class_id)))
-            .where(INV.c.resource_class_id.in_(class_ids)))
+INVENTORY_COLUMNS = (INV.c.total, INV.c.reserved, INV.c.allocation_ratio,
+                     INV.c.min_unit, INV.c.max_unit, INV.c.step_size, _used())
+
+# Holders of the requested classes with their tree position, in one pass.
+HOLDERS = (sa.select(INV.c.resource_provider_id, RP.c.parent_provider_id,
+                     RP.c.root_provider_id, INV.c.resource_class_id,
+                     *INVENTORY_COLUMNS)
+           .join(RP, RP.c.id == INV.c.resource_provider_id)
+           .where(INV.c.resource_class_id.in_(
+               sa.bindparam("classes", expanding=True))))
+
+TREE_PROVIDERS = (sa.select(RP.c.id, RP.c.parent_provider_id,
+                            RP.c.root_provider_id)
+                  .where(RP.c.root_provider_id.in_(
+                      sa.bindparam("roots", expanding=True))))
 
 
-def _inventory_rows(rows):
-    return {(rp, rc): Inventory(total, reserved, float(ratio), min_unit,
-                                max_unit, step, int(used))
-            for rp, rc, total, reserved, ratio, min_unit, max_unit, step, used
-            in rows}
+def _pairs(conn, table, column, wanted):
+    """{provider id: {value}} for rows of ``table`` whose ``column`` is in
+    ``wanted`` (a handful of trait or aggregate ids)."""
+    into = {}
+    if wanted:
+        for rp, value in conn.execute(
+                sa.select(table.c.resource_provider_id, column)
+                .where(column.in_(sorted(wanted)))):
+            into.setdefault(rp, set()).add(value)
+    return into
 
 
-def load_snapshot(conn, class_ids, trait_ids, aggregate_ids):
+def load_snapshot(conn, class_ids, trait_ids, aggregate_ids,
+                  whole_trees=False):
     """One consistent read of everything the search looks at.
 
     ``class_ids``: requested classes; ``trait_ids``/``aggregate_ids``: the
     ones named anywhere in the request (others are never consulted).
+    ``whole_trees``: also load the providers of the trees that hold no
+    requested inventory (same_subtree ancestors, resourceless groups).
     """
-    inventories = _inventory_rows(conn.execute(
-        _inventory_select(list(class_ids))).all())
-    holders = {rp for rp, _ in inventories}
-    serves = _sharing_serves(conn, holders)
-    roots = set().union(*serves.values())
-    for ids in _chunks(holders):
-        roots.update(conn.scalars(sa.select(RP.c.root_provider_id)
-                                  .where(RP.c.id.in_(ids))))
-    providers = {}
-    traits, aggregates = {}, {}
-    for ids in _chunks(roots):
-        providers.update(
-            (row.id, Provider(row.id, row.uuid, row.parent_provider_id,
-                              row.root_provider_id))
-            for row in conn.execute(
-                sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
-                          RP.c.root_provider_id)
-                .where(RP.c.root_provider_id.in_(ids))))
-        _collect(traits, conn, RPT.c.trait_id, trait_ids, ids,
-                 RPT.join(RP, RP.c.id == RPT.c.resource_provider_id),
-                 RPT.c.resource_provider_id)
-        _collect(aggregates, conn, RPA.c.aggregate_id, aggregate_ids, ids,
-                 RPA.join(RP, RP.c.id == RPA.c.resource_provider_id),
-                 RPA.c.resource_provider_id)
+    providers, inventories = {}, {}
+    for row in conn.execute(HOLDERS, {"classes": sorted(class_ids)}):
+        rp = row[0]
+        if rp not in providers:
+            providers[rp] = Provider(rp, row[1], row[2])
+        inventories[rp, row[3]] = Inventory._make(row[4:])
+    serves = _sharing_serves(conn, providers)
+    roots = {p.root_id for p in providers.values()}
+    roots.update(*serves.values())
+    if whole_trees:
+        for ids in _chunks(roots):
+            providers.update((row[0], Provider._make(row)) for row in
+                             conn.execute(TREE_PROVIDERS, {"roots": ids}))
+    else:
+        for root in roots:
+            if root not in providers:
+                providers[root] = Provider(root, None, root)
+    traits = _pairs(conn, RPT, RPT.c.trait_id, trait_ids)
+    aggregates = _pairs(conn, RPA, RPA.c.aggregate_id, aggregate_ids)
     nested = conn.execute(sa.select(RP.c.id).where(
         RP.c.parent_provider_id.is_not(None)).limit(1)).first() is not None
     return Snapshot(providers=providers,
                     inventories=inventories,
-                    traits={k: frozenset(v) for k, v in traits.items()},
-                    aggregates={k: frozenset(v) for k, v in aggregates.items()},
+                    traits={k: frozenset(v) for k, v in traits.items()
+                            if k in providers},
+                    aggregates={k: frozenset(v) for k, v in aggregates.items()
+                                if k in providers},
                     serves=serves, nested=nested)
 
 
-def _collect(into, conn, column, wanted, root_ids, joined, rp_column):
-    if not wanted:
-        return
-    rows = conn.execute(sa.select(rp_column, column).select_from(joined).where(
-        column.in_(list(wanted)), RP.c.root_provider_id.in_(root_ids)))
-    for rp, value in rows:
-        into.setdefault(rp, set()).add(value)
-
-
 def _sharing_serves(conn, holders):
-    """{sharing provider id: roots it serves} among ``holders``.
+    """{sharing provider id: roots it serves} among ``holders`` (a dict of
+    Provider by id).
 
     A sharing provider serves its own root and the root of every provider
     that shares an aggregate with it (contract §3 "Serves").
     """
-    sharing = set(conn.scalars(
+    sharing = [rp for rp in conn.scalars(
         sa.select(RPT.c.resource_provider_id).join(
             TRAIT, TRAIT.c.id == RPT.c.trait_id)
-        .where(TRAIT.c.name == SHARING_TRAIT))) & holders
-    serves = {}
+        .where(TRAIT.c.name == SHARING_TRAIT)) if rp in holders]
+    serves = {rp: {holders[rp].root_id} for rp in sharing}
     mine, other = RPA.alias("mine"), RPA.alias("other")
     for ids in _chunks(sharing):
-        for rp, root in conn.execute(
-                sa.select(RP.c.id, RP.c.root_provider_id)
-                .where(RP.c.id.in_(ids))):
-            serves.setdefault(rp, set()).add(root)
         for rp, root in conn.execute(
                 sa.select(mine.c.resource_provider_id, RP.c.root_provider_id)
                 .distinct()
@@ -248,8 +251,7 @@ def _sharing_serves(conn, holders):
     return {rp: frozenset(roots) for rp, roots in serves.items()}
 
 
-@dataclasses.dataclass(frozen=True)
-class Summary:
+class Summary(typing.NamedTuple):
     uuid: str
     parent_uuid: str
     root_uuid: str
@@ -257,46 +259,52 @@ class Summary:
     traits: tuple            # trait names, sorted
 
 
+TREES = (sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
+                   RP.c.root_provider_id)
+         .where(RP.c.root_provider_id.in_(
+             sa.bindparam("roots", expanding=True))))
+
+TREE_INVENTORIES = (sa.select(INV.c.resource_provider_id, RC_NAME,
+                              *INVENTORY_COLUMNS)
+                    .join(RP, RP.c.id == INV.c.resource_provider_id)
+                    .join(tables.resource_classes,
+                          tables.resource_classes.c.id ==
+                          INV.c.resource_class_id)
+                    .where(RP.c.root_provider_id.in_(
+                        sa.bindparam("roots", expanding=True))))
+
+TREE_TRAITS = (sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
+               .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
+               .join(RP, RP.c.id == RPT.c.resource_provider_id)
+               .where(RP.c.root_provider_id.in_(
+                   sa.bindparam("roots", expanding=True))))
+
+
 def load_summaries(conn, root_ids, provider_ids=None):
     """Summaries of every provider of the given trees (or only of
-    ``provider_ids`` when given), keyed by provider id."""
-    parent, root = RP.alias("parent"), RP.alias("root")
-    rows = {}
+    ``provider_ids`` when given), keyed by provider id: three statements
+    per CHUNK trees."""
+    rows, inventories, traits = {}, {}, {}
     for ids in _chunks(root_ids):
-        query = (sa.select(RP.c.id, RP.c.uuid, parent.c.uuid, root.c.uuid)
-                 .select_from(RP.outerjoin(parent, parent.c.id ==
-                                           RP.c.parent_provider_id)
-                              .join(root, root.c.id == RP.c.root_provider_id))
-                 .where(RP.c.root_provider_id.in_(ids)))
-        rows.update((r[0], r[1:]) for r in conn.execute(query))
+        params = {"roots": ids}
+        rows.update((row[0], row[1:]) for row in conn.execute(TREES, params))
+        for row in conn.execute(TREE_INVENTORIES, params):
+            inventories.setdefault(row[0], {})[row[1]] = Inventory._make(
+                row[2:])
+        for rp, name in conn.execute(TREE_TRAITS, params):
+            traits.setdefault(rp, []).append(name)
+    uuids = {rp: row[0] for rp, row in rows.items()}
     if provider_ids is not None:
         rows = {k: v for k, v in rows.items() if k in provider_ids}
-    inventories, traits = {}, {}
-    usage = (sa.select(ALLOC.c.resource_provider_id.label("rp"),
-                       ALLOC.c.resource_class_id.label("rc"),
-                       sa.func.sum(ALLOC.c.used).label("used"))
-             .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id))
-    for ids in _chunks(rows):
-        used = {(rp, rc): int(u) for rp, rc, u in conn.execute(
-            usage.where(ALLOC.c.resource_provider_id.in_(ids)))}
-        for row in conn.execute(
-                sa.select(INV.c.resource_provider_id, RC_NAME, INV.c.total,
-                          INV.c.reserved, INV.c.allocation_ratio,
-                          INV.c.min_unit, INV.c.max_unit, INV.c.step_size,
-                          INV.c.resource_class_id)
-                .join(tables.resource_classes, tables.resource_classes.c.id ==
-                      INV.c.resource_class_id)
-                .where(INV.c.resource_provider_id.in_(ids))):
-            rp, name = row[0], row[1]
-            inventories.setdefault(rp, {})[name] = Inventory(
-                row[2], row[3], float(row[4]), row[5], row[6], row[7],
-                used.get((rp, row[8]), 0))
-        for rp, name in conn.execute(
-                sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
-                .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
-                .where(RPT.c.resource_provider_id.in_(ids))):
-            traits.setdefault(rp, []).append(name)
-    return {rp: Summary(u, p, r, inventories.get(rp, {}),
-                        tuple(sorted(traits.get(rp, ()))))
-            for rp, (u, p, r) in rows.items()}
+    return {rp: Summary(uuid, uuids.get(parent), uuids[root],
+                        inventories.get(rp, {}), tuple(sorted(traits.get(rp, ()))))
+            for rp, (uuid, parent, root) in rows.items()}
 
+
+def load_uuids(conn, provider_ids):
+    """{id: uuid} of the given providers."""
+    out = {}
+    for ids in _chunks(provider_ids):
+        out.update(conn.execute(sa.select(RP.c.id, RP.c.uuid)
+                                .where(RP.c.id.in_(ids))).all())
+    return out
