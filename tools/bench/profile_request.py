@@ -31,6 +31,7 @@ import wsgiref.util
 import sqlalchemy as sa
 
 from placement import conf as placement_conf
+from placement.cmd import api
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
@@ -275,6 +276,7 @@ def main():
         print("loaded %s x %d in %.1fs" % (args.shape, args.scale,
                                             time.perf_counter() - start))
         app = deploy.build_app(conf, db=db, sync_schema=False)
+        api.tune_gc()           # as placement-api does in every worker
         counter = StatementCounter(db.engine)
         paths = (args.path or []) + [
             "/allocation_candidates?" + q
