@@ -78,9 +78,10 @@ def validate_query(pairs, schema):
 
 
 def render(resp, body, status=200):
+    """``body``: a JSON-able object, or bytes already encoded as JSON."""
     resp.status = status
     resp.content_type = "application/json"
-    resp.data = orjson.dumps(body)
+    resp.data = body if isinstance(body, bytes) else orjson.dumps(body)
 
 
 def no_content(resp, status=204):

@@ -38,7 +38,7 @@ def list_allocation_candidates(req, resp):
         max_candidates=CONF.placement.max_allocation_candidates,
         randomize=CONF.placement.randomize_allocation_candidates))
     metrics.candidates_returned(len(result.candidates))
-    request.render(resp, render.document(result, version))
+    request.render(resp, render.document_json(result, version))
     request.set_last_modified(req, resp, None, always=True)
 
 

@@ -92,8 +92,12 @@ def _find(conn, request, options):
     engine = search.Search(forest, groups, request.same_subtree,
                            request.isolate)
     plans = forest.plans(groups)
-    found = search.unique(search.STRATEGIES[options.strategy](
-        engine.candidates(plan) for plan in plans))
+    found = search.STRATEGIES[options.strategy](
+        engine.candidates(plan) for plan in plans)
+    if snapshot.serves:
+        # Only a sharing provider can put one candidate under two anchors:
+        # within an anchor every choice differs in allocations or mappings.
+        found = search.unique(found)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
     one_per_tree = not options.nested_aware and snapshot.nested

@@ -1,8 +1,13 @@
 """Stage 5: the response document for the request's microversion (§6).
 
-The version is looked at once per document, not once per candidate: a
-response can hold hundreds of thousands of them.
+A response can hold hundreds of thousands of candidates that reuse a few
+thousand (provider, resources) pairs, so the document is written as JSON
+directly: each distinct allocation or mapping fragment is encoded once
+(by orjson) and candidates are joined from those fragments. The version is
+looked at once per document.
 """
+import orjson
+
 from placement.api import microversion
 
 DICT_FORM_SINCE = "1.12"
@@ -12,40 +17,63 @@ TREE_UUIDS_SINCE = "1.29"
 MAPPINGS_SINCE = "1.34"
 
 
-def _allocations_list(per_provider):
-    return [{"resource_provider": {"uuid": uuid}, "resources": resources}
-            for uuid, resources in per_provider.items()]
+def _dict_entry(uuid, resources):
+    return orjson.dumps({uuid: {"resources": resources}})[1:-1]
 
 
-def _allocations_dict(per_provider):
-    return {uuid: {"resources": resources}
-            for uuid, resources in per_provider.items()}
+def _list_entry(uuid, resources):
+    return orjson.dumps({"resource_provider": {"uuid": uuid},
+                         "resources": resources})
 
 
+# (encoder of one provider's entry, opening, closing) of "allocations".
 ALLOCATIONS = microversion.VersionTable(
-    (None, _allocations_list), (DICT_FORM_SINCE, _allocations_dict))
+    (None, (_list_entry, b'{"allocations":[', b']')),
+    (DICT_FORM_SINCE, (_dict_entry, b'{"allocations":{', b'}')))
 
 
-def allocation_requests(result, version):
-    """Every candidate of ``result`` as the version's JSON object."""
-    shape = ALLOCATIONS(version)
-    with_mappings = version >= MAPPINGS_SINCE
-    uuids, names = result.uuids, result.class_names
-    out = []
-    for candidate in result.candidates:
-        per_provider = {}
-        for rp, rc, amount in candidate.allocations:
-            uuid = uuids[rp]
-            if uuid in per_provider:
-                per_provider[uuid][names[rc]] = amount
-            else:
-                per_provider[uuid] = {names[rc]: amount}
-        body = {"allocations": shape(per_provider)}
-        if with_mappings:
-            body["mappings"] = {suffix: [uuids[rp] for rp in rps]
-                                for suffix, rps in candidate.mappings}
-        out.append(body)
-    return out
+class _Writer:
+    """Candidates to JSON, one cached fragment per distinct piece."""
+
+    def __init__(self, result, version):
+        self.uuids = result.uuids
+        self.names = result.class_names
+        self.entry, self.open, self.close = ALLOCATIONS(version)
+        self.with_mappings = version >= MAPPINGS_SINCE
+        self.entries = {}       # (provider, ((class, amount), ...)) -> bytes
+        self.mappings = {}      # candidate.mappings -> bytes
+
+    def allocation(self, rp, resources):
+        key = (rp, tuple(resources))
+        fragment = self.entries.get(key)
+        if fragment is None:
+            fragment = self.entries[key] = self.entry(
+                self.uuids[rp], {self.names[rc]: n for rc, n in resources})
+        return fragment
+
+    def mapping(self, mappings):
+        fragment = self.mappings.get(mappings)
+        if fragment is None:
+            fragment = self.mappings[mappings] = orjson.dumps(
+                {suffix: [self.uuids[rp] for rp in rps]
+                 for suffix, rps in mappings})
+        return fragment
+
+    def candidate(self, candidate):
+        parts = []
+        current, resources = None, []
+        for rp, rc, amount in candidate.allocations:   # sorted by provider
+            if rp != current:
+                if resources:
+                    parts.append(self.allocation(current, resources))
+                current, resources = rp, []
+            resources.append((rc, amount))
+        if resources:
+            parts.append(self.allocation(current, resources))
+        out = self.open + b",".join(parts) + self.close
+        if self.with_mappings:
+            out += b',"mappings":' + self.mapping(candidate.mappings)
+        return out + b"}"
 
 
 def provider_summaries(result, version):
@@ -68,6 +96,17 @@ def provider_summaries(result, version):
     return out
 
 
+def document_json(result, version):
+    """The response body (bytes)."""
+    writer = _Writer(result, version)
+    return b"".join((
+        b'{"allocation_requests":[',
+        b",".join([writer.candidate(c) for c in result.candidates]),
+        b'],"provider_summaries":',
+        orjson.dumps(provider_summaries(result, version)),
+        b"}"))
+
+
 def document(result, version):
-    return {"allocation_requests": allocation_requests(result, version),
-            "provider_summaries": provider_summaries(result, version)}
+    """The response document as a dict (tests read it this way)."""
+    return orjson.loads(document_json(result, version))

@@ -65,7 +65,10 @@ class Search:
 
     def candidates(self, plan):
         """Every valid combination for one anchor, lazily."""
-        if not self._feasible(plan):
+        # The bound only pays off when there is a choice to prune; with one
+        # option per slot the walk's own checks are cheaper.
+        if (any(len(slot.options) > 1 for slot in plan.slots)
+                and not self._feasible(plan)):
             return
         slots = plan.slots
         groups = self.groups
@@ -125,12 +128,18 @@ class Search:
         yield from walk(0)
 
     def _candidate(self, slots, picked, amounts):
-        mappings = collections.defaultdict(set)
+        mappings = {}
+        groups = self.groups
         for slot, rp in zip(slots, picked):
-            mappings[self.groups[slot.group].suffix].add(rp)
+            suffix = groups[slot.group].suffix
+            if suffix in mappings:
+                mappings[suffix].add(rp)
+            else:
+                mappings[suffix] = {rp}
         return Candidate(
-            tuple(sorted((rp, rc, n) for (rp, rc), n in amounts.items() if n)),
-            tuple(sorted((s, tuple(sorted(rps))) for s, rps in mappings.items())))
+            tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items() if n])),
+            tuple(sorted([(s, tuple(sorted(rps)))
+                          for s, rps in mappings.items()])))
 
 
 def depth_first(streams):
