@@ -124,7 +124,7 @@ def _limit(found, limit, randomize):
 
 
 def _with_summaries(conn, found, snapshot, class_ids, allocated_only):
-    allocated = set().union(*(c.providers() for c in found))
+    allocated = {rp for c in found for rp, _, _ in c.allocations}
     roots = {snapshot.providers[rp].root_id for rp in allocated}
     summaries = providers.load_summaries(
         conn, roots, allocated if allocated_only else None)

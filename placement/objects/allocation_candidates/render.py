@@ -41,7 +41,7 @@ class _Writer:
         self.entry, self.open, self.close = ALLOCATIONS(version)
         self.with_mappings = version >= MAPPINGS_SINCE
         self.entries = {}       # (provider, ((class, amount), ...)) -> bytes
-        self.mappings = {}      # candidate.mappings -> bytes
+        self.mappings = {}      # (suffix, (provider, ...)) -> bytes
 
     def allocation(self, rp, resources):
         key = (rp, tuple(resources))
@@ -51,12 +51,12 @@ class _Writer:
                 self.uuids[rp], {self.names[rc]: n for rc, n in resources})
         return fragment
 
-    def mapping(self, mappings):
-        fragment = self.mappings.get(mappings)
+    def mapping(self, suffix_rps):
+        fragment = self.mappings.get(suffix_rps)
         if fragment is None:
-            fragment = self.mappings[mappings] = orjson.dumps(
-                {suffix: [self.uuids[rp] for rp in rps]
-                 for suffix, rps in mappings})
+            suffix, rps = suffix_rps
+            fragment = self.mappings[suffix_rps] = orjson.dumps(
+                {suffix: [self.uuids[rp] for rp in rps]})[1:-1]
         return fragment
 
     def candidate(self, candidate):
@@ -72,7 +72,8 @@ class _Writer:
             parts.append(self.allocation(current, resources))
         out = self.open + b",".join(parts) + self.close
         if self.with_mappings:
-            out += b',"mappings":' + self.mapping(candidate.mappings)
+            out += b',"mappings":{%s}' % b",".join(
+                [self.mapping(m) for m in candidate.mappings])
         return out + b"}"
 
 

@@ -102,10 +102,27 @@ class Search:
                                           for g in constraint])
                        for constraint in checks_at.get(i, ()))
 
+        # Per slot: whether a constraint must be checked once it is filled.
+        checked = [bool(checks_at.get(i)) or (
+            slot.closes_group and groups[slot.group].spread
+            and bool(groups[slot.group].any_traits))
+            for i, slot in enumerate(slots)]
+        suffixes = [groups[slot.group].suffix for slot in slots]
+        last = len(slots) - 1
+
+        def candidate():
+            mappings = {}
+            for suffix, rp in zip(suffixes, picked):
+                if suffix in mappings:
+                    mappings[suffix].add(rp)
+                else:
+                    mappings[suffix] = {rp}
+            return Candidate(
+                tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
+                tuple(sorted([(s, tuple(sorted(rps)))
+                              for s, rps in mappings.items()])))
+
         def walk(i):
-            if i == len(slots):
-                yield self._candidate(slots, picked, amounts)
-                return
             slot = slots[i]
             suffixed = not groups[slot.group].spread
             for rp, allocations in slot.options:
@@ -118,28 +135,22 @@ class Search:
                 for rc, n in allocations:
                     amounts[rp, rc] += n
                 isolated[rp] += suffixed
-                if constraints_hold(i, slot):
-                    yield from walk(i + 1)
+                if not checked[i] or constraints_hold(i, slot):
+                    if i == last:
+                        yield candidate()
+                    else:
+                        yield from walk(i + 1)
                 isolated[rp] -= suffixed
                 for rc, n in allocations:
-                    amounts[rp, rc] -= n
+                    # Only allocated pairs stay in ``amounts``.
+                    if amounts[rp, rc] == n:
+                        del amounts[rp, rc]
+                    else:
+                        amounts[rp, rc] -= n
             picked[i] = None
 
-        yield from walk(0)
-
-    def _candidate(self, slots, picked, amounts):
-        mappings = {}
-        groups = self.groups
-        for slot, rp in zip(slots, picked):
-            suffix = groups[slot.group].suffix
-            if suffix in mappings:
-                mappings[suffix].add(rp)
-            else:
-                mappings[suffix] = {rp}
-        return Candidate(
-            tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items() if n])),
-            tuple(sorted([(s, tuple(sorted(rps)))
-                          for s, rps in mappings.items()])))
+        if slots:
+            yield from walk(0)
 
 
 def depth_first(streams):
