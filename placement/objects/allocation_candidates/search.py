@@ -93,7 +93,7 @@ class Search:
 
         def constraints_hold(i, slot):
             group = groups[slot.group]
-            if slot.closes_group and group.spread and group.any_traits:
+            if slot.closes_group and slot.spread and group.any_traits:
                 traits = set().union(*(self.trees.traits(rp)
                                        for rp in group_providers(slot.group)))
                 if not all(traits & any_of for any_of in group.any_traits):
@@ -104,7 +104,7 @@ class Search:
 
         # Per slot: whether a constraint must be checked once it is filled.
         checked = [bool(checks_at.get(i)) or (
-            slot.closes_group and groups[slot.group].spread
+            slot.closes_group and slot.spread
             and bool(groups[slot.group].any_traits))
             for i, slot in enumerate(slots)]
         suffixes = [groups[slot.group].suffix for slot in slots]

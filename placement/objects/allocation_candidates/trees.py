@@ -31,6 +31,8 @@ class Slot:
     group: int                      # index into the request's groups
     options: tuple                  # ((provider id, allocations), ...)
     closes_group: bool              # the group's last slot
+    spread: bool = False            # one of the group's per-class slots:
+                                    # traits are judged on all of them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,17 +143,23 @@ class Trees:
 
     def plans(self, groups):
         """A Plan for every anchor with a result for every group (§5.1)."""
-        per_group = [self.spread(g) if g.spread else self.single(g)
-                     for g in groups]
+        # Without trees or sharing every anchor is a lone provider: spreading
+        # the unsuffixed group is the same as one provider serving it all
+        # (§4.2 "flat, non-sharing"), with one slot instead of one per class.
+        lone = not (self.snap.nested or self.snap.serves)
+        spreads = [g.spread and not (lone and g.resources) for g in groups]
+        per_group = [self.spread(g) if spread else self.single(g)
+                     for g, spread in zip(groups, spreads)]
         if not per_group:
             return []
         anchors = set.intersection(*(set(c) for c in per_group))
         plans = []
         for anchor in sorted(anchors):
             slots = []
-            for index, (group, found) in enumerate(zip(groups, per_group)):
-                lists = found[anchor] if group.spread else [found[anchor]]
-                slots.extend(Slot(index, tuple(options), i == len(lists) - 1)
+            for index, (found, spread) in enumerate(zip(per_group, spreads)):
+                lists = found[anchor] if spread else [found[anchor]]
+                slots.extend(Slot(index, tuple(options), i == len(lists) - 1,
+                                  spread)
                              for i, options in enumerate(lists))
             plans.append(Plan(anchor, tuple(slots)))
         return plans
