@@ -61,14 +61,7 @@ ROUTES = [
 
 def resolve(dotted):
     module, _, name = dotted.rpartition(".")
-    try:
-        return getattr(importlib.import_module("placement.handlers." + module),
-                       name)
-    except (ImportError, AttributeError):
-        # TODO(bootstrap): strict once every handler module has landed.
-        def not_implemented(req, resp, **kw):
-            raise errors.NotFound("not implemented yet: %s" % dotted)
-        return not_implemented
+    return getattr(importlib.import_module("placement.handlers." + module), name)
 
 
 class Route:
