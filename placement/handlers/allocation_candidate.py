@@ -1,6 +1,7 @@
 """GET /allocation_candidates: parse the query into a Request, run the
 engine, render for the microversion (allocation-candidates.md)."""
 import collections
+import sys
 
 from oslo_utils import uuidutils
 
@@ -49,7 +50,10 @@ def parse_query(pairs, version):
         values[name].append(value)
     root_required, root_forbidden = _root_required(values.get("root_required"))
     return ac_request.Request(
-        limit=int(values["limit"][0]) if "limit" in values else None,
+        # A limit past any possible count is no limit (and must not reach
+        # islice, which refuses values above sys.maxsize).
+        limit=(min(int(values["limit"][0]), sys.maxsize)
+               if "limit" in values else None),
         group_policy=values["group_policy"][0] if "group_policy" in values
         else None,
         root_required=root_required, root_forbidden=root_forbidden,

@@ -342,27 +342,72 @@ def _version_tuple(version):
         return (1, 39)
 
 
-QUERY_NAMES = ["name", "uuid", "member_of", "resources", "in_tree",
-               "required", "limit", "group_policy", "root_required",
-               "same_subtree", "project_id", "user_id", "consumer_type",
-               "associated", "resources1", "required1", "member_of1",
-               "in_tree1", "resources_X", "required_a-b", "bogus", ""]
+NUMBERS = ["0", "1", "-1", "1.5", "1e3", "01", "99999999999999999999",
+           "9" * 400, ""]
+AMOUNTS = ["VCPU:1", "VCPU:0", "VCPU:-1", "VCPU:", ":1", "VCPU",
+           "VCPU:99999999999999999999", "VCPU:1,VCPU:2", "VCPU:1,,DISK_GB:1",
+           "NOPE:1", "vcpu:1", "VCPU:1:2"]
+
+
+def _query_hints(world):
+    """Edge values per parameter, so that name and value both fit often
+    enough to reach the deeper checks."""
+    aggs = ["in:" + world.agg, "in:", "!" + world.agg, "!in:" + world.agg,
+            world.agg.upper(), world.agg + "," + world.agg, "in:x,y"]
+    traits = [world.trait, "!" + world.trait, "in:", "in:%s,!%s" % (
+        world.trait, world.trait), "!", "HW_CPU_X86_AVX2,!HW_CPU_X86_AVX2",
+        "in:" + world.trait + ",NOPE", world.trait.lower()]
+    ids = [world.root, world.root.upper(), world.root.replace("-", ""),
+           "x", ""]
+    return {
+        "resources": AMOUNTS, "resources1": AMOUNTS, "resources_X": AMOUNTS,
+        "limit": NUMBERS, "member_of": aggs, "member_of1": aggs,
+        "required": traits, "required1": traits, "root_required": traits,
+        "in_tree": ids, "in_tree1": ids, "uuid": ids,
+        "group_policy": ["none", "isolate", "NONE", ""],
+        "same_subtree": ["_1,_X", "1", "_1", "_1,", ",", "_9"],
+        "consumer_type": ["INSTANCE", "all", "unknown", "ALL,INSTANCE", ""],
+        "project_id": ["p", "", "a" * 300], "user_id": ["u", ""],
+        "associated": ["true", "false", "yes", ""],
+        "name": ["startswith:CUSTOM_", "in:" + world.trait, "fuzz-root",
+                 "in:", "startswith:"],
+    }
+
+
+CANDIDATE_PARAMS = ["resources", "resources1", "resources_X", "limit",
+                    "member_of", "member_of1", "required", "required1",
+                    "root_required", "in_tree", "in_tree1", "group_policy",
+                    "same_subtree"]
+ROUTE_PARAMS = {
+    "/allocation_candidates": CANDIDATE_PARAMS,
+    "/resource_providers": ["name", "uuid", "member_of", "resources",
+                            "in_tree", "required"],
+    "/usages": ["project_id", "user_id", "consumer_type"],
+    "/traits": ["name", "associated"],
+}
 
 
 @st.composite
-def queries(draw, world):
-    names = st.one_of(st.sampled_from(QUERY_NAMES), ODD_TEXT)
-    values = st.one_of(
-        st.sampled_from(["VCPU:1", "VCPU:1,MEMORY_MB:-1", "VCPU:",
-                         "VCPU:99999999999999999999", "VCPU:1,VCPU:2",
-                         ":1", "in:" + world.agg, "in:", "!" + world.agg,
-                         world.trait, "!" + world.trait,
-                         "in:%s,!%s" % (world.trait, world.trait),
-                         world.root, world.root.upper(), "0", "-1", "1e3",
-                         "none", "isolate", "true", "false", "INSTANCE",
-                         "10000000000000000000000", "a" * 1000, ""]),
-        uuids(world), ODD_TEXT)
-    pairs = draw(st.lists(st.tuples(names, values), max_size=5))
+def queries(draw, world, template):
+    hints = _query_hints(world)
+    known = ROUTE_PARAMS.get(template, sorted(hints))
+    names = st.one_of(st.sampled_from(known), st.sampled_from(known),
+                      st.sampled_from(known),
+                      st.sampled_from(sorted(hints) + ["bogus", ""]),
+                      ODD_TEXT)
+    generic = st.one_of(uuids(world), ODD_TEXT)
+
+    def pair(name):
+        values = generic
+        if name in hints:
+            hinted = st.sampled_from(hints[name])
+            values = st.one_of(hinted, hinted, hinted, generic)
+        return values.map(lambda value: (name, value))
+    pairs = draw(st.lists(names.flatmap(pair), min_size=1, max_size=5))
+    if draw(st.booleans()):
+        # A well-formed base lets the other parameters get past the
+        # "resources is required" checks to their own validation.
+        pairs.insert(0, ("resources", "VCPU:1"))
     if pairs and draw(st.booleans()):
         pairs.append(pairs[0])                        # duplicate parameter
     query = urllib.parse.urlencode(pairs)
@@ -455,9 +500,11 @@ def test_query_strings(world):
     gets = [t for t, ms in routes.ROUTES for m, _ in ms if m == "GET"]
 
     @examples(150)
-    @hypothesis.given(template=st.sampled_from(gets), version=versions(),
-                      query=queries(world))
-    def run(template, version, query):
+    @hypothesis.given(request=st.sampled_from(gets).flatmap(
+        lambda t: st.tuples(st.just(t), queries(world, t))),
+        version=versions())
+    def run(request, version):
+        template, query = request
         path = (template.replace("{uuid}", world.root)
                 .replace("{consumer_uuid}", world.consumer)
                 .replace("{resource_class}", "VCPU")
@@ -495,3 +542,20 @@ def test_headers(world):
         check_response(None, status, headers, data,
                        (method, path, accept, ctype, version_header))
     run()
+
+
+def test_query_hints_exhaustive(world):
+    """Every edge value of every parameter of each list route, alone and
+    after a well-formed base, at the newest version and the oldest that
+    has the route: the combinations random sampling reaches too rarely."""
+    hints = _query_hints(world)
+    for template, names in ROUTE_PARAMS.items():
+        for name in names:
+            for value in hints[name]:
+                for base in ([], [("resources", "VCPU:1")]):
+                    query = urllib.parse.urlencode(base + [(name, value)])
+                    for version in ("1.39", "1.10"):
+                        status, headers, data = world.client.call(
+                            "GET", template, query, version=version)
+                        check_response(version, status, headers, data,
+                                       ("GET", template, query, version))
