@@ -6,6 +6,7 @@ anchor), ``search`` (lazy combinations) and ``render`` (JSON per
 microversion). ``find`` runs stages 2-4 in one read transaction.
 """
 import dataclasses
+import functools
 import itertools
 import random
 
@@ -32,6 +33,7 @@ class Result:
 
 
 EMPTY = Result([], {}, {}, {})
+FIRST_PAGE = 256        # trees read first by a limited search
 
 
 def find(db, request, options=Options()):
@@ -81,36 +83,62 @@ def _resolve(conn, request):
 
 def _find(conn, request, options):
     groups, class_ids, trait_ids, aggregate_ids = _resolve(conn, request)
-    snapshot = providers.load_snapshot(
-        conn, class_ids.values(), set(trait_ids.values()), aggregate_ids,
+    load = functools.partial(
+        providers.load_snapshot, conn, class_ids.values(),
+        set(trait_ids.values()), aggregate_ids,
         whole_trees=bool(request.same_subtree)
         or not all(g.resources for g in groups))
-    forest = trees.Trees(
-        snapshot,
-        frozenset(trait_ids[t] for t in request.root_required),
-        frozenset(trait_ids[t] for t in request.root_forbidden))
-    engine = search.Search(forest, groups, request.same_subtree,
-                           request.isolate)
-    plans = forest.plans(groups)
+    paged = (request.limit is not None and not options.randomize
+             and not providers.sharing_holds(conn, class_ids.values()))
+    if paged:
+        snapshots = (load(roots=page) for page in
+                     _pages(providers.root_ids(conn), request.limit))
+    else:
+        snapshots = [load()]
+    root_of = {}
     found = search.STRATEGIES[options.strategy](
-        engine.candidates(plan) for plan in plans)
-    if snapshot.serves:
+        _streams(snapshots, groups, request, trait_ids, root_of))
+    if not paged and snapshots[0].serves:
         # Only a sharing provider can put one candidate under two anchors:
         # within an anchor every choice differs in allocations or mappings.
         found = search.unique(found)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
-    one_per_tree = not options.nested_aware and snapshot.nested
+    one_per_tree = not options.nested_aware and providers.is_nested(conn)
     if one_per_tree:
-        found = (c for c in found if _one_provider_per_tree(c, forest))
+        found = (c for c in found if _one_provider_per_tree(c, root_of))
     found = _limit(found, request.limit, options.randomize)
-    return _with_summaries(conn, found, snapshot, class_ids, one_per_tree)
+    return _with_summaries(conn, found, root_of, class_ids, one_per_tree)
 
 
-def _one_provider_per_tree(candidate, forest):
+def _pages(roots, limit):
+    """Trees in ascending root id pages, growing: a limited search reads
+    only as many trees as it needs (no sharing providers: each anchor's
+    candidates come from its own tree)."""
+    start, size = 0, max(FIRST_PAGE, 2 * limit)
+    while start < len(roots):
+        yield roots[start:start + size]
+        start += size
+        size = min(2 * size, providers.CHUNK)
+
+
+def _streams(snapshots, groups, request, trait_ids, root_of):
+    """One lazy candidate stream per anchor, in anchor order."""
+    root_required = frozenset(trait_ids[t] for t in request.root_required)
+    root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
+    for snapshot in snapshots:
+        root_of.update((rp, p.root_id) for rp, p in snapshot.providers.items())
+        forest = trees.Trees(snapshot, root_required, root_forbidden)
+        engine = search.Search(forest, groups, request.same_subtree,
+                               request.isolate)
+        for plan in forest.plans(groups):
+            yield engine.candidates(plan)
+
+
+def _one_provider_per_tree(candidate, root_of):
     """Below 1.29 a nested deployment allows one provider per tree (§5.8)."""
     rps = candidate.providers()
-    return len({forest.root(rp) for rp in rps}) == len(rps)
+    return len({root_of[rp] for rp in rps}) == len(rps)
 
 
 def _limit(found, limit, randomize):
@@ -123,9 +151,9 @@ def _limit(found, limit, randomize):
     return found
 
 
-def _with_summaries(conn, found, snapshot, class_ids, allocated_only):
+def _with_summaries(conn, found, root_of, class_ids, allocated_only):
     allocated = {rp for c in found for rp, _, _ in c.allocations}
-    roots = {snapshot.providers[rp].root_id for rp in allocated}
+    roots = {root_of[rp] for rp in allocated}
     summaries = providers.load_summaries(
         conn, roots, allocated if allocated_only else None)
     uuids = {rp: s.uuid for rp, s in summaries.items()}

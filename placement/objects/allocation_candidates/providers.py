@@ -169,61 +169,96 @@ HOLDERS = (sa.select(INV.c.resource_provider_id, RP.c.parent_provider_id,
            .where(INV.c.resource_class_id.in_(
                sa.bindparam("classes", expanding=True))))
 
+IN_ROOTS = RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True))
+HOLDERS_IN_TREES = HOLDERS.where(IN_ROOTS)
+
 TREE_PROVIDERS = (sa.select(RP.c.id, RP.c.parent_provider_id,
                             RP.c.root_provider_id)
                   .where(RP.c.root_provider_id.in_(
                       sa.bindparam("roots", expanding=True))))
 
 
-def _pairs(conn, table, column, wanted):
+def _pairs(conn, table, column, wanted, roots=None):
     """{provider id: {value}} for rows of ``table`` whose ``column`` is in
-    ``wanted`` (a handful of trait or aggregate ids)."""
+    ``wanted`` (a handful of trait or aggregate ids), in the trees of
+    ``roots`` if given."""
     into = {}
     if wanted:
-        for rp, value in conn.execute(
-                sa.select(table.c.resource_provider_id, column)
-                .where(column.in_(sorted(wanted)))):
+        query = (sa.select(table.c.resource_provider_id, column)
+                 .where(column.in_(sorted(wanted))))
+        if roots is not None:
+            query = query.join(
+                RP, RP.c.id == table.c.resource_provider_id).where(
+                    RP.c.root_provider_id.in_(roots))
+        for rp, value in conn.execute(query):
             into.setdefault(rp, set()).add(value)
     return into
 
 
 def load_snapshot(conn, class_ids, trait_ids, aggregate_ids,
-                  whole_trees=False):
+                  whole_trees=False, roots=None):
     """One consistent read of everything the search looks at.
 
     ``class_ids``: requested classes; ``trait_ids``/``aggregate_ids``: the
     ones named anywhere in the request (others are never consulted).
     ``whole_trees``: also load the providers of the trees that hold no
     requested inventory (same_subtree ancestors, resourceless groups).
+    ``roots``: only these trees (a page of ``root_ids``; sharing providers
+    of other trees are then not looked for).
     """
     providers, inventories = {}, {}
-    for row in conn.execute(HOLDERS, {"classes": sorted(class_ids)}):
+    params = {"classes": sorted(class_ids)}
+    if roots is not None:
+        params["roots"] = roots
+    for row in conn.execute(HOLDERS if roots is None else HOLDERS_IN_TREES,
+                            params):
         rp = row[0]
         if rp not in providers:
             providers[rp] = Provider(rp, row[1], row[2])
         inventories[rp, row[3]] = Inventory._make(row[4:])
     serves = _sharing_serves(conn, providers)
-    roots = {p.root_id for p in providers.values()}
-    roots.update(*serves.values())
+    anchors = {p.root_id for p in providers.values()}
+    anchors.update(*serves.values())
     if whole_trees:
-        for ids in _chunks(roots):
+        for ids in _chunks(anchors):
             providers.update((row[0], Provider._make(row)) for row in
                              conn.execute(TREE_PROVIDERS, {"roots": ids}))
     else:
-        for root in roots:
+        for root in anchors:
             if root not in providers:
                 providers[root] = Provider(root, None, root)
-    traits = _pairs(conn, RPT, RPT.c.trait_id, trait_ids)
-    aggregates = _pairs(conn, RPA, RPA.c.aggregate_id, aggregate_ids)
-    nested = conn.execute(sa.select(RP.c.id).where(
-        RP.c.parent_provider_id.is_not(None)).limit(1)).first() is not None
+    traits = _pairs(conn, RPT, RPT.c.trait_id, trait_ids, roots)
+    aggregates = _pairs(conn, RPA, RPA.c.aggregate_id, aggregate_ids, roots)
     return Snapshot(providers=providers,
                     inventories=inventories,
                     traits={k: frozenset(v) for k, v in traits.items()
                             if k in providers},
                     aggregates={k: frozenset(v) for k, v in aggregates.items()
                                 if k in providers},
-                    serves=serves, nested=nested)
+                    serves=serves, nested=is_nested(conn))
+
+
+def is_nested(conn):
+    """True when some provider in the database has a parent."""
+    return conn.execute(sa.select(RP.c.id).where(
+        RP.c.parent_provider_id.is_not(None)).limit(1)).first() is not None
+
+
+def root_ids(conn):
+    """Every root provider id, ascending (the pages of a limited search)."""
+    return list(conn.scalars(sa.select(RP.c.id).where(
+        RP.c.parent_provider_id.is_(None)).order_by(RP.c.id)))
+
+
+def sharing_holds(conn, class_ids):
+    """True when some sharing provider has inventory of these classes."""
+    return conn.execute(
+        sa.select(INV.c.id)
+        .join(RPT, RPT.c.resource_provider_id == INV.c.resource_provider_id)
+        .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
+        .where(TRAIT.c.name == SHARING_TRAIT,
+               INV.c.resource_class_id.in_(sorted(class_ids)))
+        .limit(1)).first() is not None
 
 
 def _sharing_serves(conn, holders):

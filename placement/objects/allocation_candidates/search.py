@@ -158,8 +158,16 @@ def depth_first(streams):
 
 
 def breadth_first(streams):
-    """One candidate per anchor in turn until every anchor is exhausted."""
-    active = collections.deque(iter(s) for s in streams)
+    """One candidate per anchor in turn until every anchor is exhausted.
+
+    Anchors join the first round as it reaches them: a limit met within
+    that round never builds the later anchors' plans."""
+    active = collections.deque()
+    for stream in streams:
+        for candidate in stream:
+            yield candidate
+            active.append(stream)
+            break
     while active:
         stream = active.popleft()
         for candidate in stream:
