@@ -559,3 +559,30 @@ def test_query_hints_exhaustive(world):
                             "GET", template, query, version=version)
                         check_response(version, status, headers, data,
                                        ("GET", template, query, version))
+
+
+BODY_EDGES = [2 ** 31, 2 ** 63, 2 ** 64, -2 ** 63, -1, 0, 1e308, 1.5, None,
+              True, "", "\U0001f600" * 300, "a" * 70000, "\x00", [], {}]
+
+
+def test_body_edges_exhaustive(world):
+    """Each node of each valid-looking body replaced by each edge value,
+    at the newest version and an old one: no 5xx, contract error bodies."""
+    for version in ("1.39", "1.10"):
+        docs = _templates(world, world.snapshot(), _version_tuple(version))
+        for (template, method), doc in docs.items():
+            path = (template.replace("{uuid}", world.root)
+                    .replace("{consumer_uuid}", world.consumer)
+                    .replace("{resource_class}", "VCPU")
+                    .replace("{name}", "CUSTOM_FUZZ_NEW"))
+            for where in list(_nodes(doc))[1:]:
+                for edge in BODY_EDGES:
+                    body = json.loads(json.dumps(doc))
+                    parent = body
+                    for step in where[:-1]:
+                        parent = parent[step]
+                    parent[where[-1]] = edge
+                    status, headers, data = world.client.call(
+                        method, path, body=body, version=version)
+                    check_response(version, status, headers, data,
+                                   (method, path, where, edge, version))
