@@ -419,6 +419,13 @@ def queries(draw, world, template):
 
 # -- the properties -----------------------------------------------------
 
+def seeded_path(world, template, name):
+    """``template`` with the seeded root, consumer, VCPU and ``name``."""
+    return (template.replace("{uuid}", world.root)
+            .replace("{consumer_uuid}", world.consumer)
+            .replace("{resource_class}", "VCPU").replace("{name}", name))
+
+
 def check_response(version, status, headers, data, request):
     assert status < 500, (request, status, data)
     if status < 400 or status == 401:
@@ -505,11 +512,8 @@ def test_query_strings(world):
         version=versions())
     def run(request, version):
         template, query = request
-        path = (template.replace("{uuid}", world.root)
-                .replace("{consumer_uuid}", world.consumer)
-                .replace("{resource_class}", "VCPU")
-                .replace("{name}", world.rc if "classes" in template
-                         else world.trait))
+        path = seeded_path(world, template, world.rc if "classes" in template
+                           else world.trait)
         status, headers, data = world.client.call("GET", path, query,
                                                   version=version)
         check_response(version, status, headers, data,
@@ -571,10 +575,7 @@ def test_body_edges_exhaustive(world):
     for version in ("1.39", "1.10"):
         docs = _templates(world, world.snapshot(), _version_tuple(version))
         for (template, method), doc in docs.items():
-            path = (template.replace("{uuid}", world.root)
-                    .replace("{consumer_uuid}", world.consumer)
-                    .replace("{resource_class}", "VCPU")
-                    .replace("{name}", "CUSTOM_FUZZ_NEW"))
+            path = seeded_path(world, template, "CUSTOM_FUZZ_NEW")
             for where in list(_nodes(doc))[1:]:
                 for edge in BODY_EDGES:
                     body = json.loads(json.dumps(doc))
