@@ -21,6 +21,11 @@ from tests.functional import live_server
 pytest.importorskip("osc_placement")
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+# Only the command line configures the client: no OS_* settings or
+# clouds.yaml choice leaks in from the environment.
+CLIENT_ENV = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +77,8 @@ class Osc:
         for v in dict.fromkeys(versions):
             procs[v] = subprocess.Popen(
                 [sys.executable, "-m", "tests.functional.osc_batch"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                cwd=ROOT, env=CLIENT_ENV)
         outs = {}
         for v, proc in procs.items():
             mine = [a for a, av in zip(argvs, versions) if av == v]
@@ -426,7 +432,8 @@ def test_default_negotiation_with_the_openstack_executable(osc, server):
     created = subprocess.run(
         run + ["resource", "provider", "create", "--uuid", rp,
                "exe-%s" % rp, "-f", "json"],
-        capture_output=True, text=True, timeout=120, check=True)
+        capture_output=True, text=True, timeout=120, check=True,
+        env=CLIENT_ENV)
     body = json.loads(created.stdout)
     assert body["uuid"] == rp and body["generation"] == 0
     # The client negotiates up past 1.14: the tree fields are printed.
@@ -434,8 +441,10 @@ def test_default_negotiation_with_the_openstack_executable(osc, server):
     listed = subprocess.run(
         run + ["--os-placement-api-version", "1.0", "resource", "provider",
                "list", "--uuid", rp, "-f", "json"],
-        capture_output=True, text=True, timeout=120, check=True)
+        capture_output=True, text=True, timeout=120, check=True,
+        env=CLIENT_ENV)
     assert json.loads(listed.stdout) == [
         {"uuid": rp, "name": "exe-%s" % rp, "generation": 0}]
     subprocess.run(run + ["resource", "provider", "delete", rp],
-                   capture_output=True, timeout=120, check=True)
+                   capture_output=True, timeout=120, check=True,
+                   env=CLIENT_ENV)
