@@ -5,6 +5,7 @@ Stages, one module each: ``request`` (groups and structural rules),
 anchor), ``search`` (lazy combinations) and ``render`` (JSON per
 microversion). ``find`` runs stages 2-4 in one read transaction.
 """
+import collections
 import dataclasses
 import functools
 import itertools
@@ -95,7 +96,7 @@ def _find(conn, request, options):
                      _pages(providers.root_ids(conn), request.limit))
     else:
         snapshots = [load()]
-    root_of = {}
+    root_of = _Roots()
     found = search.STRATEGIES[options.strategy](
         _streams(snapshots, groups, request, trait_ids, root_of))
     if not paged and snapshots[0].serves:
@@ -122,12 +123,19 @@ def _pages(roots, limit):
         size = min(2 * size, providers.CHUNK)
 
 
+class _Roots(collections.ChainMap):
+    """Provider id -> root id over the pages read so far."""
+
+    def __getitem__(self, rp):
+        return super().__getitem__(rp).root_id
+
+
 def _streams(snapshots, groups, request, trait_ids, root_of):
     """One lazy candidate stream per anchor, in anchor order."""
     root_required = frozenset(trait_ids[t] for t in request.root_required)
     root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
     for snapshot in snapshots:
-        root_of.update((rp, p.root_id) for rp, p in snapshot.providers.items())
+        root_of.maps.append(snapshot.providers)
         forest = trees.Trees(snapshot, root_required, root_forbidden)
         engine = search.Search(forest, groups, request.same_subtree,
                                request.isolate)

@@ -73,9 +73,9 @@ class Search:
         slots = plan.slots
         groups = self.groups
         inventories = self.snap.inventories
-        amounts = collections.Counter()          # (rp, rc) -> summed amount
+        amounts = {}                             # (rp, rc) -> summed amount
         picked = [None] * len(slots)             # provider per slot
-        isolated = collections.Counter()         # providers of suffixed groups
+        isolated = set()                         # providers of suffixed groups
         # same_subtree constraints checked once their last group is placed.
         last_slot = {}
         for i, slot in enumerate(slots):
@@ -124,23 +124,26 @@ class Search:
 
         def walk(i):
             slot = slots[i]
-            suffixed = not groups[slot.group].spread
+            # isolate: a suffixed group's provider serves no other one.
+            isolating = self.isolate and not groups[slot.group].spread
             for rp, allocations in slot.options:
-                if suffixed and self.isolate and isolated[rp]:
+                if isolating and rp in isolated:
                     continue
-                if not all(inventories[rp, rc].fits_sum(amounts[rp, rc] + n)
-                           for rc, n in allocations):
+                if not all(inventories[rp, rc].fits_sum(
+                        amounts.get((rp, rc), 0) + n) for rc, n in allocations):
                     continue
                 picked[i] = rp
                 for rc, n in allocations:
-                    amounts[rp, rc] += n
-                isolated[rp] += suffixed
+                    amounts[rp, rc] = amounts.get((rp, rc), 0) + n
+                if isolating:
+                    isolated.add(rp)
                 if not checked[i] or constraints_hold(i, slot):
                     if i == last:
                         yield candidate()
                     else:
                         yield from walk(i + 1)
-                isolated[rp] -= suffixed
+                if isolating:
+                    isolated.discard(rp)
                 for rc, n in allocations:
                     # Only allocated pairs stay in ``amounts``.
                     if amounts[rp, rc] == n:

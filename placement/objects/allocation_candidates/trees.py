@@ -8,6 +8,7 @@ each slot a list of options ``(provider id, ((class id, amount), ...))``.
 """
 import collections
 import dataclasses
+import typing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,8 +27,8 @@ class Group:
         return self.suffix == ""
 
 
-@dataclasses.dataclass(frozen=True)
-class Slot:
+class Slot(typing.NamedTuple):
+    # Tuples: one per group and anchor, tens of thousands per request.
     group: int                      # index into the request's groups
     options: tuple                  # ((provider id, allocations), ...)
     closes_group: bool              # the group's last slot
@@ -35,8 +36,7 @@ class Slot:
                                     # traits are judged on all of them
 
 
-@dataclasses.dataclass(frozen=True)
-class Plan:
+class Plan(typing.NamedTuple):
     anchor: int
     slots: tuple
 
