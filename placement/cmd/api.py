@@ -8,12 +8,16 @@ gunicorn worker builds its own app (and engine) after the fork.
 import gc
 import sys
 
-from gunicorn.app import base
-from oslo_config import cfg
+# Metrics shared across workers: set up before prometheus_client is imported.
+from placement.api import multiproc
+multiproc.prepare()
 
-from placement import conf as placement_conf
-from placement import deploy
-from placement.db import schema
+from gunicorn.app import base  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+
+from placement import conf as placement_conf  # noqa: E402
+from placement import deploy  # noqa: E402
+from placement.db import schema  # noqa: E402
 
 GC_THRESHOLD = 50000
 
