@@ -32,7 +32,12 @@ class ResourceClassNotFound(NotFound):
 
 
 class TraitNotFound(NotFound):
-    pass
+    """``names``: the unknown trait names, sorted, for handlers that word
+    their own message."""
+
+    def __init__(self, names):
+        self.names = sorted(names)
+        super().__init__("No such trait(s): %s." % ", ".join(self.names))
 
 
 class ConsumerNotFound(NotFound):

@@ -5,6 +5,7 @@ import sys
 
 from oslo_utils import uuidutils
 
+from placement import exception
 from placement.api import decorators
 from placement.api import errors
 from placement.api import metrics
@@ -33,11 +34,17 @@ def list_allocation_candidates(req, resp):
         {name for name, _ in pairs}, version))
     parsed = parse_query(pairs, version)
     ac_request.check_structure(parsed, version)
-    result = engine.find(ctx.db, parsed, engine.Options(
-        nested_aware=version >= NESTED_AWARE_SINCE,
-        strategy=CONF.placement.allocation_candidates_generation_strategy,
-        max_candidates=CONF.placement.max_allocation_candidates,
-        randomize=CONF.placement.randomize_allocation_candidates))
+    try:
+        result = engine.find(ctx.db, parsed, engine.Options(
+            nested_aware=version >= NESTED_AWARE_SINCE,
+            strategy=CONF.placement.allocation_candidates_generation_strategy,
+            max_candidates=CONF.placement.max_allocation_candidates,
+            randomize=CONF.placement.randomize_allocation_candidates))
+    except exception.ResourceClassNotFound as e:
+        raise errors.BadRequest(
+            "Invalid resource class in resources parameter: %s" % e.message)
+    except exception.TraitNotFound as e:
+        raise errors.BadRequest(e.message)
     metrics.candidates_returned(len(result.candidates))
     request.render(resp, render.document_json(result, version))
     request.set_last_modified(req, resp, None, always=True)

@@ -60,7 +60,7 @@ def list_resource_providers(req, resp):
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(
             "Invalid resource class in resources parameter: %s" % e.message)
-    except exception.BadRequest as e:  # unknown traits
+    except exception.TraitNotFound as e:
         raise errors.BadRequest(
             'Invalid trait(s) in "required" parameter: %s' % e.message)
     request.render(resp, {"resource_providers": [

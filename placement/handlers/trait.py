@@ -113,9 +113,12 @@ def list_traits_for_resource_provider(req, resp, uuid):
 def update_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:update")
     body = request.json_body(req, schema.SET_PROVIDER_TRAITS)
-    generation, rows = trait_obj.set_provider_traits(
-        req.context.ctx.db, uuid, body["traits"],
-        body["resource_provider_generation"])
+    try:
+        generation, rows = trait_obj.set_provider_traits(
+            req.context.ctx.db, uuid, body["traits"],
+            body["resource_provider_generation"])
+    except exception.TraitNotFound as e:
+        raise errors.BadRequest("No such trait %s" % ", ".join(e.names))
     _render_traits(req, resp, rows, resource_provider_generation=generation)
 
 

@@ -10,6 +10,7 @@ from placement.db import tables
 
 RP = tables.resource_providers
 RC = tables.resource_classes
+TRAIT = tables.traits
 
 # The contract's message for a client-supplied provider generation that is
 # not the current one (409 placement.concurrent_update).
@@ -57,6 +58,18 @@ def resource_class_ids(conn, names):
         if name not in found:
             raise exception.ResourceClassNotFound(
                 "No such resource class %s." % name)
+    return found
+
+
+def trait_ids(conn, names):
+    """{name: id} for ``names``; TraitNotFound naming every unknown one."""
+    names = set(names)
+    if not names:
+        return {}
+    found = dict(conn.execute(sa.select(TRAIT.c.name, TRAIT.c.id)
+                              .where(TRAIT.c.name.in_(names))).all())
+    if len(found) != len(names):
+        raise exception.TraitNotFound(names - set(found))
     return found
 
 

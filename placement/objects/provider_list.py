@@ -7,7 +7,6 @@ queries never depends on the number of providers.
 import sqlalchemy as sa
 
 from placement.db import tables
-from placement.objects.allocation_candidates import providers as ac_providers
 from placement.objects import common
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import inventory as inventory_schema
@@ -27,7 +26,7 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
     ``member_of`` is a query_params.MemberOf, ``required`` a
     query_params.RequiredTraits, ``resources`` {class name: amount}. An
     unknown ``in_tree`` matches nothing (and skips name validation);
-    unknown traits raise BadRequest, unknown classes ResourceClassNotFound.
+    unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """
     query = rp_obj.select_providers()
     if name is not None:
@@ -44,7 +43,7 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
                 return []
             query = query.where(RP.c.root_provider_id == root_id)
         if required:
-            ids = ac_providers.resolve_traits(conn, required.names)
+            ids = common.trait_ids(conn, required.names)
             query = query.where(*_traits(ids, required))
         if resources:
             class_ids = common.resource_class_ids(conn, resources)

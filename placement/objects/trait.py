@@ -37,7 +37,7 @@ def _get(conn, name):
     row = conn.execute(sa.select(*TRAIT_COLUMNS).where(T.c.name == name)
                        ).mappings().first()
     if row is None:
-        raise exception.TraitNotFound("No such trait(s): %s." % name)
+        raise exception.TraitNotFound([name])
     return row
 
 
@@ -93,31 +93,19 @@ def get_provider_traits(db, uuid):
 @db_api.retry_on_deadlock
 def set_provider_traits(db, uuid, names, generation):
     """Replace the provider's traits; the generation moves only when the set
-    actually changes. Returns (generation, trait rows)."""
+    actually changes. Returns (generation, trait rows); TraitNotFound for
+    unknown names."""
     with db.writer() as conn:
         provider = common.get_provider(conn, uuid)
         if provider["generation"] != generation:
             raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-        wanted = set(_trait_ids(conn, names).values())
+        wanted = set(common.trait_ids(conn, names).values())
         current = {row["id"] for row in _provider_traits(conn, provider["id"])}
         if wanted != current:
             generation = common.bump_generation(
                 conn, provider["id"], generation, common.GENERATION_CHANGED)
             _replace_links(conn, provider["id"], current, wanted)
         return generation, _provider_traits(conn, provider["id"])
-
-
-def _trait_ids(conn, names):
-    """{name: id}; BadRequest naming every unknown trait."""
-    names = set(names)
-    if not names:
-        return {}
-    found = dict(conn.execute(
-        sa.select(T.c.name, T.c.id).where(T.c.name.in_(names))).all())
-    missing = sorted(names - set(found))
-    if missing:
-        raise exception.BadRequest("No such trait %s" % ", ".join(missing))
-    return found
 
 
 def _replace_links(conn, provider_id, current, wanted):

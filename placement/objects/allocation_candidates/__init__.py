@@ -11,6 +11,7 @@ import functools
 import itertools
 import random
 
+from placement.objects import common
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
@@ -47,12 +48,13 @@ def find(db, request, options=Options()):
 
 
 def _resolve(conn, request):
-    """Names to ids, in the contract's order; 400 for unknown names."""
-    trait_ids = providers.resolve_traits(conn, request.root_required
-                                         | request.root_forbidden)
+    """Names to ids, in the contract's order; TraitNotFound or
+    ResourceClassNotFound for unknown names."""
+    trait_ids = common.trait_ids(conn, request.root_required
+                                 | request.root_forbidden)
     groups, aggregate_ids, class_ids = [], set(), {}
     for group in request.groups:
-        classes = providers.resolve_classes(
+        classes = common.resource_class_ids(
             conn, [name for name, _ in group.resources])
         class_ids.update(classes)
         member_of = group.member_of
@@ -60,7 +62,7 @@ def _resolve(conn, request):
             *group.any_aggregates, group.forbidden_aggregates))
         any_aggs = tuple(frozenset(known[u] for u in any_of if u in known)
                          for any_of in group.any_aggregates)
-        traits = providers.resolve_traits(
+        traits = common.trait_ids(
             conn, group.required.names if group.required else ())
         trait_ids.update(traits)
         groups.append(trees.Group(

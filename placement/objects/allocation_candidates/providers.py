@@ -12,9 +12,7 @@ import uuid as uuidlib
 
 import sqlalchemy as sa
 
-from placement import exception
 from placement.db import tables
-from placement.objects import common
 
 RP = tables.resource_providers
 INV = tables.inventories
@@ -102,27 +100,6 @@ def _canonical(value):
         return str(uuidlib.UUID(value))
     except ValueError:
         return value
-
-
-def resolve_traits(conn, names):
-    """{name: id}; 400 "No such trait(s)" naming every unknown one."""
-    names = set(names)
-    if not names:
-        return {}
-    found = dict(conn.execute(sa.select(TRAIT.c.name, TRAIT.c.id)
-                              .where(TRAIT.c.name.in_(names))).all())
-    missing = sorted(names - set(found))
-    if missing:
-        raise exception.BadRequest("No such trait(s): %s." % ", ".join(missing))
-    return found
-
-
-def resolve_classes(conn, names):
-    try:
-        return common.resource_class_ids(conn, names)
-    except exception.ResourceClassNotFound as e:
-        raise exception.BadRequest(
-            "Invalid resource class in resources parameter: %s" % e.message)
 
 
 def resolve_aggregates(conn, uuids):
