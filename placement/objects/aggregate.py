@@ -15,7 +15,6 @@ AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
 
 
-
 def _provider_aggregates(conn, provider_id):
     """{aggregate id: uuid} of the provider."""
     return dict(conn.execute(
@@ -63,7 +62,8 @@ def _set_provider_aggregates(db, uuid, read_request):
                 "Update conflict: resource provider %s changed concurrently"
                 % uuid)
         current = set(_provider_aggregates(conn, provider["id"]))
-        wanted = set(_aggregate_ids(db, conn, aggregates).values())
+        wanted = set(common.ensure_ids(conn, db, AGG, "uuid",
+                                       aggregates).values())
         if current - wanted:
             conn.execute(RPA.delete().where(
                 RPA.c.resource_provider_id == provider["id"],
@@ -73,12 +73,3 @@ def _set_provider_aggregates(db, uuid, read_request):
                 {"resource_provider_id": provider["id"], "aggregate_id": agg}
                 for agg in wanted - current])
         return aggregates, generation
-
-
-def _aggregate_ids(db, conn, uuids):
-    """{uuid: id}, creating the aggregates that do not exist yet."""
-    if not uuids:
-        return {}
-    conn.execute(db.insert_ignore(AGG), [{"uuid": u} for u in uuids])
-    return dict(conn.execute(
-        sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(uuids))).all())

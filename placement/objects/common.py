@@ -73,6 +73,23 @@ def trait_ids(conn, names):
     return found
 
 
+def ensure_ids(conn, db, table, column, names):
+    """{name: id} of the rows of ``table`` whose ``column`` is in ``names``,
+    inserting the missing ones first (projects, users, consumer types,
+    aggregates: rows that exist as soon as something refers to them).
+
+    ``db`` gives the backend's insert-ignore, so concurrent writers creating
+    the same name do not fail; the select then reads whichever row won.
+    """
+    names = set(names)
+    if not names:
+        return {}
+    conn.execute(db.insert_ignore(table), [{column: n} for n in names])
+    return dict(conn.execute(
+        sa.select(table.c[column], table.c.id)
+        .where(table.c[column].in_(names))).all())
+
+
 def resource_class_names(conn, ids):
     """{id: name} for the given resource class ids."""
     ids = set(ids)

@@ -12,6 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from placement import exception
 from placement.db import tables
+from placement.objects import common
 
 CONSUMERS = tables.consumers
 PROJECTS = tables.projects
@@ -59,17 +60,6 @@ def check_generations(writes, found):
                     "null" if row is None else stored, write.generation))
 
 
-def _ids_by_name(conn, db, table, column, names):
-    """{name: id} for ``names``, creating missing rows on the way."""
-    names = set(names)
-    if not names:
-        return {}
-    conn.execute(db.insert_ignore(table), [{column: n} for n in names])
-    return dict(conn.execute(
-        sa.select(table.c[column], table.c.id)
-        .where(table.c[column].in_(names))).all())
-
-
 def save(conn, db, writes, found):
     """Create, update or delete the consumer record of every write.
 
@@ -78,12 +68,13 @@ def save(conn, db, writes, found):
     without allocations are deleted; a write emptying a consumer that does
     not exist leaves nothing behind.
     """
-    projects = _ids_by_name(conn, db, PROJECTS, "external_id",
-                            [w.project_id for w in writes])
-    users = _ids_by_name(conn, db, USERS, "external_id",
-                         [w.user_id for w in writes])
-    types = _ids_by_name(conn, db, TYPES, "name",
-                         [w.consumer_type for w in writes if w.consumer_type])
+    projects = common.ensure_ids(conn, db, PROJECTS, "external_id",
+                                 [w.project_id for w in writes])
+    users = common.ensure_ids(conn, db, USERS, "external_id",
+                              [w.user_id for w in writes])
+    types = common.ensure_ids(
+        conn, db, TYPES, "name",
+        [w.consumer_type for w in writes if w.consumer_type])
 
     def values(write):
         row = {"project_id": projects[write.project_id],

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from placement.conf import CONF
 from placement.db import tables
-from placement.objects import consumer
+from placement.objects import common
 
 RP = tables.resource_providers
 ALLOC = tables.allocations
@@ -63,10 +63,9 @@ def create_incomplete_consumers(db, batch_size):
         if uuids:
             project = CONF.placement.incomplete_consumer_project_id
             user = CONF.placement.incomplete_consumer_user_id
-            # Reuse the allocation writer's get-or-create of projects/users.
-            project_id = consumer._ids_by_name(
+            project_id = common.ensure_ids(
                 conn, db, tables.projects, "external_id", [project])[project]
-            user_id = consumer._ids_by_name(
+            user_id = common.ensure_ids(
                 conn, db, tables.users, "external_id", [user])[user]
             conn.execute(db.insert_ignore(CONSUMERS), [
                 {"uuid": u, "project_id": project_id, "user_id": user_id,
