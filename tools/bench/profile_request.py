@@ -16,15 +16,26 @@ it is not a runtime dependency).
         --scale 10000 --path '/resource_providers?in_tree={root}'
 
 ``{root}`` in a path is replaced by the uuid of the first root provider.
+
+``--serve N`` also starts ``placement-api`` (``--workers``/``--threads``) on
+the loaded database and sends each path N times from ``--concurrency``
+client threads over HTTP: requests/s, latency and the server's CPU time per
+request (its process group, from /proc), like the shared benchmark's
+throughput phase but without loading through the API.
 """
 import argparse
+import concurrent.futures
 import contextlib
-import io
 import json
+import os
 import resource
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 import wsgiref.util
 
@@ -236,6 +247,70 @@ def measure(app, counter, path, version, repeat, profile):
                                    show_all=False), flush=True)
 
 
+def _group_cpu(pgid):
+    """CPU seconds of every process in the process group ``pgid``."""
+    ticks = 0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/stat" % pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def server(url, workers, threads, active):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url,
+               OS_API__AUTH_STRATEGY="noauth2")
+    proc = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "placement-api"),
+         "--port", str(port), "--workers", str(workers),
+         "--threads", str(threads), "--active", str(active)],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(base + "/", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield base, proc.pid
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def throughput(base, pgid, path, version, total, concurrency):
+    request = urllib.request.Request(base + path, headers={
+        "x-auth-token": "admin", "accept": "application/json",
+        "openstack-api-version": "placement %s" % version})
+
+    def one(_):
+        start = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=600) as resp:
+            resp.read()
+        return time.perf_counter() - start
+
+    one(0)
+    cpu, start = _group_cpu(pgid), time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        latencies = sorted(pool.map(one, range(total)))
+    wall = time.perf_counter() - start
+    print("  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.1f ms/req"
+          % (concurrency, total / wall, latencies[len(latencies) // 2],
+             latencies[int(len(latencies) * 0.95)],
+             (_group_cpu(pgid) - cpu) * 1000 / total), flush=True)
+
+
 @contextlib.contextmanager
 def fresh_database(backend):
     with fixtures.database_url(backend) as url:
@@ -262,6 +337,13 @@ def main():
     parser.add_argument("--version", default="1.39")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--serve", type=int, metavar="N",
+                        help="also N requests per path over HTTP")
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=10)
+    parser.add_argument("--active", type=int, default=2,
+                        help="placement-api --active")
     args = parser.parse_args()
 
     conf = placement_conf.CONF
@@ -283,9 +365,18 @@ def main():
             for q in (args.query or QUERIES[args.shape])]
         if not args.path and not args.query:
             paths = PATHS.get(args.shape, []) + paths
+        paths = [path.replace("{root}", root) for path in paths]
         for path in paths:
-            measure(app, counter, path.replace("{root}", root), args.version,
-                    args.repeat, args.profile)
+            measure(app, counter, path, args.version, args.repeat,
+                    args.profile)
+        if args.serve:
+            db.engine.dispose()
+            with server(url, args.workers, args.threads,
+                        args.active) as (base, pgid):
+                for path in paths:
+                    print(path)
+                    throughput(base, pgid, path, args.version, args.serve,
+                               args.concurrency)
         print("peak RSS %.0f MB" % (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
