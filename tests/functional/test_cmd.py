@@ -1,7 +1,5 @@
 """placement-manage and placement-status, run as real commands against a
 fresh SQLite or MySQL database (config-and-cli.md §4, §5)."""
-import os
-import subprocess
 import sys
 
 import pytest
@@ -10,23 +8,19 @@ import sqlalchemy as sa
 from placement.db import schema
 from placement.db import tables
 from tests import fixtures
+from tests import helpers
 
-BIN = os.path.dirname(sys.executable)
 HEAD = "a082b8bb98d0"
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"
 
 
 def run(args, url=None, env=None, python=None):
-    environ = {k: v for k, v in os.environ.items()
-               if not k.startswith("OS_")}
-    environ.pop("OS_PLACEMENT_CONFIG_DIR", None)
-    if url:
-        environ["OS_PLACEMENT_DATABASE__CONNECTION"] = url
+    """A console script (``args[0]``), or ``python`` code given ``args``."""
+    environ = {"OS_PLACEMENT_DATABASE__CONNECTION": url} if url else {}
     environ.update(env or {})
     cmd = ([sys.executable, "-c", python] if python
-           else [os.path.join(BIN, args[0])]) + list(args[1:])
-    return subprocess.run(cmd, env=environ, capture_output=True, text=True,
-                          timeout=120)
+           else [helpers.script(args[0])]) + list(args[1:])
+    return helpers.run(cmd, environ)
 
 
 @pytest.fixture(params=fixtures.BACKENDS)

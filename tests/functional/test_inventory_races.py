@@ -3,7 +3,6 @@ SQLite and MySQL databases: concurrent inventory writes with one generation
 (exactly one wins, the rest get a clean ConcurrentUpdate) and custom class
 id allocation (max(id)+1, retried when another writer takes the id).
 """
-import threading
 import uuid
 
 import pytest
@@ -14,16 +13,9 @@ from placement import exception
 from placement.db import tables
 from placement.objects import inventory as inv_obj
 from placement.objects import resource_class as rc_obj
-from tests import fixtures
+from tests import helpers
 
 WRITERS = 6
-
-
-@pytest.fixture(params=fixtures.BACKENDS)
-def db(request):
-    fixtures.require_backend(request.param)
-    with fixtures.database(request.param) as database:
-        yield database
 
 
 def _provider(db):
@@ -38,28 +30,9 @@ def _record(total):
     return inv_obj.with_defaults({"total": total})
 
 
-def _run_together(fn, count):
-    """Call fn(i) from ``count`` threads started at once; their outcomes."""
-    barrier = threading.Barrier(count)
-    outcomes = [None] * count
-
-    def run(i):
-        barrier.wait()
-        try:
-            outcomes[i] = fn(i)
-        except Exception as e:  # the outcome under test
-            outcomes[i] = e
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return outcomes
-
-
 def test_one_generation_one_winner(db):
     rp_uuid = _provider(db)
-    outcomes = _run_together(
+    outcomes = helpers.run_together(
         lambda i: inv_obj.replace_inventories(
             db, rp_uuid, 0, {"VCPU": _record(i + 1)}), WRITERS)
     winners = [o for o in outcomes if o == 1]
@@ -72,7 +45,7 @@ def test_one_generation_one_winner(db):
 
 def test_concurrent_creates_of_one_class(db):
     rp_uuid = _provider(db)
-    outcomes = _run_together(
+    outcomes = helpers.run_together(
         lambda i: inv_obj.create_inventory(db, rp_uuid, "DISK_GB",
                                            _record(10)), WRITERS)
     assert outcomes.count(1) == 1, outcomes
@@ -84,7 +57,7 @@ def test_concurrent_creates_of_one_class(db):
 
 
 def test_custom_class_ids_are_max_plus_one(db):
-    outcomes = _run_together(
+    outcomes = helpers.run_together(
         lambda i: rc_obj.create(db, "CUSTOM_RACE_%d" % i), WRITERS)
     assert all(isinstance(o, str) for o in outcomes), outcomes
     with db.reader() as conn:

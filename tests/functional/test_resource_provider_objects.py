@@ -3,10 +3,8 @@ and tree moves issue a fixed number of statements whatever the number of
 providers, and concurrent creates of one name leave exactly one winner.
 """
 import contextlib
-import threading
 import uuid
 
-import pytest
 from sqlalchemy import event
 
 from placement import exception
@@ -15,14 +13,7 @@ from placement.db import tables
 from placement.handlers import query_params
 from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
-from tests import fixtures
-
-
-@pytest.fixture(params=fixtures.BACKENDS)
-def db(request):
-    fixtures.require_backend(request.param)
-    with fixtures.database(request.param) as database:
-        yield database
+from tests import helpers
 
 
 @contextlib.contextmanager
@@ -113,20 +104,8 @@ def test_moving_a_deep_subtree_is_a_fixed_number_of_statements(db):
 
 def test_concurrent_creates_of_one_name_have_one_winner(db):
     writers = 6
-    barrier = threading.Barrier(writers)
-    outcomes = [None] * writers
-
-    def run(i):
-        barrier.wait()
-        try:
-            outcomes[i] = rp_obj.create(db, str(uuid.uuid4()), "contended")
-        except Exception as e:  # the outcome under test
-            outcomes[i] = e
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = helpers.run_together(
+        lambda i: rp_obj.create(db, str(uuid.uuid4()), "contended"), writers)
     losers = [o for o in outcomes if isinstance(o, Exception)]
     assert len(losers) == writers - 1
     assert all(isinstance(e, exception.DuplicateName) for e in losers), losers

@@ -1,7 +1,6 @@
 """placement-api serving for real (gunicorn in a subprocess on a free port),
 and the configuration rules of the WSGI entry point."""
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -9,16 +8,10 @@ import urllib.request
 
 import pytest
 
+from tests import helpers
 from tests.functional import live_server
 
-BIN = os.path.dirname(sys.executable)
 pytestmark = pytest.mark.slow
-
-
-def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    env.update(extra)
-    return env
 
 
 def get(url, **headers):
@@ -41,8 +34,8 @@ def server(tmp_path):
         env.setdefault("OS_PLACEMENT_DATABASE__CONNECTION",
                        "sqlite:///%s/placement.sqlite" % tmp_path)
         proc = subprocess.Popen(
-            [os.path.join(BIN, "placement-api"), "--port", str(port)] +
-            list(args), env=_env(**env),
+            [helpers.script("placement-api"), "--port", str(port)] +
+            list(args), env=helpers.clean_env(**env),
             stdout=open(tmp_path / ("server-%d.log" % port), "wb"),
             stderr=subprocess.STDOUT)
         procs.append(proc)
@@ -86,9 +79,7 @@ def test_serves_under_a_prefix(server):
 
 
 def test_refuses_to_start_without_connection():
-    result = subprocess.run([os.path.join(BIN, "placement-api")],
-                            env=_env(), capture_output=True, text=True,
-                            timeout=60)
+    result = helpers.run([helpers.script("placement-api")], timeout=60)
     assert result.returncode == 1
     assert "[placement_database] connection is not set" in result.stderr
 
@@ -103,8 +94,7 @@ print(CONF.api.auth_strategy, CONF.placement.max_allocation_candidates)
 
 
 def _probe(**env):
-    return subprocess.run([sys.executable, "-c", PROBE], env=_env(**env),
-                          capture_output=True, text=True, timeout=60)
+    return helpers.run([sys.executable, "-c", PROBE], env, timeout=60)
 
 
 def _write_conf(directory, connection):

@@ -4,13 +4,13 @@ Every writer sends the provider generation it read; exactly one may win, the
 others must get a clean 409 placement.concurrent_update (never a 5xx), and
 the generation must have moved exactly once.
 """
-import concurrent.futures
 import uuid
 
 import httpx
 import pytest
 
 from tests import fixtures
+from tests import helpers
 
 WRITERS = 6
 HEADERS = {"x-auth-token": "admin", "accept": "application/json",
@@ -35,13 +35,16 @@ def _provider(client):
     return rp
 
 
-def _race(client_factory, path, bodies):
+def _race(client_factory, path, bodies, **kwargs):
     """PUT each body from its own thread at once; the responses."""
-    def put(body):
+    def put(i):
         with client_factory() as client:
-            return client.put(path, json=body)
-    with concurrent.futures.ThreadPoolExecutor(len(bodies)) as pool:
-        return list(pool.map(put, bodies))
+            return client.put(path, json=bodies[i], **kwargs)
+    responses = helpers.run_together(put, len(bodies))
+    for response in responses:
+        if isinstance(response, Exception):
+            raise response
+    return responses
 
 
 def _assert_one_winner(responses):
@@ -90,13 +93,9 @@ def test_unversioned_aggregates_never_fail_badly(client_factory):
         rp = _provider(client)
         path = "/resource_providers/%s/aggregates" % rp
         aggregate = str(uuid.uuid4())
-        old = {"openstack-api-version": "placement 1.18"}
-
-        def put(_):
-            with client_factory() as other:
-                return other.put(path, json=[aggregate], headers=old)
-        with concurrent.futures.ThreadPoolExecutor(WRITERS) as pool:
-            responses = list(pool.map(put, range(WRITERS)))
+        responses = _race(
+            client_factory, path, [[aggregate]] * WRITERS,
+            headers={"openstack-api-version": "placement 1.18"})
         assert {r.status_code for r in responses} <= {200, 409}
         assert 200 in {r.status_code for r in responses}
         current = client.get(path).json()

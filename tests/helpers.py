@@ -1,0 +1,50 @@
+"""Helpers shared by the functional tests: threads released at the same
+moment, and child processes that see only the configuration a test gives
+them."""
+import os
+import subprocess
+import sys
+import threading
+
+BIN = os.path.dirname(sys.executable)
+
+
+def run_together(fn, count):
+    """Call ``fn(i)`` for i in range(count), each in its own thread, all
+    released at once; the return values, or the exceptions raised, in i
+    order."""
+    barrier = threading.Barrier(count)
+    outcomes = [None] * count
+
+    def run(i):
+        barrier.wait()
+        try:
+            outcomes[i] = fn(i)
+        except Exception as e:  # the outcome under test
+            outcomes[i] = e
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def clean_env(**extra):
+    """This process's environment without any OS_* configuration override
+    (the developer's own settings must not reach a child), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    env.update(extra)
+    return env
+
+
+def script(name):
+    """The path of a console script installed in this virtualenv."""
+    return os.path.join(BIN, name)
+
+
+def run(cmd, env=None, timeout=120):
+    """Run ``cmd`` to completion with ``clean_env(**env)``; the
+    CompletedProcess, output captured as text."""
+    return subprocess.run(cmd, env=clean_env(**(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
