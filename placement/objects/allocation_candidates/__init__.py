@@ -5,7 +5,6 @@ Stages, one module each: ``request`` (groups and structural rules),
 anchor), ``search`` (lazy combinations) and ``render`` (JSON per
 microversion). ``find`` runs stages 2-4 in one read transaction.
 """
-import collections
 import dataclasses
 import functools
 import itertools
@@ -98,9 +97,9 @@ def _find(conn, request, options):
                      _pages(providers.root_ids(conn), request.limit))
     else:
         snapshots = [load()]
-    root_of = _Roots()
+    seen = _Seen()
     found = search.STRATEGIES[options.strategy](
-        _streams(snapshots, groups, request, trait_ids, root_of))
+        _streams(snapshots, groups, request, trait_ids, seen))
     if not paged and snapshots[0].serves:
         # Only a sharing provider can put one candidate under two anchors:
         # within an anchor every choice differs in allocations or mappings.
@@ -109,9 +108,9 @@ def _find(conn, request, options):
         found = itertools.islice(found, options.max_candidates)
     one_per_tree = not options.nested_aware and providers.is_nested(conn)
     if one_per_tree:
-        found = (c for c in found if _one_provider_per_tree(c, root_of))
+        found = (c for c in found if _one_provider_per_tree(c, seen))
     found = _limit(found, request.limit, options.randomize)
-    return _with_summaries(conn, found, root_of, class_ids, one_per_tree)
+    return _with_summaries(conn, found, seen, class_ids, one_per_tree)
 
 
 def _pages(roots, limit):
@@ -125,19 +124,33 @@ def _pages(roots, limit):
         size = min(2 * size, providers.CHUNK)
 
 
-class _Roots(collections.ChainMap):
-    """Provider id -> root id over the pages read so far."""
+class _Seen:
+    """What the snapshots (pages) read so far know."""
 
-    def __getitem__(self, rp):
-        return super().__getitem__(rp).root_id
+    def __init__(self):
+        self.snapshots = []
+
+    def root(self, rp):
+        for snapshot in self.snapshots:
+            if rp in snapshot.providers:
+                return snapshot.providers[rp].root_id
+        raise KeyError(rp)
+
+    def inventories(self, roots):
+        """((provider, class), Inventory) of requested classes in ``roots``."""
+        for snapshot in self.snapshots:
+            providers_ = snapshot.providers
+            for key, inventory in snapshot.inventories.items():
+                if providers_[key[0]].root_id in roots:
+                    yield key, inventory
 
 
-def _streams(snapshots, groups, request, trait_ids, root_of):
+def _streams(snapshots, groups, request, trait_ids, seen):
     """One lazy candidate stream per anchor, in anchor order."""
     root_required = frozenset(trait_ids[t] for t in request.root_required)
     root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
     for snapshot in snapshots:
-        root_of.maps.append(snapshot.providers)
+        seen.snapshots.append(snapshot)
         forest = trees.Trees(snapshot, root_required, root_forbidden)
         engine = search.Search(forest, groups, request.same_subtree,
                                request.isolate)
@@ -145,10 +158,10 @@ def _streams(snapshots, groups, request, trait_ids, root_of):
             yield engine.candidates(plan)
 
 
-def _one_provider_per_tree(candidate, root_of):
+def _one_provider_per_tree(candidate, seen):
     """Below 1.29 a nested deployment allows one provider per tree (§5.8)."""
     rps = candidate.providers()
-    return len({root_of[rp] for rp in rps}) == len(rps)
+    return len({seen.root(rp) for rp in rps}) == len(rps)
 
 
 def _limit(found, limit, randomize):
@@ -161,15 +174,16 @@ def _limit(found, limit, randomize):
     return found
 
 
-def _with_summaries(conn, found, root_of, class_ids, allocated_only):
+def _with_summaries(conn, found, seen, class_ids, allocated_only):
     allocated = {rp for c in found for rp, _, _ in c.allocations}
-    roots = {root_of[rp] for rp in allocated}
+    roots = {seen.root(rp) for rp in allocated}
+    class_names = {i: n for n, i in class_ids.items()}
     summaries = providers.load_summaries(
-        conn, roots, allocated if allocated_only else None)
+        conn, roots, seen.inventories(roots), class_names,
+        allocated if allocated_only else None)
     uuids = {rp: s.uuid for rp, s in summaries.items()}
     # Resourceless groups may map providers outside the summarised trees.
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     if not mapped <= uuids.keys():
         uuids.update(providers.load_uuids(conn, mapped - uuids.keys()))
-    return Result(found, summaries, uuids,
-                  {i: n for n, i in class_ids.items()})
+    return Result(found, summaries, uuids, class_names)

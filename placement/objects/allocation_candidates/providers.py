@@ -276,6 +276,7 @@ TREES = (sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
          .where(RP.c.root_provider_id.in_(
              sa.bindparam("roots", expanding=True))))
 
+# Inventories of the other classes: the requested ones are in the snapshot.
 TREE_INVENTORIES = (sa.select(INV.c.resource_provider_id, RC_NAME,
                               *INVENTORY_COLUMNS)
                     .join(RP, RP.c.id == INV.c.resource_provider_id)
@@ -283,7 +284,9 @@ TREE_INVENTORIES = (sa.select(INV.c.resource_provider_id, RC_NAME,
                           tables.resource_classes.c.id ==
                           INV.c.resource_class_id)
                     .where(RP.c.root_provider_id.in_(
-                        sa.bindparam("roots", expanding=True))))
+                        sa.bindparam("roots", expanding=True)),
+                        INV.c.resource_class_id.not_in(
+                            sa.bindparam("classes", expanding=True))))
 
 TREE_TRAITS = (sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
                .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
@@ -292,13 +295,20 @@ TREE_TRAITS = (sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
                    sa.bindparam("roots", expanding=True))))
 
 
-def load_summaries(conn, root_ids, provider_ids=None):
+def load_summaries(conn, root_ids, known, class_names, provider_ids=None):
     """Summaries of every provider of the given trees (or only of
     ``provider_ids`` when given), keyed by provider id: three statements
-    per CHUNK trees."""
+    per CHUNK trees.
+
+    ``known``: ((provider id, class id), Inventory) of every requested
+    class in these trees, as the snapshots read them; ``class_names``:
+    {class id: name} of the requested classes.
+    """
     rows, inventories, traits = {}, {}, {}
+    for (rp, rc), inventory in known:
+        inventories.setdefault(rp, {})[class_names[rc]] = inventory
     for ids in _chunks(root_ids):
-        params = {"roots": ids}
+        params = {"roots": ids, "classes": sorted(class_names)}
         rows.update((row[0], row[1:]) for row in conn.execute(TREES, params))
         for row in conn.execute(TREE_INVENTORIES, params):
             inventories.setdefault(row[0], {})[row[1]] = Inventory._make(
