@@ -12,6 +12,7 @@ from keystonemiddleware import auth_token
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 from oslo_middleware import cors
+from oslo_middleware import http_proxy_to_wsgi
 from oslo_policy import opts as policy_opts
 
 CONF = cfg.CONF
@@ -152,6 +153,7 @@ def set_lib_defaults():
 register_opts(CONF)
 oslo_log.register_options(CONF)
 CONF.register_opts(cors.CORS_OPTS, group="cors")
+CONF.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
 for _group, _opts in auth_token.list_opts():
     CONF.register_opts(_opts, group=_group)
 policy_opts.set_defaults(CONF)

@@ -22,7 +22,7 @@ class Response:
 def call(app, path, method="GET", body=None, **headers):
     """``headers`` as keyword names: ``x_auth_token="admin"``."""
     path, _, query = path.partition("?")
-    environ = {"PATH_INFO": path, "REQUEST_METHOD": method,
+    environ = {"PATH_INFO": path, "SCRIPT_NAME": "", "REQUEST_METHOD": method,
                "QUERY_STRING": query}
     wsgiref.util.setup_testing_defaults(environ)
     environ.update(("HTTP_" + k.upper(), v) for k, v in headers.items())

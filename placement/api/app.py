@@ -2,6 +2,7 @@
 import logging
 
 import falcon
+from oslo_middleware import http_proxy_to_wsgi
 
 from placement import exception
 from placement.api import errors
@@ -138,8 +139,8 @@ class OpenPaths:
 
 
 def build_pipeline(conf, db):
-    """request id -> metrics -> open paths -> CORS -> auth -> context ->
-    falcon app (README §1)."""
+    """proxy headers -> request id -> metrics -> open paths -> CORS -> auth
+    -> context -> falcon app (README §1)."""
     app = middleware.ContextMiddleware(create_falcon_app(), db)
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)
@@ -154,4 +155,9 @@ def build_pipeline(conf, db):
                   metrics.METRICS_PATH: metrics.metrics_app}
     app = OpenPaths(app, open_paths)
     app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
-    return middleware.RequestIdMiddleware(app)
+    app = middleware.RequestIdMiddleware(app)
+    # Only when enabled: disabled, the middleware would still take every
+    # request and response through webob for nothing.
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        app = http_proxy_to_wsgi.HTTPProxyToWSGI(app, conf)
+    return app

@@ -257,3 +257,55 @@ def test_cors_exposes_placement_headers(cors):
 def test_no_cors_without_allowed_origin(noauth):
     response = call(noauth, "/", origin=ORIGIN)
     assert "access-control-allow-origin" not in response.headers
+
+
+# -- HTTP proxy headers ([oslo_middleware] enable_proxy_headers_parsing) -----
+
+PROXIED = {"x_forwarded_proto": "https",
+           "x_forwarded_host": "placement.example"}
+
+
+def _created_location(app, **headers):
+    response = call(app, "/resource_providers", "POST", body={"name": "rp"},
+                    x_auth_token="admin", accept="application/json",
+                    openstack_api_version="placement 1.19", **headers)
+    assert response.status == 201, response.body
+    return response
+
+
+@pytest.fixture
+def proxied():
+    with pipeline(**{"oslo_middleware.enable_proxy_headers_parsing": True}
+                  ) as app:
+        yield app
+
+
+def test_proxy_headers_ignored_by_default(noauth):
+    location = _created_location(noauth, **PROXIED).headers["location"]
+    assert re.fullmatch(r"http://127\.0\.0\.1/resource_providers/[-0-9a-f]+",
+                        location), location
+
+
+def test_proxy_headers_set_scheme_and_host(proxied):
+    response = _created_location(proxied, **PROXIED)
+    assert re.fullmatch(
+        r"https://placement\.example/resource_providers/[-0-9a-f]+",
+        response.headers["location"]), response.headers["location"]
+    # The layer is outside request-id: every response still carries one.
+    assert response.headers["x-openstack-request-id"].startswith("req-")
+    # An empty 201 passes the webob round trip without gaining a type.
+    assert "content-type" not in response.headers and response.body == b""
+
+
+def test_rfc7239_forwarded_header_and_prefix(proxied):
+    location = _created_location(
+        proxied, forwarded="for=192.0.2.60;proto=https;host=lb.example",
+        x_forwarded_prefix="/placement").headers["location"]
+    assert re.fullmatch(
+        r"https://lb\.example/placement/resource_providers/[-0-9a-f]+",
+        location), location
+
+
+def test_without_proxy_headers_nothing_changes(proxied):
+    location = _created_location(proxied).headers["location"]
+    assert location.startswith("http://127.0.0.1/resource_providers/")
