@@ -15,6 +15,7 @@ import time
 import requests
 
 from tests import fixtures
+from tests import helpers
 
 
 def free_port():
@@ -37,20 +38,15 @@ def _wait_up(url, proc, timeout=60):
 
 
 @contextlib.contextmanager
-def serve(workers, env, log_path):
-    """Yield the base URL of a gunicorn with ``workers`` workers running the
-    placement app with the environment ``env``; stop it afterwards."""
-    port = free_port()
-    url = "http://127.0.0.1:%d" % port
+def _running(cmd, env, log_path, probe_url):
+    """Run the server command ``cmd`` until the block ends, once
+    ``probe_url`` answers."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", str(workers),
-             "-b", "127.0.0.1:%d" % port, "--timeout", "60",
-             "placement.wsgi.api:application"],
-            env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
         try:
-            _wait_up(url + "/", proc)
-            yield url
+            _wait_up(probe_url, proc)
+            yield
         finally:
             proc.terminate()
             try:
@@ -58,6 +54,36 @@ def serve(workers, env, log_path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextlib.contextmanager
+def serve(workers, env, log_path):
+    """Yield the base URL of a gunicorn with ``workers`` workers running the
+    placement app with the environment ``env``; stop it afterwards."""
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
+    with _running([sys.executable, "-m", "gunicorn", "-w", str(workers),
+                   "-b", "127.0.0.1:%d" % port, "--timeout", "60",
+                   "placement.wsgi.api:application"],
+                  env, log_path, url + "/"):
+        yield url
+
+
+@contextlib.contextmanager
+def placement_api(workdir, *args, **env):
+    """Yield the base URL of the real ``placement-api`` command run with
+    ``args`` on a free port and configured only by ``env`` (noauth2 and a
+    SQLite file in ``workdir`` unless given there); stop it afterwards."""
+    port = free_port()
+    env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
+    env.setdefault("OS_PLACEMENT_DATABASE__CONNECTION",
+                   "sqlite:///%s/placement.sqlite" % workdir)
+    url = "http://127.0.0.1:%d" % port
+    with _running([helpers.script("placement-api"), "--port", str(port),
+                   *args], helpers.clean_env(**env),
+                  os.path.join(workdir, "server-%d.log" % port),
+                  url + env.get("SCRIPT_NAME", "") + "/"):
+        yield url
 
 
 @contextlib.contextmanager

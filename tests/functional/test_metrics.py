@@ -127,6 +127,28 @@ def test_concurrent_update_409_is_counted(client):
             - value(before, "placement_generation_conflicts_total")) == 1
 
 
+def _served_by_both_workers(url, n):
+    """Send n GET / at 1.7 to a two-worker sync server so that one worker
+    serves one and the other the rest; then the GET / 1.7 count that four
+    /metrics answers (whichever worker serves each) show."""
+    # A half-sent request keeps one sync worker busy, so the other one
+    # serves the burst; finishing it makes the first count one too.
+    port = int(url.rsplit(":", 1)[1])
+    held = socket.create_connection(("127.0.0.1", port))
+    held.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+    time.sleep(0.5)
+    for _ in range(n - 1):
+        assert requests.get(url + "/", headers=VERSION_17).status_code == 200
+    held.sendall(b"openstack-api-version: placement 1.7\r\n"
+                 b"connection: close\r\n\r\n")
+    assert held.recv(100).startswith(b"HTTP/1.1 200")
+    held.close()
+    # The readiness probe at start-up also hits "/", but at 1.0.
+    return [requests_total(requests.get(url + "/metrics").text,
+                           "/", "GET", "200", "1.7")
+            for _ in range(4)]
+
+
 def test_counts_add_up_across_gunicorn_workers(tmp_path):
     """Two workers each serve requests; every /metrics answer (whichever
     worker serves it) shows the sum over both."""
@@ -135,26 +157,21 @@ def test_counts_add_up_across_gunicorn_workers(tmp_path):
     n = 30
     with live_server.gunicorn(workers=2, env={
             multiproc.ENV: mpdir}) as url:
-        # A half-sent request keeps one sync worker busy, so the other one
-        # serves the burst; finishing it makes the first count one too.
-        port = int(url.rsplit(":", 1)[1])
-        held = socket.create_connection(("127.0.0.1", port))
-        held.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-        time.sleep(0.5)
-        for _ in range(n - 1):
-            assert requests.get(url + "/", headers=VERSION_17).status_code == 200
-        held.sendall(b"openstack-api-version: placement 1.7\r\n"
-                     b"connection: close\r\n\r\n")
-        assert held.recv(100).startswith(b"HTTP/1.1 200")
-        held.close()
-        totals = [requests_total(requests.get(url + "/metrics").text,
-                                 "/", "GET", "200", "1.7")
-                  for _ in range(4)]
-    # The readiness probe at start-up also hits "/", but at 1.0.
-    assert totals == [n] * 4
+        assert _served_by_both_workers(url, n) == [n] * 4
     per_worker = [worker_total(path)
                   for path in glob.glob(os.path.join(mpdir, "counter_*.db"))]
     assert sorted(per_worker) == [1, n - 1]
+
+
+@pytest.mark.slow
+def test_placement_api_workers_add_up(tmp_path, monkeypatch):
+    """The real ``placement-api --workers 2`` sets multiprocess mode up by
+    itself (no PROMETHEUS_MULTIPROC_DIR given): one worker's /metrics
+    reports the other's requests too."""
+    monkeypatch.delenv(multiproc.ENV, raising=False)
+    n = 20
+    with live_server.placement_api(tmp_path, "--workers", "2") as url:
+        assert _served_by_both_workers(url, n) == [n] * 4
 
 
 def worker_total(path):

@@ -1,7 +1,7 @@
 """placement-api serving for real (gunicorn in a subprocess on a free port),
 and the configuration rules of the WSGI entry point."""
+import contextlib
 import json
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -26,27 +26,9 @@ def get(url, **headers):
 @pytest.fixture
 def server(tmp_path):
     """Starts placement-api; yields a function returning its base URL."""
-    procs = []
-
-    def start(*args, **env):
-        port = live_server.free_port()
-        env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
-        env.setdefault("OS_PLACEMENT_DATABASE__CONNECTION",
-                       "sqlite:///%s/placement.sqlite" % tmp_path)
-        proc = subprocess.Popen(
-            [helpers.script("placement-api"), "--port", str(port)] +
-            list(args), env=helpers.clean_env(**env),
-            stdout=open(tmp_path / ("server-%d.log" % port), "wb"),
-            stderr=subprocess.STDOUT)
-        procs.append(proc)
-        base = "http://127.0.0.1:%d" % port
-        live_server._wait_up(base + env.get("SCRIPT_NAME", "") + "/", proc)
-        return base
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with contextlib.ExitStack() as running:
+        yield lambda *args, **env: running.enter_context(
+            live_server.placement_api(tmp_path, *args, **env))
 
 
 def test_serves_the_api(server):
