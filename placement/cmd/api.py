@@ -13,11 +13,13 @@ import threading
 from placement.api import multiproc
 multiproc.prepare()
 
+from gunicorn import util as gunicorn_util  # noqa: E402
 from gunicorn.app import base  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
+from placement.api import errors  # noqa: E402
 from placement.db import schema  # noqa: E402
 
 GC_THRESHOLD = 50000
@@ -80,6 +82,21 @@ class Gate:
             return self.app(environ, start_response)
 
 
+def write_json_error(sock, status, reason, message):
+    """gunicorn's answer to a request it cannot parse (an over-long or
+    malformed request line: raw NUL or non-ASCII bytes, a bad method),
+    as the contract's JSON error document instead of its HTML page. Such a
+    request never reached the pipeline, so it has no request id."""
+    error = errors.PlacementError(message, vary=False)
+    error.status = status
+    error.versioned = False
+    body = errors.error_body(error, None, None)
+    head = ("HTTP/1.1 %d %s\r\nConnection: close\r\n"
+            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % (status, reason, len(body)))
+    gunicorn_util.write_nonblock(sock, head.encode("latin1") + body)
+
+
 def tune_gc():
     """Keep the cyclic GC off the request path.
 
@@ -108,5 +125,7 @@ def main(argv=None):
         schema.upgrade(db.engine)
     # Connections must not cross the fork into the workers.
     db.engine.dispose()
+    # The workers' error path looks the function up in gunicorn.util.
+    gunicorn_util.write_error = write_json_error
     Server(conf).run()
     return 0

@@ -2,6 +2,7 @@
 and the configuration rules of the WSGI entry point."""
 import contextlib
 import json
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -109,3 +110,49 @@ def test_wsgi_without_connection_fails_hard(tmp_path):
     result = _probe(OS_PLACEMENT_CONFIG_DIR=str(tmp_path))
     assert result.returncode != 0
     assert "connection is not set" in result.stdout + result.stderr
+
+
+# -- odd request lines through a real server ---------------------------------
+
+ODD_TARGETS = [
+    b"/resource_providers/%ff", b"/resource_providers/%ff/inventories",
+    b"/resource_providers/abc%00def/traits", b"/resource_providers/%2F",
+    b"/traits/%C3%A9", b"/traits/CUSTOM_%00", b"/traits/%ff",
+    b"/resource_classes/%ff", b"/resource_classes/CUSTOM_%C3%A9",
+    b"/allocations/%ff", b"/%ff", b"/usages?project_id=%ff",
+    b"/traits?name=in:%ff", b"/resource_providers?uuid=%00",
+    b"/allocation_candidates?resources=VCPU:%ff",
+    b"/traits/" + b"A" * 3000,
+    # Over gunicorn's request-line limit, and raw bytes it refuses.
+    b"/resource_providers/" + b"a" * 5000, b"/" + b"a" * 9000,
+    b"/resource_providers/\x00", b"/traits/\xff", b"/traits/\xc3\xa9",
+    b"/resource_providers?name=\x00",
+]
+
+
+def _raw_request(port, method, target):
+    """Send one request exactly as given; (status, headers, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n"
+                     b"openstack-api-version: placement latest\r\n"
+                     b"content-type: application/json\r\ncontent-length: 2"
+                     b"\r\nconnection: close\r\n\r\n{}" % (method, target))
+        data = b"".join(iter(lambda: sock.recv(65536), b""))
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_odd_paths_never_get_a_5xx_or_html(server):
+    """Every answer is JSON; errors are the contract's error document.
+    (GET /allocations/{any consumer} is a 200 with no allocations.)"""
+    port = int(server().rsplit(":", 1)[1])
+    for target in ODD_TARGETS:
+        for method in (b"GET", b"PUT", b"DELETE", b"G\x00T"):
+            status, headers, body = _raw_request(port, method, target)
+            where = (method, target[:60], status, body[:200])
+            assert status < 500, where
+            assert headers["content-type"] == "application/json", where
+            if status >= 400:
+                assert json.loads(body)["errors"][0]["status"] == status, where
