@@ -4,8 +4,8 @@
 ``config.attributes["engine"]``; the ``alembic`` command line can instead
 give ``sqlalchemy.url`` in its ini file.
 """
-from alembic import context
 import sqlalchemy as sa
+from alembic import context
 
 from placement.db import tables
 

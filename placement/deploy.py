@@ -48,7 +48,9 @@ def build_app(conf, db=None, sync_schema=None):
     """The WSGI application for ``conf`` (already parsed)."""
     db = db or make_database(conf)
     policy.get_enforcer(conf)
-    if sync_schema if sync_schema is not None else conf.placement_database.sync_on_startup:
+    if sync_schema is None:
+        sync_schema = conf.placement_database.sync_on_startup
+    if sync_schema:
         schema.upgrade(db.engine)
     schema.sync_standard_names(db)
     return api_app.build_pipeline(conf, db)

@@ -4,8 +4,8 @@ Revision ID: 422ece571366
 Revises: b5c396305c25
 Create Date: 2020-10-26
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "422ece571366"
 down_revision = "b5c396305c25"

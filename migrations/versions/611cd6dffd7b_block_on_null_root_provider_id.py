@@ -4,8 +4,8 @@ Revision ID: 611cd6dffd7b
 Revises: b4ed3a175331
 Create Date: 2019-01-15
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "611cd6dffd7b"
 down_revision = "b4ed3a175331"

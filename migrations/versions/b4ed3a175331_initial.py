@@ -4,8 +4,8 @@ Revision ID: b4ed3a175331
 Revises:
 Create Date: 2018-10-19
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "b4ed3a175331"
 down_revision = None

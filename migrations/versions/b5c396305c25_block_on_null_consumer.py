@@ -4,8 +4,8 @@ Revision ID: b5c396305c25
 Revises: 611cd6dffd7b
 Create Date: 2019-01-21
 """
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 
 revision = "b5c396305c25"
 down_revision = "611cd6dffd7b"

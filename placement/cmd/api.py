@@ -11,6 +11,7 @@ import threading
 
 # Metrics shared across workers: set up before prometheus_client is imported.
 from placement.api import multiproc
+
 multiproc.prepare()
 
 from gunicorn import util as gunicorn_util  # noqa: E402

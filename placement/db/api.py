@@ -13,7 +13,8 @@ import random
 import time
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc as sa_exc
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
 
 LOG = logging.getLogger(__name__)
 

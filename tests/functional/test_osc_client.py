@@ -195,8 +195,8 @@ def test_inventories(osc):
             "resource provider delete %s" % rp,
         ]
 
-    for version, results in osc.per_version(
-            ["1.0", "1.5", "1.39"], commands).items():
+    for results in osc.per_version(
+            ["1.0", "1.5", "1.39"], commands).values():
         _, inv_set, class_set, listed, shown, deleted, after, rp, _ = results
         by_class = by_key(inv_set, "resource_class")
         assert by_class["VCPU"]["total"] == 8

@@ -15,6 +15,8 @@ from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
 from tests import helpers
 
+LATEST = Version(1, 39)
+
 
 @contextlib.contextmanager
 def statements(db):
@@ -58,7 +60,7 @@ def _add_providers(db, count, parent_uuid=None, trait="CUSTOM_ANY"):
     return uuids
 
 
-def _list_everything(db, root_uuid, trait, version=Version(1, 39)):
+def _list_everything(db, root_uuid, trait, version=LATEST):
     agg = "%s" % uuid.uuid4()
     with statements(db) as seen:
         found = provider_list.list_providers(

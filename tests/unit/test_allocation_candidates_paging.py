@@ -5,8 +5,11 @@ unpaged when sharing providers exist."""
 import pytest
 
 from placement.objects import allocation_candidates as engine
-from tests.unit.test_allocation_candidates_engine import (  # noqa: F401
-    Layout, db, group, mapped, run)
+from tests.unit.test_allocation_candidates_engine import Layout  # noqa: F401
+from tests.unit.test_allocation_candidates_engine import db  # noqa: F401
+from tests.unit.test_allocation_candidates_engine import group  # noqa: F401
+from tests.unit.test_allocation_candidates_engine import mapped  # noqa: F401
+from tests.unit.test_allocation_candidates_engine import run  # noqa: F401
 
 
 @pytest.fixture
