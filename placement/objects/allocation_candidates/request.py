@@ -42,10 +42,6 @@ class RequestGroup:
     def forbidden_aggregates(self):
         return self.member_of.forbidden if self.member_of else frozenset()
 
-    @property
-    def has_positive_filter(self):
-        return bool(self.any_traits or self.any_aggregates)
-
 
 @dataclasses.dataclass(frozen=True)
 class Request:
@@ -63,13 +59,6 @@ class Request:
     @property
     def isolate(self):
         return self.group_policy == "isolate"
-
-    def trait_names(self):
-        names = set(self.root_required) | set(self.root_forbidden)
-        for group in self.groups:
-            if group.required:
-                names |= group.required.names
-        return names
 
 
 def _param(name, suffix):
