@@ -41,8 +41,7 @@ def list_allocation_candidates(req, resp):
             max_candidates=CONF.placement.max_allocation_candidates,
             randomize=CONF.placement.randomize_allocation_candidates))
     except exception.ResourceClassNotFound as e:
-        raise errors.BadRequest(
-            "Invalid resource class in resources parameter: %s" % e.message)
+        raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:
         raise errors.BadRequest(e.message)
     metrics.candidates_returned(len(result.candidates))

@@ -34,6 +34,9 @@ MULTIPLE_MEMBER_OF_SINCE = "1.24"
 FORBIDDEN_AGGREGATES_SINCE = "1.32"
 ANY_TRAITS_SINCE = "1.39"
 
+# The 400 for a well-formed ``resources`` naming a class that does not
+# exist (the lookup's own message follows).
+UNKNOWN_RESOURCE_CLASS = "Invalid resource class in resources parameter: %s"
 _RESOURCES_FORM = ("Badly formed resources parameter. Expected resources "
                    "query string parameter in form: "
                    "?resources=VCPU:2,MEMORY_MB:1024. Got: %s.")

@@ -58,8 +58,7 @@ def list_resource_providers(req, resp):
     try:
         providers = provider_list.list_providers(ctx.db, **filters)
     except exception.ResourceClassNotFound as e:
-        raise errors.BadRequest(
-            "Invalid resource class in resources parameter: %s" % e.message)
+        raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:
         raise errors.BadRequest(
             'Invalid trait(s) in "required" parameter: %s' % e.message)
