@@ -88,12 +88,3 @@ def ensure_ids(conn, db, table, column, names):
     return dict(conn.execute(
         sa.select(table.c[column], table.c.id)
         .where(table.c[column].in_(names))).all())
-
-
-def resource_class_names(conn, ids):
-    """{id: name} for the given resource class ids."""
-    ids = set(ids)
-    if not ids:
-        return {}
-    return dict(conn.execute(
-        sa.select(RC.c.id, RC.c.name).where(RC.c.id.in_(ids))).all())
