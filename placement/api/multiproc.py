@@ -6,8 +6,10 @@ memory or in per-process files under ``PROMETHEUS_MULTIPROC_DIR`` that
 before anything imports ``placement.api.metrics`` (placement.deploy does):
 this module deliberately imports nothing from prometheus_client.
 """
+import atexit
 import glob
 import os
+import shutil
 import tempfile
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -16,9 +18,15 @@ ENV = "PROMETHEUS_MULTIPROC_DIR"
 def prepare():
     """Point ``PROMETHEUS_MULTIPROC_DIR`` at an empty directory: the one
     already named there (its old sample files removed, so counts restart
-    with the server) or a new temporary one. Returns the directory."""
-    path = os.environ.get(ENV) or tempfile.mkdtemp(
-        prefix="placement-prometheus-")
+    with the server) or a new temporary one, removed again when the process
+    that made it exits. Returns the directory."""
+    path = os.environ.get(ENV)
+    if not path:
+        path = tempfile.mkdtemp(prefix="placement-prometheus-")
+        pid = os.getpid()
+        # Only the process that made it (gunicorn's master), not a worker.
+        atexit.register(
+            lambda: os.getpid() == pid and shutil.rmtree(path, True))
     os.makedirs(path, exist_ok=True)
     for stale in glob.glob(os.path.join(path, "*.db")):
         os.remove(stale)
