@@ -247,9 +247,8 @@ def measure(app, counter, path, version, repeat, profile):
                                    show_all=False), flush=True)
 
 
-def _group_cpu(pgid):
-    """CPU seconds of every process in the process group ``pgid``."""
-    ticks = 0
+def _group(pgid):
+    """Pids of the process group ``pgid``."""
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
@@ -258,8 +257,24 @@ def _group_cpu(pgid):
             except OSError:
                 continue
             if int(fields[2]) == pgid:
-                ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+                yield pid, fields
+
+
+def _group_cpu(pgid):
+    """CPU seconds of every process in the process group ``pgid``."""
+    return sum(int(f[11]) + int(f[12]) for _, f in _group(pgid)) / (
+        os.sysconf("SC_CLK_TCK"))
+
+
+def _peak_rss_mb(pgid):
+    """Peak resident memory (VmHWM) of each process of the group."""
+    out = []
+    for pid, _ in _group(pgid):
+        with open("/proc/%s/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    out.append(int(line.split()[1]) // 1024)
+    return sorted(out)
 
 
 @contextlib.contextmanager
@@ -377,6 +392,8 @@ def main():
                     print(path)
                     throughput(base, pgid, path, args.version, args.serve,
                                args.concurrency)
+                print("server peak RSS per process (MB): %s"
+                      % _peak_rss_mb(pgid))
         print("peak RSS %.0f MB" % (
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
 
