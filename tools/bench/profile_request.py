@@ -1,6 +1,6 @@
 """Time, count and profile one request against a bulk-loaded database.
 
-Loads one of the shared benchmark's data shapes (/work/shared/bench) with
+Loads one of the shared benchmark's data shapes (../shared/bench beside the repo) with
 bulk INSERTs (seconds, even for 10,000 nested trees), builds our WSGI app
 in-process and calls it directly: no HTTP, no client, so the figures are
 our request path alone. For each query it prints the median/min time, the
