@@ -24,18 +24,29 @@ def _path(uuid):
     return "/resource_providers/%s" % uuid
 
 
-def _render(req, provider):
+def _renderer(req):
+    """provider -> body; the per-version parts are worked out once per
+    request, not once per provider (lists can hold thousands)."""
     version = request.version(req)
-    base = request.link_href(req, _path(provider["uuid"]))
-    links = [{"rel": "self", "href": base}]
-    links += [{"rel": rel, "href": "%s/%s" % (base, rel)}
-              for rel, since in _LINKS if version >= since]
-    body = {"uuid": provider["uuid"], "name": provider["name"],
-            "generation": provider["generation"], "links": links}
-    if version >= NESTED_SINCE:
-        body["parent_provider_uuid"] = provider["parent_provider_uuid"]
-        body["root_provider_uuid"] = provider["root_provider_uuid"]
-    return body
+    prefix = request.link_href(req, _path(""))
+    rels = [(rel, "/" + rel) for rel, since in _LINKS if version >= since]
+    nested = version >= NESTED_SINCE
+
+    def render(provider):
+        base = prefix + provider["uuid"]
+        links = [{"rel": "self", "href": base}]
+        links += [{"rel": rel, "href": base + suffix} for rel, suffix in rels]
+        body = {"uuid": provider["uuid"], "name": provider["name"],
+                "generation": provider["generation"], "links": links}
+        if nested:
+            body["parent_provider_uuid"] = provider["parent_provider_uuid"]
+            body["root_provider_uuid"] = provider["root_provider_uuid"]
+        return body
+    return render
+
+
+def _render(req, provider):
+    return _renderer(req)(provider)
 
 
 @decorators.accepts_json
@@ -62,8 +73,9 @@ def list_resource_providers(req, resp):
     except exception.TraitNotFound as e:
         raise errors.BadRequest(
             'Invalid trait(s) in "required" parameter: %s' % e.message)
+    render = _renderer(req)
     request.render(resp, {"resource_providers": [
-        _render(req, provider) for provider in providers]})
+        render(provider) for provider in providers]})
     request.set_last_modified(req, resp, request.last_modified_of(providers),
                               always=True)
 
