@@ -67,7 +67,8 @@ def list_resource_providers(req, resp):
         filters["required"] = query_params.parse_required(
             [v for k, v in pairs if k == "required"], version)
     try:
-        providers = provider_list.list_providers(ctx.db, **filters)
+        providers, last_modified = provider_list.list_providers(
+            ctx.db, **filters)
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:
@@ -76,8 +77,7 @@ def list_resource_providers(req, resp):
     render = _renderer(req)
     request.render(resp, {"resource_providers": [
         render(provider) for provider in providers]})
-    request.set_last_modified(req, resp, request.last_modified_of(providers),
-                              always=True)
+    request.set_last_modified(req, resp, last_modified, always=True)
 
 
 @decorators.consumes_json

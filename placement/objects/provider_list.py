@@ -1,8 +1,9 @@
 """Listing resource providers with the GET /resource_providers filters.
 
-One SELECT with the filters as (correlated) EXISTS clauses, plus at most
-three small lookups (in_tree root, trait ids, class ids): the number of
-queries never depends on the number of providers.
+One SELECT with the filters as (correlated) EXISTS clauses, one aggregate
+with the same filters for last-modified, plus at most three small lookups
+(in_tree root, trait ids, class ids): the number of queries never depends
+on the number of providers.
 """
 import sqlalchemy as sa
 
@@ -18,38 +19,53 @@ AGG = tables.placement_aggregates
 INV = tables.inventories
 ALLOC = tables.allocations
 
+# The listed columns leave out the timestamps: parsing two datetimes per
+# row was about half of the fetch on MySQL; the aggregate below replaces them.
+LISTED = ("uuid", "name", "generation", "parent_provider_uuid",
+          "root_provider_uuid")
+
 
 def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
                    in_tree=None, required=None):
-    """Providers matching every given filter.
+    """(providers, last modified) for the providers matching every filter.
 
+    Providers are mappings with the LISTED keys; last modified is the
+    latest updated_at-or-created_at among them (None if there are none).
     ``member_of`` is a query_params.MemberOf, ``required`` a
     query_params.RequiredTraits, ``resources`` {class name: amount}. An
     unknown ``in_tree`` matches nothing (and skips name validation);
     unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """
-    query = rp_obj.select_providers()
+    clauses = []
     if name is not None:
-        query = query.where(RP.c.name == name)
+        clauses.append(RP.c.name == name)
     if uuid is not None:
-        query = query.where(RP.c.uuid == uuid)
+        clauses.append(RP.c.uuid == uuid)
     if member_of:
-        query = query.where(*_member_of(member_of))
+        clauses += _member_of(member_of)
     with db.reader() as conn:
         if in_tree is not None:
             root_id = conn.scalar(sa.select(RP.c.root_provider_id)
                                   .where(RP.c.uuid == in_tree))
             if root_id is None:
-                return []
-            query = query.where(RP.c.root_provider_id == root_id)
+                return [], None
+            clauses.append(RP.c.root_provider_id == root_id)
         if required:
             ids = common.trait_ids(conn, required.names)
-            query = query.where(*_traits(ids, required))
+            clauses += _traits(ids, required)
         if resources:
             class_ids = common.resource_class_ids(conn, resources)
-            query = query.where(*(_has_capacity(class_ids[rc], amount)
-                                  for rc, amount in resources.items()))
-        return conn.execute(query.order_by(RP.c.id)).mappings().all()
+            clauses += [_has_capacity(class_ids[rc], amount)
+                        for rc, amount in resources.items()]
+        query = rp_obj.select_providers()
+        listing = query.with_only_columns(
+            *(query.selected_columns[c] for c in LISTED))
+        providers = conn.execute(listing.where(*clauses).order_by(RP.c.id)
+                                 ).mappings().all()
+        last_modified = conn.scalar(sa.select(sa.func.max(
+            sa.func.coalesce(RP.c.updated_at, RP.c.created_at)))
+            .where(*clauses)) if providers else None
+    return providers, last_modified
 
 
 def _in_aggregates(uuids):

@@ -63,7 +63,7 @@ def _add_providers(db, count, parent_uuid=None, trait="CUSTOM_ANY"):
 def _list_everything(db, root_uuid, trait, version=LATEST):
     agg = "%s" % uuid.uuid4()
     with statements(db) as seen:
-        found = provider_list.list_providers(
+        found, _ = provider_list.list_providers(
             db, resources={"VCPU": 1}, in_tree=root_uuid,
             member_of=query_params.parse_member_of(["!" + agg], version),
             required=query_params.parse_required([trait], version))
@@ -78,7 +78,7 @@ def test_list_statement_count_does_not_grow(db):
     small, small_count = _list_everything(db, small_root, "CUSTOM_T_2")
     big, big_count = _list_everything(db, big_root, "CUSTOM_T_40")
     assert (len(small), len(big)) == (2, 40)
-    assert small_count == big_count <= 4
+    assert small_count == big_count <= 5
 
 
 def test_moving_a_deep_subtree_is_a_fixed_number_of_statements(db):
