@@ -1,6 +1,8 @@
 """/resource_providers and /resource_providers/{uuid}."""
 import uuid as uuidlib
 
+import orjson
+
 from placement import exception
 from placement.api import decorators
 from placement.api import errors
@@ -24,20 +26,33 @@ def _path(uuid):
     return "/resource_providers/%s" % uuid
 
 
+# Stands for a provider's uuid in the links template; orjson writes it
+# as the escape below (the rels never contain it, a mount prefix would not).
+_UUID = "\0"
+_UUID_JSON = "\\u0000"
+
+
 def _renderer(req):
     """provider -> body; the per-version parts are worked out once per
-    request, not once per provider (lists can hold thousands)."""
+    request, not once per provider (lists can hold thousands).
+
+    The links are serialized once with a placeholder uuid and split there;
+    each provider's links are those pieces joined with its uuid, included
+    as ready-made JSON (orjson.Fragment). Stored uuids are canonical, so
+    they need no escaping.
+    """
     version = request.version(req)
-    prefix = request.link_href(req, _path(""))
-    rels = [(rel, "/" + rel) for rel, since in _LINKS if version >= since]
+    base = request.link_href(req, _path(_UUID))
+    links = [{"rel": "self", "href": base}]
+    links += [{"rel": rel, "href": "%s/%s" % (base, rel)}
+              for rel, since in _LINKS if version >= since]
+    pieces = orjson.dumps(links).decode().split(_UUID_JSON)
     nested = version >= NESTED_SINCE
 
     def render(provider):
-        base = prefix + provider["uuid"]
-        links = [{"rel": "self", "href": base}]
-        links += [{"rel": rel, "href": base + suffix} for rel, suffix in rels]
         body = {"uuid": provider["uuid"], "name": provider["name"],
-                "generation": provider["generation"], "links": links}
+                "generation": provider["generation"],
+                "links": orjson.Fragment(provider["uuid"].join(pieces))}
         if nested:
             body["parent_provider_uuid"] = provider["parent_provider_uuid"]
             body["root_provider_uuid"] = provider["root_provider_uuid"]
