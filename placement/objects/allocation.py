@@ -40,6 +40,9 @@ RETRY_JITTER_S = 0.005
 class ProviderRace(exception.ConcurrentUpdate):
     """A provider generation moved between our read and our swap."""
 
+    def __init__(self, message="resource provider generation changed"):
+        super().__init__(message)
+
 
 # --------------------------------------------------------------- the write
 
@@ -127,7 +130,8 @@ def write_in(conn, db, prepared):
             conn, touched, set(rc_ids.values()), uuids)
         _check_capacity(new_rows, capacity, {v: k for k, v in rc_ids.items()},
                         {v: k for k, v in prepared.providers.items()})
-        swap_generations(conn, {rp: generations[rp] for rp in touched})
+        common.swap_generations(
+            conn, {rp: generations[rp] for rp in touched}, ProviderRace())
     consumer_obj.save(conn, db, writes, prepared.consumers)
     conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(uuids)))
     if new_rows:
@@ -218,18 +222,6 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
             raise conflict("Unable to create allocation for '%s' on resource "
                            "provider '%s'. The requested amount would exceed "
                            "the capacity." % names)
-
-
-def swap_generations(conn, seen):
-    """Compare-and-swap generation -> generation + 1 of every provider in
-    ``seen`` ({id: generation read}) in one statement."""
-    result = conn.execute(
-        RP.update()
-        .where(RP.c.id.in_(seen),
-               RP.c.generation == sa.case(seen, value=RP.c.id))
-        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at))
-    if result.rowcount != len(seen):
-        raise ProviderRace("resource provider generation changed")
 
 
 # ------------------------------------------------------------- the delete

@@ -32,18 +32,28 @@ def get_provider(conn, uuid):
     return row
 
 
-def bump_generation(conn, provider_id, seen_generation, message=None):
-    """Compare-and-swap the provider generation from ``seen`` to ``seen+1``.
+def swap_generations(conn, seen, conflict=None):
+    """Compare-and-swap the generation of every provider in ``seen``
+    ({id: generation read}) to generation + 1, in one statement.
 
-    Returns the new generation; ConcurrentUpdate when another writer won.
+    ``updated_at`` is left alone: a generation bump is not an edit of the
+    provider itself. Raises ``conflict`` (an exception instance, default
+    ConcurrentUpdate) when another writer moved any of them first.
     """
     result = conn.execute(
         RP.update()
-        .where(RP.c.id == provider_id, RP.c.generation == seen_generation)
-        .values(generation=seen_generation + 1, updated_at=RP.c.updated_at))
-    if result.rowcount != 1:
-        raise exception.ConcurrentUpdate(
-            message or "resource provider generation conflict")
+        .where(RP.c.id.in_(seen),
+               RP.c.generation == sa.case(seen, value=RP.c.id))
+        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at))
+    if result.rowcount != len(seen):
+        raise conflict or exception.ConcurrentUpdate(
+            "resource provider generation conflict")
+
+
+def bump_generation(conn, provider_id, seen_generation, message=None):
+    """One provider's compare-and-swap; returns the new generation."""
+    swap_generations(conn, {provider_id: seen_generation},
+                     message and exception.ConcurrentUpdate(message))
     return seen_generation + 1
 
 

@@ -66,7 +66,7 @@ def _check_providers(conn, inventories):
 def _bump(conn, expected, provider_ids):
     """Swap the generation of ``provider_ids`` from the expected value."""
     seen = {rp: expected[rp] for rp in provider_ids}
-    allocation.swap_generations(conn, seen)
+    common.swap_generations(conn, seen, allocation.ProviderRace())
     return {**expected, **{rp: g + 1 for rp, g in seen.items()}}
 
 
