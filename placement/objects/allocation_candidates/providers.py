@@ -95,22 +95,14 @@ def _uuid_spellings(values):
     return out
 
 
-def _canonical(value):
-    try:
-        return str(uuidlib.UUID(value))
-    except ValueError:
-        return value
-
-
 def resolve_aggregates(conn, uuids):
-    """{uuid as requested: id} for the aggregates that exist."""
+    """{uuid: id} for the aggregates that exist. Aggregates are stored and
+    matched exactly as the client spelled them (aggregates.md), as the
+    provider list does."""
     if not uuids:
         return {}
-    rows = conn.execute(sa.select(AGG.c.uuid, AGG.c.id).where(
-        AGG.c.uuid.in_(_uuid_spellings(uuids)))).all()
-    by_uuid = {_canonical(u): i for u, i in rows}
-    return {u: by_uuid[_canonical(u)] for u in uuids
-            if _canonical(u) in by_uuid}
+    return dict(conn.execute(sa.select(AGG.c.uuid, AGG.c.id).where(
+        AGG.c.uuid.in_(set(uuids)))).all())
 
 
 def resolve_root(conn, provider_uuid):
