@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from placement.db import tables
+
 LOG = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30000
@@ -92,6 +94,28 @@ def _setup_mysql(engine, sql_mode):
         cur.close()
 
 
+CATALOG = tables.catalog_changes
+_BUMP = (CATALOG.update().where(CATALOG.c.shard == sa.bindparam("to_shard"))
+         .values(changes=CATALOG.c.changes + 1))
+
+
+def _count_catalog_change(conn):
+    # Last statement before commit: the shard's row lock is held briefly and
+    # its holder waits for nothing else, so it cannot join a deadlock.
+    shard = random.randrange(tables.CATALOG_SHARDS)
+    if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
+        # A missing shard row would leave the count unchanged.
+        conn.execute(insert_ignore(conn.dialect.name, CATALOG),
+                     {"shard": shard, "changes": 0})
+        conn.execute(_BUMP, {"to_shard": shard})
+
+
+def catalog_stamp(conn):
+    """The number of catalog changes committed so far (only grows)."""
+    return conn.execute(sa.select(sa.func.coalesce(
+        sa.func.sum(CATALOG.c.changes), 0))).scalar()
+
+
 def is_deadlock(error):
     """True for errors a fresh transaction may not hit again."""
     orig = getattr(error, "orig", None)
@@ -115,22 +139,33 @@ class Database:
                 yield conn
 
     @contextlib.contextmanager
-    def writer(self):
+    def writer(self, catalog=True):
+        """A write transaction. ``catalog``: it may change providers,
+        inventories, traits, aggregates or names (anything but allocations
+        and consumers), so it is counted in ``catalog_changes`` just before
+        commit, which tells every worker its cached catalog is out of date."""
         with self.engine.connect() as conn:
             conn = conn.execution_options(placement_writer=True)
             with conn.begin():
                 yield conn
+                if catalog:
+                    _count_catalog_change(conn)
 
     def insert_ignore(self, table):
         """An INSERT that skips rows whose unique key already exists."""
-        if self.dialect == "sqlite":
-            return table.insert().prefix_with("OR IGNORE")
-        if self.dialect == "mysql":
-            return table.insert().prefix_with("IGNORE")
-        if self.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-            return insert(table).on_conflict_do_nothing()
-        raise NotImplementedError(self.dialect)
+        return insert_ignore(self.dialect, table)
+
+
+def insert_ignore(dialect, table):
+    """An INSERT for ``dialect`` (name) that skips existing unique keys."""
+    if dialect == "sqlite":
+        return table.insert().prefix_with("OR IGNORE")
+    if dialect == "mysql":
+        return table.insert().prefix_with("IGNORE")
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+        return insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(dialect)
 
 
 def retry_on_deadlock(fn):

@@ -148,3 +148,23 @@ consumers = _table(
              "uuid"),
     sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
 )
+
+# Committed writes that may change what the allocation candidate catalog
+# (objects/allocation_candidates/catalog.py) caches per worker: providers,
+# inventories, traits, aggregates and names; allocation writes don't count.
+# Every such transaction adds one to a random shard, so concurrent writers
+# rarely wait on the same row; readers sum the shards.
+CATALOG_SHARDS = 32
+catalog_changes = sa.Table(
+    "catalog_changes", metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("changes", sa.BigInteger, nullable=False,
+              server_default=sa.text("0")),
+    **MYSQL_TABLE_ARGS)
+
+
+@sa.event.listens_for(catalog_changes, "after_create")
+def _add_shards(table, connection, **kw):
+    # metadata.create_all (tests, tools) gets the rows the migration adds.
+    connection.execute(table.insert(), [{"shard": shard, "changes": 0}
+                                        for shard in range(CATALOG_SHARDS)])

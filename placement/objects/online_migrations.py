@@ -57,7 +57,7 @@ def set_root_provider_ids(db, batch_size):
 def create_incomplete_consumers(db, batch_size):
     """Consumer rows, owned by the configured "incomplete" project and user,
     for allocations written before consumers were recorded."""
-    with db.writer() as conn:
+    with db.writer(catalog=False) as conn:
         found = _count(conn, _consumerless())
         uuids = conn.scalars(_consumerless().limit(batch_size)).all()
         if uuids:

@@ -67,6 +67,11 @@ class GabbiRun(pytest.Collector):
         fixtures.require_backend(self.backend)
         self._app_cm = fixtures.app(self.backend)
         CURRENT.app, _ = self._app_cm.__enter__()
+        # Both candidate stage-2 paths answer every file: MySQL (production)
+        # through the cached catalog, SQLite through per-request SQL.
+        fixtures.configure().set_override(
+            "allocation_candidates_catalog", self.backend != "sqlite",
+            group="placement")
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
 
@@ -74,6 +79,8 @@ class GabbiRun(pytest.Collector):
         try:
             self.suite.stop()
         finally:
+            fixtures.configure().clear_override(
+                "allocation_candidates_catalog", group="placement")
             CURRENT.app = None
             if self._app_cm is not None:
                 self._app_cm.__exit__(None, None, None)

@@ -225,11 +225,11 @@ def test_allocation_conflict_retry_counted(client, monkeypatch):
     real = allocation._transaction
     lost = []
 
-    def lose_once(db, attempt):
+    def lose_once(db, attempt, catalog):
         if not lost:
             lost.append(True)
             raise allocation.ProviderRace("lost")
-        return real(db, attempt)
+        return real(db, attempt, catalog)
     monkeypatch.setattr(allocation, "_transaction", lose_once)
     before = client.get("/metrics").text
     resp = client.put("/allocations/%s" % uuid.uuid4(), headers=headers,

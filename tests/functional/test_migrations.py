@@ -13,7 +13,7 @@ from placement.db import tables
 from tests import fixtures
 
 CHAIN = ["b4ed3a175331", "611cd6dffd7b", "b5c396305c25", "422ece571366",
-         "a082b8bb98d0"]
+         "a082b8bb98d0", "c7d1e4f2a9b3"]
 
 
 @pytest.fixture(params=fixtures.BACKENDS)

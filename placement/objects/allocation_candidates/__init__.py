@@ -3,7 +3,8 @@
 Stages, one module each: ``request`` (groups and structural rules),
 ``providers`` (all SQL), ``trees`` (who can serve which group under which
 anchor), ``search`` (lazy combinations) and ``render`` (JSON per
-microversion). ``find`` runs stages 2-4 in one read transaction.
+microversion); ``catalog`` answers stage 2 from a per-worker cache while it
+is current. ``find`` runs stages 2-4 in one read transaction.
 """
 import dataclasses
 import functools
@@ -11,6 +12,7 @@ import itertools
 import random
 
 from placement.objects import common
+from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
@@ -23,6 +25,7 @@ class Options:
     strategy: str = "depth-first"
     max_candidates: int = -1         # generation cap, -1 unlimited
     randomize: bool = False
+    catalog: bool = True             # use the worker's cached catalog
 
 
 @dataclasses.dataclass
@@ -40,8 +43,10 @@ FIRST_PAGE = 256        # trees read first by a limited search
 def find(db, request, options=Options()):
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
+        source = options.catalog and catalog.reader(db, conn)
         try:
-            return _find(conn, request, options)
+            return _find(conn, source or providers.Reader(conn), request,
+                         options)
         except providers.NoCandidates:
             return EMPTY
 
@@ -83,18 +88,18 @@ def _resolve(conn, request):
     return groups, class_ids, trait_ids, aggregate_ids
 
 
-def _find(conn, request, options):
+def _find(conn, source, request, options):
     groups, class_ids, trait_ids, aggregate_ids = _resolve(conn, request)
     load = functools.partial(
-        providers.load_snapshot, conn, class_ids.values(),
+        source.snapshot, class_ids.values(),
         set(trait_ids.values()), aggregate_ids,
         whole_trees=bool(request.same_subtree)
         or not all(g.resources for g in groups))
     paged = (request.limit is not None and not options.randomize
-             and not providers.sharing_holds(conn, class_ids.values()))
+             and not source.sharing_holds(class_ids.values()))
     if paged:
         snapshots = (load(roots=page) for page in
-                     _pages(providers.root_ids(conn), request.limit))
+                     _pages(source.root_ids(), request.limit))
     else:
         snapshots = [load()]
     seen = _Seen()
@@ -106,11 +111,11 @@ def _find(conn, request, options):
         found = search.unique(found)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
-    one_per_tree = not options.nested_aware and providers.is_nested(conn)
+    one_per_tree = not options.nested_aware and source.is_nested()
     if one_per_tree:
         found = (c for c in found if _one_provider_per_tree(c, seen))
     found = _limit(found, request.limit, options.randomize)
-    return _with_summaries(conn, found, seen, class_ids, one_per_tree)
+    return _with_summaries(source, found, seen, class_ids, one_per_tree)
 
 
 def _pages(roots, limit):
@@ -174,16 +179,16 @@ def _limit(found, limit, randomize):
     return found
 
 
-def _with_summaries(conn, found, seen, class_ids, allocated_only):
+def _with_summaries(source, found, seen, class_ids, allocated_only):
     allocated = {rp for c in found for rp, _, _ in c.allocations}
     roots = {seen.root(rp) for rp in allocated}
     class_names = {i: n for n, i in class_ids.items()}
-    summaries = providers.load_summaries(
-        conn, roots, seen.inventories(roots), class_names,
+    summaries = source.summaries(
+        roots, seen.inventories(roots), class_names,
         allocated if allocated_only else None)
     uuids = {rp: s.uuid for rp, s in summaries.items()}
     # Resourceless groups may map providers outside the summarised trees.
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     if not mapped <= uuids.keys():
-        uuids.update(providers.load_uuids(conn, mapped - uuids.keys()))
+        uuids.update(source.uuids(mapped - uuids.keys()))
     return Result(found, summaries, uuids, class_names)

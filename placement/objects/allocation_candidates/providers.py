@@ -322,3 +322,32 @@ def load_uuids(conn, provider_ids):
         out.update(conn.execute(sa.select(RP.c.id, RP.c.uuid)
                                 .where(RP.c.id.in_(ids))).all())
     return out
+
+
+class Reader:
+    """The stage's queries on one connection, as the engine calls them
+    (``catalog.Reader`` answers the same calls from a cached catalog)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def root_ids(self):
+        return root_ids(self.conn)
+
+    def sharing_holds(self, class_ids):
+        return sharing_holds(self.conn, class_ids)
+
+    def is_nested(self):
+        return is_nested(self.conn)
+
+    def uuids(self, provider_ids):
+        return load_uuids(self.conn, provider_ids)
+
+    def snapshot(self, class_ids, trait_ids, aggregate_ids,
+                 whole_trees=False, roots=None):
+        return load_snapshot(self.conn, class_ids, trait_ids, aggregate_ids,
+                             whole_trees, roots)
+
+    def summaries(self, root_ids, known, class_names, provider_ids=None):
+        return load_summaries(self.conn, root_ids, known, class_names,
+                              provider_ids)
