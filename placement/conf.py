@@ -72,11 +72,12 @@ placement_opts = [
                         ("breadth-first", "Visit roots round-robin.")],
                help="Order in which root providers are visited while "
                     "generating allocation candidates."),
-    cfg.BoolOpt("allocation_candidates_catalog", default=True,
+    cfg.BoolOpt("provider_catalog", default=True,
                 help="Keep a per-worker in-memory copy of providers, "
                      "inventories, traits and aggregates for allocation "
-                     "candidate requests, read again after any of them "
-                     "changes (usage is always read from the database). "
+                     "candidates and the unfiltered provider list, read "
+                     "again after any of them changes (usage and "
+                     "generations are always read from the database). "
                      "Costs memory in proportion to the number of "
                      "providers; False reads everything per request."),
 ]

@@ -39,8 +39,7 @@ def list_allocation_candidates(req, resp):
             nested_aware=version >= NESTED_AWARE_SINCE,
             strategy=CONF.placement.allocation_candidates_generation_strategy,
             max_candidates=CONF.placement.max_allocation_candidates,
-            randomize=CONF.placement.randomize_allocation_candidates,
-            catalog=CONF.placement.allocation_candidates_catalog))
+            randomize=CONF.placement.randomize_allocation_candidates))
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:

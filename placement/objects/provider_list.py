@@ -3,12 +3,15 @@
 One SELECT with the filters as (correlated) EXISTS clauses, one aggregate
 with the same filters for last-modified, plus at most three small lookups
 (in_tree root, trait ids, class ids): the number of queries never depends
-on the number of providers.
+on the number of providers. The unfiltered list takes names, uuids and
+trees from the worker's provider catalog while it is current and reads
+only generations.
 """
 import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects import common
+from placement.objects.allocation_candidates import catalog
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import inventory as inventory_schema
 
@@ -44,6 +47,10 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
     if member_of:
         clauses += _member_of(member_of)
     with db.reader() as conn:
+        if not (clauses or in_tree or required or resources):
+            everyone = _from_catalog(db, conn)
+            if everyone is not None:
+                return everyone
         if in_tree is not None:
             root_id = conn.scalar(sa.select(RP.c.root_provider_id)
                                   .where(RP.c.uuid == in_tree))
@@ -62,10 +69,34 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
             *(query.selected_columns[c] for c in LISTED))
         providers = conn.execute(listing.where(*clauses).order_by(RP.c.id)
                                  ).mappings().all()
-        last_modified = conn.scalar(sa.select(sa.func.max(
-            sa.func.coalesce(RP.c.updated_at, RP.c.created_at)))
-            .where(*clauses)) if providers else None
+        last_modified = (_last_modified(conn, clauses) if providers
+                         else None)
     return providers, last_modified
+
+
+def _from_catalog(db, conn):
+    """The unfiltered list from the worker's provider catalog, reading
+    only generations (they move with allocations) and last modified; None
+    when the catalog is not current."""
+    cached = catalog.current(db, conn)
+    if cached is None:
+        return None
+    uuids, names, every = cached.uuids, cached.names, cached.providers
+    # Providers created after the catalog's stamp was read are left out,
+    # as if this transaction had started before them.
+    providers = [
+        {"uuid": uuids[rp], "name": names[rp], "generation": generation,
+         "parent_provider_uuid": uuids.get(every[rp].parent_id),
+         "root_provider_uuid": uuids[every[rp].root_id]}
+        for rp, generation in conn.execute(
+            sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)).all()
+        if rp in every]
+    return providers, _last_modified(conn, ()) if providers else None
+
+
+def _last_modified(conn, clauses):
+    return conn.scalar(sa.select(sa.func.max(
+        sa.func.coalesce(RP.c.updated_at, RP.c.created_at))).where(*clauses))
 
 
 def _in_aggregates(uuids):

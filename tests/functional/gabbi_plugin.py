@@ -70,7 +70,7 @@ class GabbiRun(pytest.Collector):
         # Both candidate stage-2 paths answer every file: MySQL (production)
         # through the cached catalog, SQLite through per-request SQL.
         fixtures.configure().set_override(
-            "allocation_candidates_catalog", self.backend != "sqlite",
+            "provider_catalog", self.backend != "sqlite",
             group="placement")
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
@@ -80,7 +80,7 @@ class GabbiRun(pytest.Collector):
             self.suite.stop()
         finally:
             fixtures.configure().clear_override(
-                "allocation_candidates_catalog", group="placement")
+                "provider_catalog", group="placement")
             CURRENT.app = None
             if self._app_cm is not None:
                 self._app_cm.__exit__(None, None, None)

@@ -1,7 +1,8 @@
-"""The per-worker candidate catalog: two workers (two engines and apps) on
+"""The per-worker provider catalog: two workers (two engines and apps) on
 one database. Every kind of write made through one worker changes what the
-other's warm catalog answers, exactly as the uncached SQL path would, and
-allocation writes leave the catalog in place while usage stays current."""
+other's warm catalog answers (allocation candidates and the provider list),
+exactly as the uncached SQL path would, and allocation writes leave the
+catalog in place while usage and generations stay current."""
 import contextlib
 import uuid
 
@@ -26,6 +27,9 @@ QUERIES = [
     "resources=VCPU:1&limit=1",
     "resources_A=VCPU:1&required_A=CUSTOM_GOLD&group_policy=isolate",
 ]
+# The candidates, then the unfiltered provider list (also from the catalog).
+PATHS = ["/allocation_candidates?" + q for q in QUERIES] + [
+    "/resource_providers"]
 
 
 @contextlib.contextmanager
@@ -74,14 +78,13 @@ class Cloud:
 
     def answers(self, catalog_on):
         """Each query's body from the reading worker."""
-        self.conf.set_override("allocation_candidates_catalog", catalog_on,
+        self.conf.set_override("provider_catalog", catalog_on,
                                group="placement")
         try:
-            return [self.call(self.reader, "/allocation_candidates?" + q
-                              % {"agg": self.agg}, status=200).json()
-                    for q in QUERIES]
+            return [self.call(self.reader, path % {"agg": self.agg},
+                              status=200).json() for path in PATHS]
         finally:
-            self.conf.clear_override("allocation_candidates_catalog",
+            self.conf.clear_override("provider_catalog",
                                      group="placement")
 
     def check(self):
@@ -203,6 +206,8 @@ def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
     assert _count(answers[3]) == 0           # VCPU:2 no longer fits
     summary = answers[0]["provider_summaries"][numa]
     assert summary["resources"]["VCPU"] == {"capacity": 4, "used": 3}
+    listed = {p["uuid"]: p for p in answers[-1]["resource_providers"]}
+    assert listed[numa]["generation"] == cloud.generation(numa)
     cloud.call(cloud.writer, "/allocations/%s" % consumer, "DELETE",
                status=204)
     assert _stamp(cloud.reader_db) == stamp
@@ -214,8 +219,8 @@ def test_a_worker_reading_its_catalog_leaves_others_to_sql(cloud):
     cache = catalog._Cache()
     with cloud.reader_db.reader() as conn:
         with cache.reading:
-            assert cache.reader(conn) is None
-        assert cache.reader(conn) is not None
+            assert cache.current(conn) is None
+        assert cache.current(conn) is not None
 
 
 def test_rolled_back_writes_are_not_counted(cloud):

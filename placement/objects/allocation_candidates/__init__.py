@@ -25,7 +25,6 @@ class Options:
     strategy: str = "depth-first"
     max_candidates: int = -1         # generation cap, -1 unlimited
     randomize: bool = False
-    catalog: bool = True             # use the worker's cached catalog
 
 
 @dataclasses.dataclass
@@ -43,10 +42,9 @@ FIRST_PAGE = 256        # trees read first by a limited search
 def find(db, request, options=Options()):
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
-        source = options.catalog and catalog.reader(db, conn)
+        source = catalog.reader(db, conn) or providers.Reader(conn)
         try:
-            return _find(conn, source or providers.Reader(conn), request,
-                         options)
+            return _find(conn, source, request, options)
         except providers.NoCandidates:
             return EMPTY
 

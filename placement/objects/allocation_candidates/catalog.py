@@ -17,6 +17,7 @@ import weakref
 
 import sqlalchemy as sa
 
+from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.allocation_candidates import providers as sql
@@ -48,13 +49,14 @@ class Catalog:
 
     def __init__(self, conn, stamp):
         self.stamp = stamp
-        self.providers, self.uuids = {}, {}
+        self.providers, self.uuids, self.names = {}, {}, {}
         self.members = collections.defaultdict(list)    # root -> providers
-        for rp, uuid, parent, root in conn.execute(sa.select(
-                RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
+        for rp, uuid, name, parent, root in conn.execute(sa.select(
+                RP.c.id, RP.c.uuid, RP.c.name, RP.c.parent_provider_id,
                 RP.c.root_provider_id)):
             self.providers[rp] = sql.Provider(rp, parent, root)
             self.uuids[rp] = uuid
+            self.names[rp] = name
             self.members[root].append(rp)
         self.roots = sorted(self.members)
         self.nested = len(self.roots) < len(self.providers)
@@ -221,9 +223,9 @@ class _Cache:
         self.catalog = None
         self.reading = threading.Lock()
 
-    def reader(self, conn):
-        """A catalog ``Reader`` when the catalog is (or could be made)
-        current, else None (the caller reads through SQL)."""
+    def current(self, conn):
+        """The catalog when it is (or could be made) current, else None
+        (the caller reads through SQL)."""
         stamp = db_api.catalog_stamp(conn)
         catalog = self.catalog
         if catalog is None or catalog.stamp != stamp:
@@ -236,17 +238,26 @@ class _Cache:
                 catalog = self.catalog = Catalog(conn, stamp)
             finally:
                 self.reading.release()
-        return Reader(conn, catalog)
+        return catalog
 
 
 _CACHES = weakref.WeakKeyDictionary()      # Database -> _Cache
 _CACHES_LOCK = threading.Lock()
 
 
-def reader(db, conn):
-    """A ``Reader`` on the current catalog of ``db``, or None."""
+def current(db, conn):
+    """The current catalog of ``db`` as seen by ``conn``'s transaction, or
+    None when the caller should read through SQL."""
+    if not CONF.placement.provider_catalog:
+        return None
     with _CACHES_LOCK:
         cache = _CACHES.get(db)
         if cache is None:
             cache = _CACHES[db] = _Cache()
-    return cache.reader(conn)
+    return cache.current(conn)
+
+
+def reader(db, conn):
+    """A ``Reader`` on the current catalog of ``db``, or None."""
+    catalog = current(db, conn)
+    return Reader(conn, catalog) if catalog is not None else None
