@@ -6,20 +6,84 @@ consolidated capacity and max_unit (each pick), isolate (each suffixed
 pick), the unsuffixed group's collective traits (its last slot) and each
 ``same_subtree`` constraint (its last group's slot). Nothing is
 materialised: candidates stream out and the caller stops at its limit.
+
+Every anchor of a request has the same slot layout (one slot per group,
+one per class of a spread group), so what depends only on the layout is
+worked out once per ``Search`` (``_Layout``), not once per anchor.
 """
 import collections
-import dataclasses
 import itertools
+import typing
 
 
-@dataclasses.dataclass(frozen=True)
-class Candidate:
+class Candidate(typing.NamedTuple):
     """One allocation request, ids only."""
+    # A tuple: built once per candidate, hundreds of thousands per request.
     allocations: tuple      # ((provider id, class id, amount), ...) sorted
     mappings: tuple         # ((suffix, (provider id, ...)), ...) sorted
 
     def providers(self):
         return {rp for rp, _, _ in self.allocations}
+
+
+class _Room(dict):
+    """(provider, class) -> the largest consolidated amount that fits,
+    computed on first use: ``fits_sum(amount)`` is ``amount <=
+    min(capacity - used, max_unit)``, one number to compare with."""
+
+    def __init__(self, inventories):
+        super().__init__()
+        self.inventories = inventories
+
+    def __missing__(self, key):
+        inventory = self.inventories[key]
+        room = self[key] = min(inventory.capacity - inventory.used,
+                               inventory.max_unit)
+        return room
+
+
+class _Layout:
+    """What a walk needs that depends on the slot layout, not the anchor."""
+
+    def __init__(self, search, slots):
+        groups = search.groups
+        group_slots = collections.defaultdict(list)
+        for i, slot in enumerate(slots):
+            group_slots[slot.group].append(i)
+        last_slot = {slot.group: i for i, slot in enumerate(slots)
+                     if slot.closes_group}
+        # Per slot: (check, slot indexes) pairs judged once it is filled.
+        self.checks = [[] for _ in slots]
+        for i, slot in enumerate(slots):
+            any_traits = groups[slot.group].any_traits
+            if slot.closes_group and slot.spread and any_traits:
+                self.checks[i].append((search.traits_hold(any_traits),
+                                       group_slots[slot.group]))
+        for constraint in search.same_subtree:
+            members = [last_slot[g] for g in constraint]
+            self.checks[max(members)].append((search.one_subtree, members))
+        # isolate: a suffixed group's provider serves no other one.
+        self.isolating = [search.isolate and not groups[slot.group].spread
+                          for slot in slots]
+        self.isolated = [i for i, isolating in enumerate(self.isolating)
+                         if isolating]
+        self.checked = [i for i, checks in enumerate(self.checks) if checks]
+        self.mappings = sorted((groups[g].suffix, indexes)
+                               for g, indexes in group_slots.items())
+
+    def holds(self, i, picked):
+        """The constraints judged at slot ``i`` hold for ``picked``."""
+        for check, indexes in self.checks[i]:
+            if not check([picked[j] for j in indexes]):
+                return False
+        return True
+
+    def candidate(self, picked, amounts):
+        return Candidate(
+            tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
+            tuple([(suffix, (picked[indexes[0]],) if len(indexes) == 1
+                    else tuple(sorted({picked[i] for i in indexes})))
+                   for suffix, indexes in self.mappings]))
 
 
 class Search:
@@ -31,129 +95,131 @@ class Search:
         index = {g.suffix: i for i, g in enumerate(groups)}
         self.same_subtree = [tuple(index[s] for s in c) for c in same_subtree]
         self._ancestors = {}
+        self._layouts = {}
+        self._room = _Room(self.snap.inventories)   # the walk meets each
+                                                    # pair many times
 
     def ancestors(self, rp):
         """``rp`` and every provider above it."""
-        if rp not in self._ancestors:
+        found = self._ancestors.get(rp)
+        if found is None:
             parent = self.snap.providers[rp].parent_id
-            self._ancestors[rp] = ({rp} | self.ancestors(parent)
-                                   if parent is not None else {rp})
-        return self._ancestors[rp]
+            found = self._ancestors[rp] = (
+                self.ancestors(parent) | {rp} if parent is not None
+                else frozenset((rp,)))
+        return found
 
-    def _one_subtree(self, rps):
-        return any(all(top in self.ancestors(rp) for rp in rps)
-                   for top in rps)
+    def one_subtree(self, rps):
+        """Some provider of ``rps`` is at or above all of them."""
+        return not frozenset.intersection(
+            *[self.ancestors(rp) for rp in rps]).isdisjoint(rps)
 
-    def _feasible(self, plan):
+    def traits_hold(self, any_traits):
+        """Check of a spread group's traits, judged on all its providers."""
+        traits = self.trees.traits
+
+        def check(rps):
+            found = set().union(*[traits(rp) for rp in rps])
+            return all(found & any_of for any_of in any_traits)
+        return check
+
+    def _feasible(self, options):
         """Cheap bound: each class's total demand fits the anchor's supply.
 
         Stops wide trees from being walked when, say, more single-unit
         groups are asked than there are free units under the anchor."""
-        demand = collections.Counter()
-        holders = collections.defaultdict(set)
-        for slot in plan.slots:
-            # All options of a slot ask the same amounts.
-            for rc, amount in slot.options[0][1]:
-                demand[rc] += amount
-            for rp, allocations in slot.options:
-                for rc, _ in allocations:
-                    holders[rc].add(rp)
+        demand, supply, counted = {}, {}, set()
         inventories = self.snap.inventories
-        return all(sum(inventories[rp, rc].capacity - inventories[rp, rc].used
-                       for rp in holders[rc]) >= demand[rc]
-                   for rc in demand)
+        for slot_options in options:
+            # All options of a slot ask the same amounts.
+            for rc, amount in slot_options[0][1]:
+                demand[rc] = demand.get(rc, 0) + amount
+            for rp, allocations in slot_options:
+                for rc, _ in allocations:
+                    if (rp, rc) not in counted:
+                        counted.add((rp, rc))
+                        inventory = inventories[rp, rc]
+                        supply[rc] = (supply.get(rc, 0) + inventory.capacity
+                                      - inventory.used)
+        return all(supply[rc] >= amount for rc, amount in demand.items())
 
     def candidates(self, plan):
-        """Every valid combination for one anchor, lazily."""
-        # The bound only pays off when there is a choice to prune; with one
-        # option per slot the walk's own checks are cheaper.
-        if (any(len(slot.options) > 1 for slot in plan.slots)
-                and not self._feasible(plan)):
-            return
-        slots = plan.slots
-        groups = self.groups
+        """Every valid combination for one anchor, lazily (an iterator)."""
+        options = plan.options
+        if not options:
+            return iter(())
+        layout = self._layouts.get(plan.slots)
+        if layout is None:
+            layout = self._layouts[plan.slots] = _Layout(self, plan.slots)
+        if max(map(len, options)) == 1:
+            return iter(self._only(options, layout))
+        # The bound only pays off when there is a choice to prune.
+        if not self._feasible(options):
+            return iter(())
+        return self._walk(options, layout)
+
+    def _only(self, options, layout):
+        """The one combination of slots with one option each (flat
+        requests: one slot per anchor), without the walk's machinery."""
+        picked = [slot_options[0][0] for slot_options in options]
+        amounts = {}
+        for (rp, allocations), in options:
+            for rc, n in allocations:
+                amounts[rp, rc] = amounts.get((rp, rc), 0) + n
         inventories = self.snap.inventories
+        for key, amount in amounts.items():
+            if not inventories[key].fits_sum(amount):
+                return ()
+        isolated = [picked[i] for i in layout.isolated]
+        if len(set(isolated)) != len(isolated):
+            return ()
+        for i in layout.checked:
+            if not layout.holds(i, picked):
+                return ()
+        return (layout.candidate(picked, amounts),)
+
+    def _walk(self, options, layout):
+        room = self._room
+        holds, candidate = layout.holds, layout.candidate
         amounts = {}                             # (rp, rc) -> summed amount
-        picked = [None] * len(slots)             # provider per slot
+        picked = [None] * len(options)           # provider per slot
         isolated = set()                         # providers of suffixed groups
-        # same_subtree constraints checked once their last group is placed.
-        last_slot = {}
-        for i, slot in enumerate(slots):
-            if slot.closes_group:
-                last_slot[slot.group] = i
-        checks_at = collections.defaultdict(list)
-        for constraint in self.same_subtree:
-            checks_at[max(last_slot[g] for g in constraint)].append(constraint)
-        group_slots = collections.defaultdict(list)
-        for i, slot in enumerate(slots):
-            group_slots[slot.group].append(i)
-
-        def group_providers(g):
-            return {picked[i] for i in group_slots[g]}
-
-        def constraints_hold(i, slot):
-            group = groups[slot.group]
-            if slot.closes_group and slot.spread and group.any_traits:
-                traits = set().union(*(self.trees.traits(rp)
-                                       for rp in group_providers(slot.group)))
-                if not all(traits & any_of for any_of in group.any_traits):
-                    return False
-            return all(self._one_subtree([picked[last_slot[g]]
-                                          for g in constraint])
-                       for constraint in checks_at.get(i, ()))
-
-        # Per slot: whether a constraint must be checked once it is filled.
-        checked = [bool(checks_at.get(i)) or (
-            slot.closes_group and slot.spread
-            and bool(groups[slot.group].any_traits))
-            for i, slot in enumerate(slots)]
-        suffixes = [groups[slot.group].suffix for slot in slots]
-        last = len(slots) - 1
-
-        def candidate():
-            mappings = {}
-            for suffix, rp in zip(suffixes, picked):
-                if suffix in mappings:
-                    mappings[suffix].add(rp)
-                else:
-                    mappings[suffix] = {rp}
-            return Candidate(
-                tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
-                tuple(sorted([(s, tuple(sorted(rps)))
-                              for s, rps in mappings.items()])))
+        last = len(options) - 1
 
         def walk(i):
-            slot = slots[i]
-            # isolate: a suffixed group's provider serves no other one.
-            isolating = self.isolate and not groups[slot.group].spread
-            for rp, allocations in slot.options:
+            isolating = layout.isolating[i]
+            checked = bool(layout.checks[i])
+            for rp, allocations in options[i]:
                 if isolating and rp in isolated:
                     continue
-                if not all(inventories[rp, rc].fits_sum(
-                        amounts.get((rp, rc), 0) + n) for rc, n in allocations):
-                    continue
-                picked[i] = rp
+                # Add the pick's amounts, then judge the sums.
+                fits = True
                 for rc, n in allocations:
-                    amounts[rp, rc] = amounts.get((rp, rc), 0) + n
-                if isolating:
-                    isolated.add(rp)
-                if not checked[i] or constraints_hold(i, slot):
-                    if i == last:
-                        yield candidate()
-                    else:
-                        yield from walk(i + 1)
-                if isolating:
-                    isolated.discard(rp)
+                    key = (rp, rc)
+                    amount = amounts[key] = amounts.get(key, 0) + n
+                    if amount > room[key]:
+                        fits = False
+                if fits:
+                    picked[i] = rp
+                    if not checked or holds(i, picked):
+                        if i == last:
+                            yield candidate(picked, amounts)
+                        else:
+                            if isolating:
+                                isolated.add(rp)
+                            yield from walk(i + 1)
+                            if isolating:
+                                isolated.discard(rp)
                 for rc, n in allocations:
                     # Only allocated pairs stay in ``amounts``.
-                    if amounts[rp, rc] == n:
-                        del amounts[rp, rc]
+                    key = (rp, rc)
+                    if amounts[key] == n:
+                        del amounts[key]
                     else:
-                        amounts[rp, rc] -= n
+                        amounts[key] -= n
             picked[i] = None
 
-        if slots:
-            yield from walk(0)
+        return walk(0)
 
 
 def depth_first(streams):

@@ -28,9 +28,7 @@ class Group:
 
 
 class Slot(typing.NamedTuple):
-    # Tuples: one per group and anchor, tens of thousands per request.
     group: int                      # index into the request's groups
-    options: tuple                  # ((provider id, allocations), ...)
     closes_group: bool              # the group's last slot
     spread: bool = False            # one of the group's per-class slots:
                                     # traits are judged on all of them
@@ -38,7 +36,10 @@ class Slot(typing.NamedTuple):
 
 class Plan(typing.NamedTuple):
     anchor: int
-    slots: tuple
+    slots: tuple                    # Slot per slot: one tuple shared by
+                                    # every anchor of the request
+    options: tuple                  # per slot: ((provider id, allocations),
+                                    # ...)
 
 
 def _has_traits(traits, group):
@@ -58,13 +59,17 @@ class Trees:
                  root_forbidden=frozenset()):
         self.snap = snapshot
         self.holders = collections.defaultdict(list)   # class id -> providers
-        for rp, rc in sorted(snapshot.inventories):
+        for rp, rc in snapshot.inventories:
             self.holders[rc].append(rp)
-        self.anchor_ok = {
-            rp for rp, p in snapshot.providers.items()
-            if p.parent_id is None
-            and root_required <= self.traits(rp)
-            and not root_forbidden & self.traits(rp)}
+        for holders in self.holders.values():
+            holders.sort()
+        self.anchor_ok = {rp for rp, p in snapshot.providers.items()
+                          if p.parent_id is None}
+        if root_required or root_forbidden:
+            self.anchor_ok = {
+                rp for rp in self.anchor_ok
+                if root_required <= self.traits(rp)
+                and not root_forbidden & self.traits(rp)}
 
     def traits(self, rp):
         return self.snap.traits.get(rp, frozenset())
@@ -77,13 +82,18 @@ class Trees:
 
     def anchors_of(self, rp):
         """The roots under which provider ``rp`` may be offered."""
-        roots = {self.root(rp)} | self.snap.serves.get(rp, frozenset())
-        return roots & self.anchor_ok
+        root = self.root(rp)
+        if rp not in self.snap.serves:      # most providers: no set work
+            return (root,) if root in self.anchor_ok else ()
+        return ({root} | self.snap.serves[rp]) & self.anchor_ok
 
     def _fits(self, rp, resources):
         inventories = self.snap.inventories
-        return all((rp, rc) in inventories and inventories[rp, rc].fits(amount)
-                   for rc, amount in resources)
+        for rc, amount in resources:
+            inventory = inventories.get((rp, rc))
+            if inventory is None or not inventory.fits(amount):
+                return False
+        return True
 
     def single(self, group):
         """{anchor: [option]} for a group served by one provider (§4.1)."""
@@ -99,27 +109,34 @@ class Trees:
             candidates = sorted(self.snap.providers)
         else:
             candidates = []
+        if group.any_traits or group.forbidden_traits:
+            candidates = [rp for rp in candidates
+                          if _has_traits(self.traits(rp), group)]
+        if group.any_aggregates or group.forbidden_aggregates:
+            candidates = [rp for rp in candidates
+                          if _in_aggregates(self.aggregates(rp), group)]
         by_anchor = collections.defaultdict(list)
+        option = group.resources
         for rp in candidates:
-            if (_has_traits(self.traits(rp), group)
-                    and _in_aggregates(self.aggregates(rp), group)):
-                for anchor in self.anchors_of(rp):
-                    by_anchor[anchor].append((rp, group.resources))
+            for anchor in self.anchors_of(rp):
+                by_anchor[anchor].append((rp, option))
         return by_anchor
 
     def spread(self, group):
         """{anchor: [[option] per class]} for the unsuffixed group (§4.2)."""
         if not group.resources:
             return {}
+        inventories = self.snap.inventories
         per_class = []
         for rc, amount in group.resources:
             pairs = collections.defaultdict(list)
+            option = ((rc, amount),)
             for rp in self.holders.get(rc, ()):
-                if (not self.snap.inventories[rp, rc].fits(amount)
+                if (not inventories[rp, rc].fits(amount)
                         or self.traits(rp) & group.forbidden_traits):
                     continue
                 for anchor in self._spread_anchors(rp, group):
-                    pairs[anchor].append((rp, ((rc, amount),)))
+                    pairs[anchor].append((rp, option))
             per_class.append(pairs)
         anchors = set.intersection(*(set(p) for p in per_class))
         return {a: [pairs[a] for pairs in per_class] for a in anchors}
@@ -127,19 +144,20 @@ class Trees:
     def _spread_anchors(self, rp, group):
         own_root = self.root(rp)
         if group.in_tree_root is not None:
-            anchors = {own_root} if own_root == group.in_tree_root else set()
+            anchors = (own_root,) if own_root == group.in_tree_root else ()
+        # A sharing provider must itself be in the member_of sets.
+        elif rp in self.snap.serves and all(
+                self.aggregates(rp) & any_of
+                for any_of in group.any_aggregates):
+            anchors = {own_root} | self.snap.serves[rp]
         else:
-            anchors = {own_root}
-            # A sharing provider must itself be in the member_of sets.
-            if rp in self.snap.serves and all(
-                    self.aggregates(rp) & any_of
-                    for any_of in group.any_aggregates):
-                anchors |= self.snap.serves[rp]
+            anchors = (own_root,)
+        anchors = [a for a in anchors if a in self.anchor_ok]
+        if not (group.any_aggregates or group.forbidden_aggregates):
+            return anchors
         mine = self.aggregates(rp)
-        return [a for a in anchors & self.anchor_ok
-                if all((mine | self.aggregates(a)) & any_of
-                       for any_of in group.any_aggregates)
-                and not (mine | self.aggregates(a)) & group.forbidden_aggregates]
+        return [a for a in anchors
+                if _in_aggregates(mine | self.aggregates(a), group)]
 
     def plans(self, groups):
         """A Plan for every anchor with a result for every group (§5.1)."""
@@ -152,14 +170,20 @@ class Trees:
                      for g, spread in zip(groups, spreads)]
         if not per_group:
             return []
+        slots = []
+        for index, (group, spread) in enumerate(zip(groups, spreads)):
+            count = len(group.resources) if spread else 1
+            slots.extend(Slot(index, i == count - 1, spread)
+                         for i in range(count))
+        slots = tuple(slots)
         anchors = set.intersection(*(set(c) for c in per_group))
         plans = []
         for anchor in sorted(anchors):
-            slots = []
-            for index, (found, spread) in enumerate(zip(per_group, spreads)):
-                lists = found[anchor] if spread else [found[anchor]]
-                slots.extend(Slot(index, tuple(options), i == len(lists) - 1,
-                                  spread)
-                             for i, options in enumerate(lists))
-            plans.append(Plan(anchor, tuple(slots)))
+            options = []
+            for found, spread in zip(per_group, spreads):
+                if spread:
+                    options.extend(map(tuple, found[anchor]))
+                else:
+                    options.append(tuple(found[anchor]))
+            plans.append(Plan(anchor, slots, tuple(options)))
         return plans
