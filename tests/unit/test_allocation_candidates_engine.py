@@ -1,17 +1,22 @@
 """The candidate engine (stages 2-5) on real databases, rows inserted
 directly. Layouts are the contract's worked examples (D1, D2) plus the
 capacity rules and wide trees."""
+import itertools
 import time
 import uuid as uuidlib
 
+import orjson
 import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import render
 from placement.objects.allocation_candidates import request as ac_request
+from placement.objects.allocation_candidates import search
+from placement.objects.allocation_candidates import trees
 from tests import fixtures
 
 T = tables
@@ -373,3 +378,73 @@ def test_wide_symmetric_tree_is_fast(db):
     groups = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, 12)]
     assert run(lay, groups, group_policy="none")["allocation_requests"] == []
     assert time.monotonic() - start < 10
+
+
+# Stages 3-5 on hand-made snapshots: the search's shortcut for plans with
+# one option per slot against its walk, and the renderer's JSON strings.
+
+VCPU, FPGA = 1, 2
+
+
+def _inventory(total, used=0, max_unit=None):
+    return providers.Inventory(total, 0, 1.0, 1, max_unit or total, 1, used)
+
+
+def _forest():
+    """Root 1 with children 2 and 3; 4 under 2. VCPU on 2 and 3 (3 half
+    used), FPGA on 3 and 4; trait 7 on 2."""
+    tree = {1: None, 2: 1, 3: 1, 4: 2}
+    snap = providers.Snapshot(
+        providers={rp: providers.Provider(rp, parent, 1)
+                   for rp, parent in tree.items()},
+        inventories={(2, VCPU): _inventory(4, max_unit=3),
+                     (3, VCPU): _inventory(4, used=2),
+                     (3, FPGA): _inventory(1), (4, FPGA): _inventory(1)},
+        traits={2: frozenset({7})}, aggregates={}, serves={}, nested=True)
+    return trees.Trees(snap)
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+@pytest.mark.parametrize("same_subtree", [(), (("_A", "_F"),)])
+@pytest.mark.parametrize("any_traits", [(), (frozenset({7}),)])
+def test_single_option_plans_match_the_walk(isolate, same_subtree,
+                                            any_traits):
+    forest = _forest()
+    groups = [trees.Group("", ((VCPU, 1),), any_traits=any_traits),
+              trees.Group("_A", ((VCPU, 2),)),
+              trees.Group("_F", ((FPGA, 1),))]
+    engine = search.Search(forest, groups, same_subtree, isolate)
+    slots = (trees.Slot(0, True, True), trees.Slot(1, True),
+             trees.Slot(2, True))
+    choices = [[(2, ((VCPU, 1),)), (3, ((VCPU, 1),))],
+               [(2, ((VCPU, 2),)), (3, ((VCPU, 2),))],
+               [(3, ((FPGA, 1),)), (4, ((FPGA, 1),))]]
+    whole = trees.Plan(1, slots, tuple(map(tuple, choices)))
+    walked = list(engine.candidates(whole))
+    # One plan per combination, in the walk's order: the same candidates.
+    singles = [trees.Plan(1, slots, tuple((option,) for option in combo))
+               for combo in itertools.product(*choices)]
+    shortcut = [c for plan in singles for c in engine.candidates(plan)]
+    assert shortcut == walked
+    assert walked      # the layout leaves something to compare
+    assert list(search.breadth_first(
+        engine.candidates(plan) for plan in singles)) == walked
+
+
+def test_consolidated_room_is_capacity_and_max_unit():
+    forest = _forest()
+    groups = [trees.Group("_A", ((VCPU, 2),)), trees.Group("_B", ((VCPU, 2),))]
+    engine = search.Search(forest, groups)
+    slots = (trees.Slot(0, True), trees.Slot(1, True))
+    on = [(2, ((VCPU, 2),))]
+    # 2 + 2 on provider 2 passes capacity (4) but not max_unit (3).
+    for options in ((tuple(on), tuple(on)), (tuple(on * 2), tuple(on))):
+        assert list(engine.candidates(trees.Plan(1, slots, options))) == []
+
+
+@pytest.mark.parametrize("text", [
+    "", "3f2a9c1e-8b7d-4e6f-a5c4-2d1b0e9f8a7c", "_GPU", 'say "hi"',
+    "back\\slash", "tab\there", "new\nline", "del\x7f", "ümlaut", "a/b",
+    "\u2028"])
+def test_quoted_strings_match_orjson(text):
+    assert render._quoted(text) == orjson.dumps(text)

@@ -2,9 +2,9 @@
 
 A response can hold hundreds of thousands of candidates that reuse a few
 thousand (provider, resources) pairs, so the document is written as JSON
-directly: each distinct allocation or mapping fragment is encoded once
-(by orjson) and candidates are joined from those fragments. The version is
-looked at once per document.
+directly: each provider's uuid, each distinct resources object, mapping
+and allocations object is encoded once and candidates are joined from
+those fragments. The version is looked at once per document.
 """
 import orjson
 
@@ -16,20 +16,24 @@ ALL_INVENTORIES_SINCE = "1.27"
 TREE_UUIDS_SINCE = "1.29"
 MAPPINGS_SINCE = "1.34"
 
-
-def _dict_entry(uuid, resources):
-    return orjson.dumps({uuid: {"resources": resources}})[1:-1]
-
-
-def _list_entry(uuid, resources):
-    return orjson.dumps({"resource_provider": {"uuid": uuid},
-                         "resources": resources})
-
-
-# (encoder of one provider's entry, opening, closing) of "allocations".
+# (one provider's entry from its quoted uuid and resources object,
+# opening, closing) of "allocations".
 ALLOCATIONS = microversion.VersionTable(
-    (None, (_list_entry, b'{"allocations":[', b']')),
-    (DICT_FORM_SINCE, (_dict_entry, b'{"allocations":{', b'}')))
+    (None, (b'{"resource_provider":{"uuid":%s},"resources":%s}',
+            b'{"allocations":[', b']')),
+    (DICT_FORM_SINCE, (b'%s:{"resources":%s}', b'{"allocations":{', b'}')))
+
+
+def _quoted(text):
+    """``text`` as a JSON string, byte for byte as orjson writes it.
+
+    Printable ASCII without quotes or backslashes needs no escape. Built
+    here because keeping thousands of orjson's own small outputs alive is
+    ~10x slower per string (each holds a large allocation)."""
+    if (text.isascii() and text.isprintable() and '"' not in text
+            and "\\" not in text):
+        return b'"%s"' % text.encode()
+    return orjson.dumps([text])[1:-1]
 
 
 class _Writer:
@@ -40,41 +44,56 @@ class _Writer:
         self.names = result.class_names
         self.entry, self.open, self.close = ALLOCATIONS(version)
         self.with_mappings = version >= MAPPINGS_SINCE
-        self.entries = {}       # (provider, ((class, amount), ...)) -> bytes
+        self.quoted = {}        # provider -> b'"uuid"'
+        self.resources = {}     # ((class, amount), ...) -> b'{"VCPU":1}'
+        self.allocations = {}   # Candidate.allocations -> bytes; isolated
+                                # groups repeat them in every permutation
         self.mappings = {}      # (suffix, (provider, ...)) -> bytes
 
-    def allocation(self, rp, resources):
-        key = (rp, tuple(resources))
-        fragment = self.entries.get(key)
+    def uuid(self, rp):
+        fragment = self.quoted.get(rp)
         if fragment is None:
-            fragment = self.entries[key] = self.entry(
-                self.uuids[rp], {self.names[rc]: n for rc, n in resources})
+            fragment = self.quoted[rp] = _quoted(self.uuids[rp])
         return fragment
+
+    def entry_of(self, rp, resources):
+        resources = tuple(resources)
+        fragment = self.resources.get(resources)
+        if fragment is None:
+            fragment = self.resources[resources] = orjson.dumps(
+                [{self.names[rc]: n for rc, n in resources}])[1:-1]
+        return self.entry % (self.uuid(rp), fragment)
+
+    def allocations_of(self, allocations):
+        parts = []
+        current, resources = None, []
+        for rp, rc, amount in allocations:      # sorted by provider
+            if rp != current:
+                if resources:
+                    parts.append(self.entry_of(current, resources))
+                current, resources = rp, []
+            resources.append((rc, amount))
+        if resources:
+            parts.append(self.entry_of(current, resources))
+        return self.open + b",".join(parts) + self.close
 
     def mapping(self, suffix_rps):
         fragment = self.mappings.get(suffix_rps)
         if fragment is None:
             suffix, rps = suffix_rps
-            fragment = self.mappings[suffix_rps] = orjson.dumps(
-                {suffix: [self.uuids[rp] for rp in rps]})[1:-1]
+            fragment = self.mappings[suffix_rps] = b"%s:[%s]" % (
+                _quoted(suffix), b",".join([self.uuid(rp) for rp in rps]))
         return fragment
 
     def candidate(self, candidate):
-        parts = []
-        current, resources = None, []
-        for rp, rc, amount in candidate.allocations:   # sorted by provider
-            if rp != current:
-                if resources:
-                    parts.append(self.allocation(current, resources))
-                current, resources = rp, []
-            resources.append((rc, amount))
-        if resources:
-            parts.append(self.allocation(current, resources))
-        out = self.open + b",".join(parts) + self.close
-        if self.with_mappings:
-            out += b',"mappings":{%s}' % b",".join(
-                [self.mapping(m) for m in candidate.mappings])
-        return out + b"}"
+        allocations = self.allocations.get(candidate.allocations)
+        if allocations is None:
+            allocations = self.allocations[candidate.allocations] = (
+                self.allocations_of(candidate.allocations))
+        if not self.with_mappings:
+            return allocations + b"}"
+        return b'%s,"mappings":{%s}}' % (allocations, b",".join(
+            [self.mapping(m) for m in candidate.mappings]))
 
 
 def provider_summaries(result, version):
@@ -82,12 +101,20 @@ def provider_summaries(result, version):
     all_inventories = version >= ALL_INVENTORIES_SINCE
     with_traits = version >= TRAITS_SINCE
     with_tree = version >= TREE_UUIDS_SINCE
+    # Identical inventories (same hardware, same usage) share one entry.
+    usage = {}              # Inventory -> {"capacity": ..., "used": ...}
     out = {}
     for _, summary in sorted(result.summaries.items()):
-        body = {"resources": {
-            rc: {"capacity": inv.capacity, "used": inv.used}
-            for rc, inv in sorted(summary.inventories.items())
-            if all_inventories or rc in requested}}
+        resources = {}
+        for rc, inventory in sorted(summary.inventories.items()):
+            if all_inventories or rc in requested:
+                entry = usage.get(inventory)
+                if entry is None:
+                    entry = usage[inventory] = {
+                        "capacity": inventory.capacity,
+                        "used": inventory.used}
+                resources[rc] = entry
+        body = {"resources": resources}
         if with_traits:
             body["traits"] = list(summary.traits)
         if with_tree:
