@@ -98,23 +98,26 @@ class Trees:
     def single(self, group):
         """{anchor: [option]} for a group served by one provider (§4.1)."""
         if group.resources:
-            first_class = group.resources[0][0]
-            candidates = [rp for rp in self.holders.get(first_class, ())
-                          if self._fits(rp, group.resources)
-                          and (group.in_tree_root is None
-                               or self.root(rp) == group.in_tree_root)]
+            candidates = self.holders.get(group.resources[0][0], ())
+            if group.in_tree_root is not None:
+                candidates = [rp for rp in candidates
+                              if self.root(rp) == group.in_tree_root]
         elif group.any_traits or group.any_aggregates:
             # Resourceless: upstream needs a positive filter and ignores
             # in_tree for these groups.
             candidates = sorted(self.snap.providers)
         else:
             candidates = []
+        # Cheap filters first: each keeps the order it is given.
         if group.any_traits or group.forbidden_traits:
             candidates = [rp for rp in candidates
                           if _has_traits(self.traits(rp), group)]
         if group.any_aggregates or group.forbidden_aggregates:
             candidates = [rp for rp in candidates
                           if _in_aggregates(self.aggregates(rp), group)]
+        if group.resources:
+            candidates = [rp for rp in candidates
+                          if self._fits(rp, group.resources)]
         by_anchor = collections.defaultdict(list)
         option = group.resources
         for rp in candidates:
