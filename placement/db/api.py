@@ -49,6 +49,10 @@ def create_engine(url, conf=None):
     if url.get_backend_name() == "mysql":
         kwargs["isolation_level"] = "READ COMMITTED"
         kwargs["pool_pre_ping"] = True
+        # The pool's own rollback-on-return is a round trip per request
+        # after a transaction that already ended; _setup_mysql resets only
+        # connections that may still be inside one.
+        kwargs["pool_reset_on_return"] = None
         if dbconf is not None:
             kwargs["pool_recycle"] = dbconf.connection_recycle_time
             if dbconf.max_pool_size is not None:
@@ -92,6 +96,33 @@ def _setup_mysql(engine, sql_mode):
         cur = dbapi_conn.cursor()
         cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
         cur.close()
+
+    # Whether the connection's last transaction ended with a COMMIT or
+    # ROLLBACK that did not fail: then a reset on return has nothing to undo.
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.info[_ENDED] = False
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _end(conn):
+        # Fired just before the driver's commit/rollback: a failing one
+        # reaches handle_error below, which takes this back.
+        conn.info[_ENDED] = True
+
+    @event.listens_for(engine, "handle_error")
+    def _error(context):
+        if context.connection is not None:
+            context.connection.info[_ENDED] = False
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_conn, record, state):
+        if not record.info.get(_ENDED):
+            dbapi_conn.rollback()
+        record.info[_ENDED] = False
+
+
+_ENDED = "placement_transaction_ended"
 
 
 CATALOG = tables.catalog_changes
