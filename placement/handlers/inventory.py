@@ -88,22 +88,36 @@ def create_inventory(req, resp, uuid):
 def set_inventories(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:update")
-    provider = inv_obj.find_provider(ctx.db, uuid)
-    data = request.json_body(req, schema.PUT_INVENTORIES)
-    inv_obj.check_generation(provider, data["resource_provider_generation"])
-    records = {name: inv_obj.with_defaults(record)
-               for name, record in data["inventories"].items()}
-    _check_capacity(req, uuid, records,
-                    "Unable to update inventory for resource provider")
+
+    # Inside the write transaction, once the provider is known to exist
+    # (the body is checked only after the lookup); cached, as the body can
+    # be read once and a deadlock retry calls it again.
+    @functools.cache
+    def body():
+        return request.json_body(req, schema.PUT_INVENTORIES)
+
+    parsed = {}
+
+    def read_request(provider):
+        data = body()
+        inv_obj.check_generation(provider,
+                                 data["resource_provider_generation"])
+        records = {name: inv_obj.with_defaults(record)
+                   for name, record in data["inventories"].items()}
+        _check_capacity(req, uuid, records,
+                        "Unable to update inventory for resource provider")
+        parsed["records"] = records
+        return data["resource_provider_generation"], records
+
     try:
         generation = inv_obj.replace_inventories(
-            ctx.db, uuid, data["resource_provider_generation"], records)
+            ctx.db, uuid, read_request=read_request)
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(
             "Unknown resource class in inventory for resource provider "
             "%s: %s" % (uuid, e.message))
     request.render(resp, {"resource_provider_generation": generation,
-                          "inventories": records})
+                          "inventories": parsed["records"]})
     request.set_last_modified(req, resp, None, always=True)
 
 

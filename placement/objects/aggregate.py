@@ -48,10 +48,26 @@ def set_provider_aggregates(db, uuid, read_request):
         raise exception.Conflict("Update conflict: %s" % e.orig)
 
 
+def _provider_with_aggregates(conn, uuid):
+    """(provider row, {aggregate id of the provider}) in one statement;
+    ResourceProviderNotFound if there is no such provider."""
+    rows = conn.execute(
+        sa.select(*common.PROVIDER_COLUMNS, RPA.c.aggregate_id)
+        .select_from(common.RP.outerjoin(
+            RPA, RPA.c.resource_provider_id == common.RP.c.id))
+        .where(common.RP.c.uuid == uuid)).mappings().all()
+    if not rows:
+        raise exception.ResourceProviderNotFound(
+            "No resource provider with uuid %s found" % uuid)
+    return rows[0], {row["aggregate_id"] for row in rows
+                     if row["aggregate_id"] is not None}
+
+
 @db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, read_request):
+    learned = []
     with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
+        provider, current = _provider_with_aggregates(conn, uuid)
         aggregates, expected = read_request()
         generation = provider["generation"]
         if expected is not None:
@@ -61,9 +77,8 @@ def _set_provider_aggregates(db, uuid, read_request):
                 conn, provider["id"], generation,
                 "Update conflict: resource provider %s changed concurrently"
                 % uuid)
-        current = set(_provider_aggregates(conn, provider["id"]))
-        wanted = set(common.ensure_ids(conn, db, AGG, "uuid",
-                                       aggregates).values())
+        wanted = set(common.ensure_ids(conn, db, AGG, "uuid", aggregates,
+                                       learned).values())
         if current - wanted:
             conn.execute(RPA.delete().where(
                 RPA.c.resource_provider_id == provider["id"],
@@ -72,4 +87,5 @@ def _set_provider_aggregates(db, uuid, read_request):
             conn.execute(RPA.insert(), [
                 {"resource_provider_id": provider["id"], "aggregate_id": agg}
                 for agg in wanted - current])
-        return aggregates, generation
+    common.remember(conn, learned)
+    return aggregates, generation

@@ -51,9 +51,12 @@ def replace_allocations(db, writes, check_generation):
     """Replace the allocations of every consumer in ``writes`` (a list of
     ``consumer.ConsumerWrite``), all or nothing."""
     def attempt(conn):
-        write_in(conn, db, prepare(conn, writes, check_generation))
-    run_write(db, attempt, "Inventory and/or allocations changed while "
-                           "attempting to allocate: ", catalog=False)
+        prepared = prepare(conn, writes, check_generation)
+        write_in(conn, db, prepared)
+        return prepared.learned
+    learned = run_write(db, attempt, "Inventory and/or allocations changed "
+                        "while attempting to allocate: ", catalog=False)
+    common.remember(db, learned)  # committed now
 
 
 def run_write(db, attempt, conflict_prefix, catalog=True):
@@ -86,12 +89,17 @@ class _Prepared:
     writes: list
     consumers: dict         # {uuid: consumer row} of existing consumers
     providers: dict         # {uuid: id} of every provider named
+    held: dict | None       # {uuid: {provider ids}} of their allocations
+    # [(table, {name: id})] created or read, to remember after commit
+    learned: list = dataclasses.field(default_factory=list)
 
 
 def prepare(conn, writes, check_generation):
     """The checks that come before any change: consumer generations (from
     1.28) in body order, then that every named provider exists (400)."""
     consumers = consumer_obj.existing(conn, [w.uuid for w in writes])
+    # None (not known): every consumer may hold allocations.
+    held = getattr(consumers, "held", None)
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
     named = [rp for w in writes for rp in w.allocations]
@@ -102,7 +110,7 @@ def prepare(conn, writes, check_generation):
             raise exception.BadRequest(
                 "Allocation for resource provider '%s' that does not exist."
                 % rp_uuid)
-    return _Prepared(writes, consumers, providers)
+    return _Prepared(writes, consumers, providers, held)
 
 
 def write_in(conn, db, prepared):
@@ -111,7 +119,8 @@ def write_in(conn, db, prepared):
     writes = prepared.writes
     class_names = [rc for w in writes for res in w.allocations.values()
                    for rc in res]
-    rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names))
+    rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names),
+                                       cached=True)
     new_rows = [
         {"consumer_id": w.uuid, "resource_provider_id": prepared.providers[rp],
          "resource_class_id": rc_ids[rc], "used": amount}
@@ -122,10 +131,13 @@ def write_in(conn, db, prepared):
     # Providers whose generation moves: those in the new set, and those an
     # emptied consumer had allocations on.
     touched = {r["resource_provider_id"] for r in new_rows}
-    if emptied:
+    if emptied and prepared.held is None:
         touched.update(conn.execute(
             sa.select(ALLOC.c.resource_provider_id).distinct()
             .where(ALLOC.c.consumer_id.in_(emptied))).scalars())
+    elif emptied:
+        for uuid in emptied:
+            touched.update(prepared.held.get(uuid, ()))
     if touched:
         generations, capacity = _read_state(
             conn, touched, set(rc_ids.values()), uuids)
@@ -133,8 +145,14 @@ def write_in(conn, db, prepared):
                         {v: k for k, v in prepared.providers.items()})
         common.swap_generations(
             conn, {rp: generations[rp] for rp in touched}, ProviderRace())
-    consumer_obj.save(conn, db, writes, prepared.consumers)
-    conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(uuids)))
+    consumer_obj.save(conn, db, writes, prepared.consumers, prepared.learned)
+    # Only consumers seen holding allocations can hold any now: another
+    # writer giving some to one of the others first creates or swaps its
+    # consumer row, which made the save above fail.
+    holding = [u for u in uuids
+               if prepared.held is None or u in prepared.held]
+    if holding:
+        conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(holding)))
     if new_rows:
         conn.execute(ALLOC.insert(), new_rows)
     return touched

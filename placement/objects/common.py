@@ -3,6 +3,8 @@
 Functions here take an open connection (``conn``) so callers compose them
 inside their own transaction.
 """
+import weakref
+
 import sqlalchemy as sa
 
 from placement import exception
@@ -57,17 +59,76 @@ def bump_generation(conn, provider_id, seen_generation, message=None):
     return seen_generation + 1
 
 
-def resource_class_ids(conn, names):
-    """{name: id} for ``names``; ResourceClassNotFound for the first unknown."""
+# Per-engine memory of rows that never change once committed: standard
+# resource classes and traits (synced at start-up, never renamed or
+# deleted), and aggregates, projects, users and consumer types (created on
+# first reference, never deleted). Saves the lookups on every write.
+_KNOWN = weakref.WeakKeyDictionary()
+_KNOWN_MAX = 50000          # per table; forgotten all at once past that
+CUSTOM_CLASS_ID_START = 10000
+
+
+def known(conn, table):
+    """{key: value} remembered for ``table`` on this connection's engine."""
+    per_engine = _KNOWN.get(conn.engine)
+    if per_engine is None:
+        per_engine = _KNOWN.setdefault(conn.engine, {})
+    found = per_engine.get(table.name)
+    if found is None or len(found) > _KNOWN_MAX:
+        found = per_engine[table.name] = {}
+    return found
+
+
+def remember(conn, learned):
+    """Remember ``learned`` ([(table, {key: value})]) once the transaction
+    that read or created those rows has committed."""
+    for table, values in learned:
+        known(conn, table).update(values)
+
+
+def resource_class_ids(conn, names, cached=False):
+    """{name: id} for ``names``; ResourceClassNotFound for the first unknown.
+    ``cached``: standard classes already looked up are not looked up again."""
     names = list(names)
     if not names:
         return {}
-    found = dict(conn.execute(
-        sa.select(RC.c.name, RC.c.id).where(RC.c.name.in_(set(names)))).all())
+    cache = known(conn, RC) if cached else {}
+    found = {name: cache[name] for name in names if name in cache}
+    missing = set(names) - set(found)
+    if missing:
+        rows = conn.execute(sa.select(RC.c.name, RC.c.id)
+                            .where(RC.c.name.in_(missing))).all()
+        found.update(rows)
+        cache.update((name, rc_id) for name, rc_id in rows
+                     if rc_id < CUSTOM_CLASS_ID_START)
     for name in names:
         if name not in found:
             raise exception.ResourceClassNotFound(
                 "No such resource class %s." % name)
+    return found
+
+
+def trait_rows(conn, names):
+    """{name: row (id, name, created_at, updated_at)} for ``names``;
+    TraitNotFound naming every unknown one. Standard traits already looked
+    up are not looked up again."""
+    names = set(names)
+    if not names:
+        return {}
+    cache = known(conn, TRAIT)
+    found = {name: cache[name] for name in names if name in cache}
+    missing = names - set(found)
+    if missing:
+        rows = conn.execute(
+            sa.select(TRAIT.c.id, TRAIT.c.name, TRAIT.c.created_at,
+                      TRAIT.c.updated_at)
+            .where(TRAIT.c.name.in_(missing))).mappings().all()
+        for row in rows:
+            found[row["name"]] = row
+            if not row["name"].startswith("CUSTOM_"):
+                cache[row["name"]] = row
+    if len(found) != len(names):
+        raise exception.TraitNotFound(names - set(found))
     return found
 
 
@@ -83,18 +144,38 @@ def trait_ids(conn, names):
     return found
 
 
-def ensure_ids(conn, db, table, column, names):
+def ensure_ids(conn, db, table, column, names, learned=None):
     """{name: id} of the rows of ``table`` whose ``column`` is in ``names``,
     inserting the missing ones first (projects, users, consumer types,
     aggregates: rows that exist as soon as something refers to them).
 
     ``db`` gives the backend's insert-ignore, so concurrent writers creating
     the same name do not fail; the select then reads whichever row won.
+    Ids already remembered are not looked up; those looked up or created
+    are appended to ``learned`` for ``remember`` after commit.
     """
     names = set(names)
     if not names:
         return {}
-    conn.execute(db.insert_ignore(table), [{column: n} for n in names])
-    return dict(conn.execute(
-        sa.select(table.c[column], table.c.id)
-        .where(table.c[column].in_(names))).all())
+    cache = known(conn, table)
+    found = {name: cache[name] for name in names if name in cache}
+    missing = names - set(found)
+    if not missing:
+        return found
+    new = {}
+    if len(missing) == 1:
+        # One new name: its id comes back with the INSERT.
+        name = next(iter(missing))
+        result = conn.execute(db.insert_ignore(table).values({column: name}))
+        if result.rowcount == 1:
+            new[name] = result.inserted_primary_key[0]
+    else:
+        conn.execute(db.insert_ignore(table), [{column: n} for n in missing])
+    if len(new) != len(missing):
+        new.update(conn.execute(
+            sa.select(table.c[column], table.c.id)
+            .where(table.c[column].in_(missing - set(new)))).all())
+    if learned is not None:
+        learned.append((table, new))
+    found.update(new)
+    return found

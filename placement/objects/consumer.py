@@ -38,14 +38,47 @@ class ConsumerWrite:
     allocations: dict
 
 
+class Found(dict):
+    """{uuid: consumer row}; ``held``: {uuid: {provider ids}} of the
+    consumers (with or without a row) that hold allocations."""
+    held = None
+
+
 def existing(conn, uuids):
-    """{uuid: row} of the consumers among ``uuids`` that exist."""
-    rows = conn.execute(
-        sa.select(CONSUMERS.c.id, CONSUMERS.c.uuid, CONSUMERS.c.generation,
-                  CONSUMERS.c.project_id, CONSUMERS.c.user_id,
-                  CONSUMERS.c.consumer_type_id)
-        .where(CONSUMERS.c.uuid.in_(set(uuids)))).mappings().all()
-    return {row["uuid"]: row for row in rows}
+    """{uuid: row} of the consumers among ``uuids`` that exist (a Found,
+    which also tells which of ``uuids`` hold allocations on what)."""
+    found, held = existing_and_held(conn, uuids)
+    result = Found(found)
+    result.held = held
+    return result
+
+
+def existing_and_held(conn, uuids):
+    """({uuid: row} of the consumers among ``uuids`` that exist,
+    {uuid: {provider ids}} of those among ``uuids`` that hold allocations,
+    with or without a consumer row): one statement."""
+    uuids = set(uuids)
+    ALLOC = tables.allocations
+    consumers = sa.select(
+        CONSUMERS.c.id, CONSUMERS.c.uuid, CONSUMERS.c.generation,
+        CONSUMERS.c.project_id, CONSUMERS.c.user_id,
+        CONSUMERS.c.consumer_type_id,
+        sa.cast(sa.null(), sa.Integer).label("resource_provider_id"),
+    ).where(CONSUMERS.c.uuid.in_(uuids))
+    held = sa.select(
+        sa.cast(sa.null(), sa.Integer), ALLOC.c.consumer_id,
+        sa.cast(sa.null(), sa.Integer), sa.cast(sa.null(), sa.Integer),
+        sa.cast(sa.null(), sa.Integer), sa.cast(sa.null(), sa.Integer),
+        ALLOC.c.resource_provider_id,
+    ).where(ALLOC.c.consumer_id.in_(uuids)).distinct()
+    found, providers = {}, {}
+    for row in conn.execute(sa.union_all(consumers, held)).mappings():
+        if row["resource_provider_id"] is None:
+            found[row["uuid"]] = row
+        else:
+            providers.setdefault(row["uuid"], set()).add(
+                row["resource_provider_id"])
+    return found, providers
 
 
 def check_generations(writes, found):
@@ -60,7 +93,7 @@ def check_generations(writes, found):
                     "null" if row is None else stored, write.generation))
 
 
-def save(conn, db, writes, found):
+def save(conn, db, writes, found, learned=None):
     """Create, update or delete the consumer record of every write.
 
     Consumers keeping allocations get generation + 1 (new ones start at 0,
@@ -69,12 +102,12 @@ def save(conn, db, writes, found):
     not exist leaves nothing behind.
     """
     projects = common.ensure_ids(conn, db, PROJECTS, "external_id",
-                                 [w.project_id for w in writes])
+                                 [w.project_id for w in writes], learned)
     users = common.ensure_ids(conn, db, USERS, "external_id",
-                              [w.user_id for w in writes])
+                              [w.user_id for w in writes], learned)
     types = common.ensure_ids(
         conn, db, TYPES, "name",
-        [w.consumer_type for w in writes if w.consumer_type])
+        [w.consumer_type for w in writes if w.consumer_type], learned)
 
     def values(write):
         row = {"project_id": projects[write.project_id],

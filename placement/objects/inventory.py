@@ -150,20 +150,45 @@ def create_inventory(db, uuid, rc_name, record):
     return generation
 
 
+def _provider_and_classes(conn, uuid):
+    """(provider row, {class ids of its inventories}) in one statement;
+    ResourceProviderNotFound if there is no such provider."""
+    rows = conn.execute(
+        sa.select(*common.PROVIDER_COLUMNS, INV.c.resource_class_id)
+        .select_from(common.RP.outerjoin(
+            INV, INV.c.resource_provider_id == common.RP.c.id))
+        .where(common.RP.c.uuid == uuid)).mappings().all()
+    if not rows:
+        raise exception.ResourceProviderNotFound(
+            "No resource provider with uuid %s found" % uuid)
+    return rows[0], {row["resource_class_id"] for row in rows
+                     if row["resource_class_id"] is not None}
+
+
 @db_api.retry_on_deadlock
-def replace_inventories(db, uuid, generation, records):
+def replace_inventories(db, uuid, generation=None, records=None,
+                        read_request=None):
     """Make ``records`` ({class name: record}) the provider's whole
-    inventory; returns the new provider generation."""
+    inventory; returns the new provider generation.
+
+    With ``read_request``, ``(generation, records)`` come from
+    ``read_request(provider)``, called once the provider is known to exist
+    and inside the same transaction (a deadlock retry calls it again)."""
     with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
-        rc_ids = common.resource_class_ids(conn, records)
+        provider, existing = _provider_and_classes(conn, uuid)
+        if read_request is not None:
+            generation, records = read_request(provider)
+        if provider["generation"] != generation:
+            # What the swap below would find: no need to try it.
+            raise exception.ConcurrentUpdate(
+                "update conflict: resource provider %s generation changed "
+                "concurrently." % uuid)
+        rc_ids = common.resource_class_ids(conn, records, cached=True)
         new_generation = common.bump_generation(
             conn, provider["id"], generation,
             "update conflict: resource provider %s generation changed "
             "concurrently." % uuid)
-        existing = set(conn.scalars(
-            sa.select(INV.c.resource_class_id)
-            .where(INV.c.resource_provider_id == provider["id"])))
+        # The classes read with the generation just swapped are current.
         wanted = {rc_ids[name]: record for name, record in records.items()}
         removed = existing - set(wanted)
         in_use = _in_use_class_names(conn, provider["id"], removed)

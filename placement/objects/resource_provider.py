@@ -84,26 +84,39 @@ def create(db, uuid, name, parent_uuid=None):
     with db.writer() as conn:
         parent = None
         if parent_uuid is not None:
-            parent = _ids(conn, parent_uuid)
+            parent = conn.execute(
+                sa.select(RP.c.id, RP.c.root_provider_id,
+                          ROOT.c.uuid.label("root_uuid"))
+                .select_from(RP.outerjoin(
+                    ROOT, ROOT.c.id == RP.c.root_provider_id))
+                .where(RP.c.uuid == parent_uuid)).first()
             if parent is None:
                 raise exception.ObjectActionError(
                     "create", provider_tree.NO_SUCH_PARENT)
-        _check_unique(conn, name, uuid)
+        # The unique keys decide; a taken name or uuid is worded after.
         try:
-            new_id = conn.execute(RP.insert().values(
+            result = conn.execute(RP.insert().values(
                 uuid=uuid, name=name, generation=0,
                 parent_provider_id=parent.id if parent else None,
                 root_provider_id=parent.root_provider_id if parent else None,
-            )).inserted_primary_key[0]
+            ))
         except sa_exc.IntegrityError:
-            # A concurrent create took the name or uuid after our check.
             _check_unique(conn, name, uuid)
             raise
+        new_id = result.inserted_primary_key[0]
         if parent is None:
             conn.execute(RP.update().where(RP.c.id == new_id)
                          .values(root_provider_id=new_id,
                                  updated_at=RP.c.updated_at))
-        return _fetch(conn, uuid)
+        created_at = result.last_inserted_params()["created_at"]
+        if conn.dialect.name == "mysql":
+            created_at = created_at.replace(microsecond=0)  # DATETIME(0)
+        # Everything the row holds is known: no read back.
+        return {"id": new_id, "uuid": uuid, "name": name, "generation": 0,
+                "created_at": created_at,
+                "updated_at": None,
+                "parent_provider_uuid": parent_uuid,
+                "root_provider_uuid": parent.root_uuid if parent else uuid}
 
 
 def _check_unique(conn, name, uuid):

@@ -90,22 +90,46 @@ def get_provider_traits(db, uuid):
         return provider["generation"], _provider_traits(conn, provider["id"])
 
 
+def _provider_with_traits(conn, uuid):
+    """(provider row, {trait id: trait row}) in one statement;
+    ResourceProviderNotFound if there is no such provider."""
+    rows = conn.execute(
+        sa.select(*common.PROVIDER_COLUMNS,
+                  T.c.id.label("trait_id"), T.c.name.label("trait_name"),
+                  T.c.created_at.label("trait_created_at"),
+                  T.c.updated_at.label("trait_updated_at"))
+        .select_from(common.RP.outerjoin(
+            RPT, RPT.c.resource_provider_id == common.RP.c.id)
+            .outerjoin(T, T.c.id == RPT.c.trait_id))
+        .where(common.RP.c.uuid == uuid)).mappings().all()
+    if not rows:
+        raise exception.ResourceProviderNotFound(
+            "No resource provider with uuid %s found" % uuid)
+    traits = {row["trait_id"]: {"id": row["trait_id"],
+                                "name": row["trait_name"],
+                                "created_at": row["trait_created_at"],
+                                "updated_at": row["trait_updated_at"]}
+              for row in rows if row["trait_id"] is not None}
+    return rows[0], traits
+
+
 @db_api.retry_on_deadlock
 def set_provider_traits(db, uuid, names, generation):
     """Replace the provider's traits; the generation moves only when the set
     actually changes. Returns (generation, trait rows); TraitNotFound for
     unknown names."""
     with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
+        provider, current = _provider_with_traits(conn, uuid)
         if provider["generation"] != generation:
             raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-        wanted = set(common.trait_ids(conn, names).values())
-        current = {row["id"] for row in _provider_traits(conn, provider["id"])}
-        if wanted != current:
+        wanted = {row["id"]: row
+                  for row in common.trait_rows(conn, names).values()}
+        if set(wanted) != set(current):
             generation = common.bump_generation(
                 conn, provider["id"], generation, common.GENERATION_CHANGED)
-            _replace_links(conn, provider["id"], current, wanted)
-        return generation, _provider_traits(conn, provider["id"])
+            # The links read with the generation just swapped are current.
+            _replace_links(conn, provider["id"], set(current), set(wanted))
+        return generation, sorted(wanted.values(), key=lambda r: r["name"])
 
 
 def _replace_links(conn, provider_id, current, wanted):
