@@ -71,7 +71,11 @@ placement_opts = [
                                         "the next."),
                         ("breadth-first", "Visit roots round-robin.")],
                help="Order in which root providers are visited while "
-                    "generating allocation candidates."),
+                    "generating allocation candidates, up to "
+                    "max_allocation_candidates. Left unset, a request's "
+                    "'limit' (without that cap) takes its candidates from "
+                    "as many roots as possible, round-robin; set it to "
+                    "depth-first to take each root's candidates in turn."),
     cfg.BoolOpt("provider_catalog", default=True,
                 help="Keep a per-worker in-memory copy of providers, "
                      "inventories, traits and aggregates for allocation "

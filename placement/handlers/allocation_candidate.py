@@ -3,6 +3,7 @@ engine, render for the microversion (allocation-candidates.md)."""
 import collections
 import sys
 
+from oslo_config import cfg
 from oslo_utils import uuidutils
 
 from placement import exception
@@ -37,7 +38,7 @@ def list_allocation_candidates(req, resp):
     try:
         result = engine.find(ctx.db, parsed, engine.Options(
             nested_aware=version >= NESTED_AWARE_SINCE,
-            strategy=CONF.placement.allocation_candidates_generation_strategy,
+            strategy=_strategy(parsed.limit),
             max_candidates=CONF.placement.max_allocation_candidates,
             randomize=CONF.placement.randomize_allocation_candidates))
     except exception.ResourceClassNotFound as e:
@@ -47,6 +48,21 @@ def list_allocation_candidates(req, resp):
     metrics.candidates_returned(len(result.candidates))
     request.render(resp, render.document_json(result, version))
     request.set_last_modified(req, resp, None, always=True)
+
+
+def _strategy(limit):
+    """The order anchors are visited in. The option decides it for the
+    max_allocation_candidates cap (contract §5.7); otherwise the order is
+    the server's to choose (§5.9), and a limit takes its candidates from as
+    many roots as possible unless depth-first is set explicitly."""
+    strategy = CONF.placement.allocation_candidates_generation_strategy
+    unset = CONF.get_location(
+        "allocation_candidates_generation_strategy",
+        "placement").location == cfg.Locations.opt_default
+    if (unset and limit is not None
+            and CONF.placement.max_allocation_candidates < 0):
+        return "breadth-first"
+    return strategy
 
 
 def parse_query(pairs, version):
