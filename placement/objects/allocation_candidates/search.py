@@ -153,7 +153,9 @@ class Search:
             layout = self._layouts[plan.slots] = _Layout(self, plan.slots)
         if max(map(len, options)) == 1:
             return iter(self._only(options, layout))
-        # The bound only pays off when there is a choice to prune.
+        # The bound only pays off when there is a choice to prune. Where it
+        # applies matters: an overcommitted pair (used > capacity) adds a
+        # negative supply and can reject valid combinations.
         if not self._feasible(options):
             return iter(())
         return self._walk(options, layout)
