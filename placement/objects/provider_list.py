@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects import common
-from placement.objects.allocation_candidates import catalog
 from placement.objects import resource_provider as rp_obj
+from placement.objects.allocation_candidates import catalog
 from placement.schemas import inventory as inventory_schema
 
 RP = tables.resource_providers

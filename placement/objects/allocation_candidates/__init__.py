@@ -11,7 +11,6 @@ import functools
 import itertools
 import random
 
-from placement.objects import common
 from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import search
@@ -44,28 +43,27 @@ def find(db, request, options=Options()):
     with db.reader() as conn:
         source = catalog.reader(db, conn) or providers.Reader(conn)
         try:
-            return _find(conn, source, request, options)
+            return _find(source, request, options)
         except providers.NoCandidates:
             return EMPTY
 
 
-def _resolve(conn, request):
+def _resolve(source, request):
     """Names to ids, in the contract's order; TraitNotFound or
     ResourceClassNotFound for unknown names."""
-    trait_ids = common.trait_ids(conn, request.root_required
+    trait_ids = source.trait_ids(request.root_required
                                  | request.root_forbidden)
     groups, aggregate_ids, class_ids = [], set(), {}
     for group in request.groups:
-        classes = common.resource_class_ids(
-            conn, [name for name, _ in group.resources])
+        classes = source.class_ids([name for name, _ in group.resources])
         class_ids.update(classes)
         member_of = group.member_of
-        known = providers.resolve_aggregates(conn, set().union(
+        known = source.aggregate_ids(set().union(
             *group.any_aggregates, group.forbidden_aggregates))
         any_aggs = tuple(frozenset(known[u] for u in any_of if u in known)
                          for any_of in group.any_aggregates)
-        traits = common.trait_ids(
-            conn, group.required.names if group.required else ())
+        traits = source.trait_ids(
+            group.required.names if group.required else ())
         trait_ids.update(traits)
         groups.append(trees.Group(
             suffix=group.suffix,
@@ -77,7 +75,7 @@ def _resolve(conn, request):
             any_aggregates=any_aggs,
             forbidden_aggregates=frozenset(
                 known[u] for u in group.forbidden_aggregates if u in known),
-            in_tree_root=(providers.resolve_root(conn, group.in_tree)
+            in_tree_root=(source.root_of(group.in_tree)
                           if group.in_tree else None)))
         aggregate_ids.update(known.values())
         # An any-of set naming only unknown aggregates matches nothing.
@@ -86,8 +84,8 @@ def _resolve(conn, request):
     return groups, class_ids, trait_ids, aggregate_ids
 
 
-def _find(conn, source, request, options):
-    groups, class_ids, trait_ids, aggregate_ids = _resolve(conn, request)
+def _find(source, request, options):
+    groups, class_ids, trait_ids, aggregate_ids = _resolve(source, request)
     load = functools.partial(
         source.snapshot, class_ids.values(),
         set(trait_ids.values()), aggregate_ids,

@@ -23,7 +23,7 @@ from placement.db import tables
 from placement.objects.allocation_candidates import providers as sql
 
 RP, INV, ALLOC = sql.RP, sql.INV, sql.ALLOC
-RPT, RPA, TRAIT = sql.RPT, sql.RPA, sql.TRAIT
+RPT, RPA, TRAIT, AGG = sql.RPT, sql.RPA, sql.TRAIT, sql.AGG
 RC = tables.resource_classes
 
 STOCK = (INV.c.resource_provider_id, INV.c.resource_class_id, INV.c.total,
@@ -70,8 +70,13 @@ class Catalog:
         self.aggregates = _grouped(conn, RPA, RPA.c.aggregate_id)
         self.trait_holders = _inverted(self.traits)
         self.aggregate_members = _inverted(self.aggregates)
+        self.ids = {uuid: rp for rp, uuid in self.uuids.items()}
         self.class_names = dict(conn.execute(sa.select(RC.c.id, RC.c.name)).all())
+        self.class_ids = {name: rc for rc, name in self.class_names.items()}
         trait_names = dict(conn.execute(sa.select(TRAIT.c.id, TRAIT.c.name)).all())
+        self.trait_ids = {name: t for t, name in trait_names.items()}
+        self.aggregate_ids = dict(conn.execute(
+            sa.select(AGG.c.uuid, AGG.c.id)).all())
         self.trait_names = {rp: tuple(sorted(trait_names[t] for t in ids))
                             for rp, ids in self.traits.items()}
         sharing_trait = next((t for t, name in trait_names.items()
@@ -114,6 +119,33 @@ class Reader:
     def __init__(self, conn, catalog):
         self.conn = conn
         self.catalog = catalog
+        self.sql = sql.Reader(conn)
+
+    # Names the catalog doesn't know don't exist: the SQL lookups raise
+    # the contract's errors for them.
+
+    def class_ids(self, names):
+        known = self.catalog.class_ids
+        if not all(name in known for name in names):
+            return self.sql.class_ids(names)
+        return {name: known[name] for name in names}
+
+    def trait_ids(self, names):
+        known = self.catalog.trait_ids
+        if not all(name in known for name in names):
+            return self.sql.trait_ids(names)
+        return {name: known[name] for name in names}
+
+    def aggregate_ids(self, uuids):
+        known = self.catalog.aggregate_ids
+        return {uuid: known[uuid] for uuid in uuids if uuid in known}
+
+    def root_of(self, provider_uuid):
+        for spelling in sql._uuid_spellings([provider_uuid]):
+            rp = self.catalog.ids.get(spelling)
+            if rp is not None:
+                return self.catalog.providers[rp].root_id
+        return self.sql.root_of(provider_uuid)
 
     def root_ids(self):
         return self.catalog.roots

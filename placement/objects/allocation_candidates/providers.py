@@ -13,6 +13,7 @@ import uuid as uuidlib
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects import common
 
 RP = tables.resource_providers
 INV = tables.inventories
@@ -330,6 +331,18 @@ class Reader:
 
     def __init__(self, conn):
         self.conn = conn
+
+    def class_ids(self, names):
+        return common.resource_class_ids(self.conn, names)
+
+    def trait_ids(self, names):
+        return common.trait_ids(self.conn, names)
+
+    def aggregate_ids(self, uuids):
+        return resolve_aggregates(self.conn, uuids)
+
+    def root_of(self, provider_uuid):
+        return resolve_root(self.conn, provider_uuid)
 
     def root_ids(self):
         return root_ids(self.conn)
