@@ -60,12 +60,19 @@ class Catalog:
             self.members[root].append(rp)
         self.roots = sorted(self.members)
         self.nested = len(self.roots) < len(self.providers)
-        self.by_class = collections.defaultdict(list)   # class -> (rp, stock)
-        self.by_provider = collections.defaultdict(list)  # rp -> (class, stock)
+        # Inventories as if unused, ready to be copied per request: only
+        # the ones with usage are replaced.
+        self.idle = collections.defaultdict(dict)     # class -> {(rp, class):
+                                                      #           Inventory}
+        self.holders = collections.defaultdict(dict)  # class -> {rp: Provider}
+        self.by_provider = collections.defaultdict(list)  # rp -> (class,
+                                                          #        Inventory)
         for row in conn.execute(sa.select(*STOCK)):
-            rp, rc, stock = row[0], row[1], tuple(row[2:])
-            self.by_class[rc].append((rp, stock))
-            self.by_provider[rp].append((rc, stock))
+            rp, rc = row[0], row[1]
+            idle = sql.Inventory(*row[2:], 0)
+            self.idle[rc][rp, rc] = idle
+            self.holders[rc][rp] = self.providers[rp]
+            self.by_provider[rp].append((rc, idle))
         self.traits = _grouped(conn, RPT, RPT.c.trait_id)
         self.aggregates = _grouped(conn, RPA, RPA.c.aggregate_id)
         self.trait_holders = _inverted(self.traits)
@@ -174,22 +181,27 @@ class Reader:
                  whole_trees=False, roots=None):
         """As ``providers.load_snapshot``."""
         catalog = self.catalog
-        in_page = set(roots) if roots is not None else None
         every = catalog.providers
-        held, providers = [], {}
-        for rc in class_ids:
-            for rp, stock in catalog.by_class.get(rc, ()):
-                provider = every[rp]
-                if in_page is None or provider.root_id in in_page:
-                    held.append((rp, rc, stock))
-                    providers[rp] = provider
-        if in_page is None:
+        inventories, providers = {}, {}
+        if roots is None:
+            for rc in class_ids:
+                inventories.update(catalog.idle.get(rc, {}))
+                providers.update(catalog.holders.get(rc, {}))
             used = self._usage(USAGE_OF_CLASSES, "classes", class_ids)
         else:
+            in_page = set(roots)
+            for rc in class_ids:
+                for key, idle in catalog.idle.get(rc, {}).items():
+                    provider = every[key[0]]
+                    if provider.root_id in in_page:
+                        inventories[key] = idle
+                        providers[key[0]] = provider
             used = self._usage(USAGE_OF_PROVIDERS, "providers", providers,
                                set(class_ids))
-        inventories = {(rp, rc): sql.Inventory(*stock, used.get((rp, rc), 0))
-                       for rp, rc, stock in held}
+        for key, amount in used.items():
+            idle = inventories.get(key)
+            if idle is not None:
+                inventories[key] = idle._replace(used=amount)
         serves = {rp: catalog.serves[rp] for rp in providers
                   if rp in catalog.serves}
         anchors = {p.root_id for p in providers.values()}
@@ -214,16 +226,17 @@ class Reader:
         for (rp, rc), inventory in known:
             inventories[rp][class_names[rc]] = inventory
         members = [rp for root in root_ids for rp in catalog.members[root]]
-        others = [(rp, rc, stock) for rp in members
-                  for rc, stock in catalog.by_provider.get(rp, ())
+        others = [(rp, rc, idle) for rp in members
+                  for rc, idle in catalog.by_provider.get(rp, ())
                   if rc not in class_names]
         if others:
             used = self._usage(USAGE_OF_PROVIDERS, "providers",
                                {rp for rp, _, _ in others})
             names = catalog.class_names
-            for rp, rc, stock in others:
-                inventories[rp][names[rc]] = sql.Inventory(
-                    *stock, used.get((rp, rc), 0))
+            for rp, rc, idle in others:
+                amount = used.get((rp, rc))
+                inventories[rp][names[rc]] = (
+                    idle if amount is None else idle._replace(used=amount))
         uuids = catalog.uuids
         if provider_ids is not None:
             members = [rp for rp in members if rp in provider_ids]
