@@ -7,7 +7,6 @@ gunicorn worker builds its own app (and engine) after the fork.
 """
 import gc
 import sys
-import threading
 
 # Metrics shared across workers: set up before prometheus_client is imported.
 from placement.api import multiproc
@@ -21,6 +20,7 @@ from oslo_config import cfg  # noqa: E402
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.api import errors  # noqa: E402
+from placement.api import gate  # noqa: E402
 from placement.db import schema  # noqa: E402
 
 GC_THRESHOLD = 50000
@@ -35,7 +35,7 @@ serve_opts = [
                 help="Upgrade the schema to head before serving."),
     cfg.IntOpt("active", default=2, min=0,
                help="Requests a worker executes at once; the other threads "
-                    "queue (0: no limit). See Gate."),
+                    "queue (0: no limit). See placement.api.gate."),
 ]
 
 
@@ -57,30 +57,7 @@ class Server(base.BaseApplication):
     def load(self):
         app = deploy.build_app(self.conf, sync_schema=False)
         tune_gc()
-        return Gate(app, self.conf.active) if self.conf.active else app
-
-
-class Gate:
-    """Lets ``active`` requests of a worker run at once; its other threads
-    wait here, blocked, until one finishes.
-
-    Requests are CPU-bound Python: threads running together only take turns
-    on the GIL, and every row SQLite steps releases and re-takes it, so a
-    busy neighbour makes each row wait for a switch interval. Measured
-    (flat 1000 providers, 2 workers x 10 threads, 10 clients, SQLite):
-    9.5 req/s at 128 ms CPU per request with no gate, 15-18 req/s at 87-94
-    ms with 1-2 active requests per worker; two let a request's database
-    waits (MySQL) overlap with another's Python. Threads still accept and
-    read requests, and answers are written to the socket outside the gate.
-    """
-
-    def __init__(self, app, active):
-        self.app = app
-        self.slots = threading.BoundedSemaphore(active)
-
-    def __call__(self, environ, start_response):
-        with self.slots:
-            return self.app(environ, start_response)
+        return gate.Gate(app, self.conf.active) if self.conf.active else app
 
 
 def write_json_error(sock, status, reason, message):

@@ -1,0 +1,57 @@
+"""placement.api.gate.Gate (placement-api --active): at most ``active``
+requests of a worker run at once, and of those at most one CPU-heavy read
+(candidates, provider list)."""
+import threading
+import time
+
+from placement.api import gate
+
+
+class Recorder:
+    """A WSGI app that records how many requests (and heavy reads) it runs
+    at the same moment."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = self.heavy = self.max_running = self.max_heavy = 0
+
+    def __call__(self, environ, start_response):
+        heavy = environ["PATH_INFO"] in ("/allocation_candidates",
+                                         "/resource_providers")
+        with self.lock:
+            self.running += 1
+            self.heavy += heavy
+            self.max_running = max(self.max_running, self.running)
+            self.max_heavy = max(self.max_heavy, self.heavy)
+        time.sleep(0.02)
+        with self.lock:
+            self.running -= 1
+            self.heavy -= heavy
+        return [b""]
+
+
+def _run(gate, requests):
+    threads = [threading.Thread(target=gate, args=(
+        {"REQUEST_METHOD": method, "PATH_INFO": path}, None))
+        for method, path in requests]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_heavy_reads_take_turns_but_writes_overlap():
+    app = Recorder()
+    gated = gate.Gate(app, 3)
+    _run(gated, [("GET", "/allocation_candidates")] * 4
+         + [("GET", "/resource_providers")] * 2
+         + [("PUT", "/allocations/x")] * 4)
+    assert app.max_heavy == 1
+    assert app.max_running == 3
+
+
+def test_other_reads_and_filtered_paths_are_not_heavy():
+    app = Recorder()
+    gated = gate.Gate(app, 4)
+    _run(gated, [("GET", "/resource_providers/x/inventories")] * 4)
+    assert app.max_running == 4
