@@ -48,26 +48,12 @@ def set_provider_aggregates(db, uuid, read_request):
         raise exception.Conflict("Update conflict: %s" % e.orig)
 
 
-def _provider_with_aggregates(conn, uuid):
-    """(provider row, {aggregate id of the provider}) in one statement;
-    ResourceProviderNotFound if there is no such provider."""
-    rows = conn.execute(
-        sa.select(*common.PROVIDER_COLUMNS, RPA.c.aggregate_id)
-        .select_from(common.RP.outerjoin(
-            RPA, RPA.c.resource_provider_id == common.RP.c.id))
-        .where(common.RP.c.uuid == uuid)).mappings().all()
-    if not rows:
-        raise exception.ResourceProviderNotFound(
-            "No resource provider with uuid %s found" % uuid)
-    return rows[0], {row["aggregate_id"] for row in rows
-                     if row["aggregate_id"] is not None}
-
-
 @db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, read_request):
     learned = []
     with db.writer() as conn:
-        provider, current = _provider_with_aggregates(conn, uuid)
+        provider, current = common.get_provider_with(
+            conn, uuid, RPA.c.aggregate_id)
         aggregates, expected = read_request()
         generation = provider["generation"]
         if expected is not None:

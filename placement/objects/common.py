@@ -29,9 +29,28 @@ def get_provider(conn, uuid):
     row = conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid)
                        ).mappings().first()
     if row is None:
-        raise exception.ResourceProviderNotFound(
-            "No resource provider with uuid %s found" % uuid)
+        raise _provider_not_found(uuid)
     return row
+
+
+def get_provider_with(conn, uuid, column):
+    """(provider row, {values of ``column``}) for ``uuid``, where ``column``
+    belongs to a table of per-provider rows (inventories, aggregate links),
+    in one statement; ResourceProviderNotFound if there is no provider."""
+    rows = conn.execute(
+        sa.select(*PROVIDER_COLUMNS, column)
+        .select_from(RP.outerjoin(
+            column.table, column.table.c.resource_provider_id == RP.c.id))
+        .where(RP.c.uuid == uuid)).mappings().all()
+    if not rows:
+        raise _provider_not_found(uuid)
+    return rows[0], {row[column.name] for row in rows
+                     if row[column.name] is not None}
+
+
+def _provider_not_found(uuid):
+    return exception.ResourceProviderNotFound(
+        "No resource provider with uuid %s found" % uuid)
 
 
 def swap_generations(conn, seen, conflict=None):
@@ -79,6 +98,14 @@ def known(conn, table):
     return found
 
 
+def _remembered(conn, table, names):
+    """(memory of ``table``, {name: value} it holds of ``names``, the
+    names it doesn't)."""
+    cache = known(conn, table)
+    found = {name: cache[name] for name in names if name in cache}
+    return cache, found, set(names) - set(found)
+
+
 def remember(conn, learned):
     """Remember ``learned`` ([(table, {key: value})]) once the transaction
     that read or created those rows has committed."""
@@ -92,9 +119,8 @@ def resource_class_ids(conn, names, cached=False):
     names = list(names)
     if not names:
         return {}
-    cache = known(conn, RC) if cached else {}
-    found = {name: cache[name] for name in names if name in cache}
-    missing = set(names) - set(found)
+    cache, found, missing = (_remembered(conn, RC, names) if cached
+                             else ({}, {}, set(names)))
     if missing:
         rows = conn.execute(sa.select(RC.c.name, RC.c.id)
                             .where(RC.c.name.in_(missing))).all()
@@ -115,9 +141,7 @@ def trait_rows(conn, names):
     names = set(names)
     if not names:
         return {}
-    cache = known(conn, TRAIT)
-    found = {name: cache[name] for name in names if name in cache}
-    missing = names - set(found)
+    cache, found, missing = _remembered(conn, TRAIT, names)
     if missing:
         rows = conn.execute(
             sa.select(TRAIT.c.id, TRAIT.c.name, TRAIT.c.created_at,
@@ -157,9 +181,7 @@ def ensure_ids(conn, db, table, column, names, learned=None):
     names = set(names)
     if not names:
         return {}
-    cache = known(conn, table)
-    found = {name: cache[name] for name in names if name in cache}
-    missing = names - set(found)
+    cache, found, missing = _remembered(conn, table, names)
     if not missing:
         return found
     new = {}

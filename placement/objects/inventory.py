@@ -150,21 +150,6 @@ def create_inventory(db, uuid, rc_name, record):
     return generation
 
 
-def _provider_and_classes(conn, uuid):
-    """(provider row, {class ids of its inventories}) in one statement;
-    ResourceProviderNotFound if there is no such provider."""
-    rows = conn.execute(
-        sa.select(*common.PROVIDER_COLUMNS, INV.c.resource_class_id)
-        .select_from(common.RP.outerjoin(
-            INV, INV.c.resource_provider_id == common.RP.c.id))
-        .where(common.RP.c.uuid == uuid)).mappings().all()
-    if not rows:
-        raise exception.ResourceProviderNotFound(
-            "No resource provider with uuid %s found" % uuid)
-    return rows[0], {row["resource_class_id"] for row in rows
-                     if row["resource_class_id"] is not None}
-
-
 @db_api.retry_on_deadlock
 def replace_inventories(db, uuid, generation=None, records=None,
                         read_request=None):
@@ -175,7 +160,8 @@ def replace_inventories(db, uuid, generation=None, records=None,
     ``read_request(provider)``, called once the provider is known to exist
     and inside the same transaction (a deadlock retry calls it again)."""
     with db.writer() as conn:
-        provider, existing = _provider_and_classes(conn, uuid)
+        provider, existing = common.get_provider_with(
+            conn, uuid, INV.c.resource_class_id)
         if read_request is not None:
             generation, records = read_request(provider)
         if provider["generation"] != generation:
