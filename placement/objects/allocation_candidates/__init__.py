@@ -35,7 +35,8 @@ class Result:
 
 
 EMPTY = Result([], {}, {}, {})
-FIRST_PAGE = 256        # trees read first by a limited search
+FIRST_PAGE = 16         # trees read first by a limited search (at least
+                        # twice the limit)
 
 
 def find(db, request, options=Options()):

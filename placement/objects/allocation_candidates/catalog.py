@@ -65,13 +65,18 @@ class Catalog:
         self.idle = collections.defaultdict(dict)     # class -> {(rp, class):
                                                       #           Inventory}
         self.holders = collections.defaultdict(dict)  # class -> {rp: Provider}
+        # The same per tree, for the pages of a limited search.
+        self.idle_in_tree = collections.defaultdict(
+            lambda: collections.defaultdict(dict))    # root -> class -> ...
         self.by_provider = collections.defaultdict(list)  # rp -> (class,
                                                           #        Inventory)
         for row in conn.execute(sa.select(*STOCK)):
             rp, rc = row[0], row[1]
             idle = sql.Inventory(*row[2:], 0)
+            provider = self.providers[rp]
             self.idle[rc][rp, rc] = idle
-            self.holders[rc][rp] = self.providers[rp]
+            self.holders[rc][rp] = provider
+            self.idle_in_tree[provider.root_id][rc][rp, rc] = idle
             self.by_provider[rp].append((rc, idle))
         self.traits = _grouped(conn, RPT, RPT.c.trait_id)
         self.aggregates = _grouped(conn, RPA, RPA.c.aggregate_id)
@@ -189,13 +194,13 @@ class Reader:
                 providers.update(catalog.holders.get(rc, {}))
             used = self._usage(USAGE_OF_CLASSES, "classes", class_ids)
         else:
-            in_page = set(roots)
-            for rc in class_ids:
-                for key, idle in catalog.idle.get(rc, {}).items():
-                    provider = every[key[0]]
-                    if provider.root_id in in_page:
-                        inventories[key] = idle
-                        providers[key[0]] = provider
+            for root in roots:
+                tree = catalog.idle_in_tree.get(root)
+                for rc in class_ids if tree else ():
+                    held = tree.get(rc)
+                    if held:
+                        inventories.update(held)
+                        providers.update((rp, every[rp]) for rp, _ in held)
             used = self._usage(USAGE_OF_PROVIDERS, "providers", providers,
                                set(class_ids))
         for key, amount in used.items():
