@@ -154,8 +154,11 @@ class Search:
             layout = self._layouts[plan.slots] = _Layout(self, plan.slots)
         if max(map(len, options)) == 1:
             return iter(self._only(options, layout))
-        # The bound only pays off when there is a choice to prune.
-        if not self._feasible(options):
+        # The bound only pays off when there is a choice to prune, and can
+        # only fail when slots share a class (each option fits alone).
+        classes = [rc for slot_options in options
+                   for rc, _ in slot_options[0][1]]
+        if len(classes) != len(set(classes)) and not self._feasible(options):
             return iter(())
         return self._walk(options, layout)
 
