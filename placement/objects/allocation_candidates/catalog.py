@@ -97,6 +97,13 @@ class Catalog:
                        for rp in self.trait_holders.get(sharing_trait, ())}
         self.sharing_classes = {rc for rp in self.serves
                                 for rc, _ in self.by_provider.get(rp, ())}
+        # Plain dicts from here on: threads share the catalog, and a lookup
+        # of a missing key must not write to it.
+        self.members = dict(self.members)
+        self.idle, self.holders = dict(self.idle), dict(self.holders)
+        self.by_provider = dict(self.by_provider)
+        self.idle_in_tree = {root: dict(per_class) for root, per_class
+                             in self.idle_in_tree.items()}
 
     def _served_roots(self, rp):
         """Its own root and the roots of every provider sharing an
@@ -214,7 +221,7 @@ class Reader:
         for root in anchors:
             if whole_trees:
                 providers.update((rp, every[rp])
-                                 for rp in catalog.members[root])
+                                 for rp in catalog.members.get(root, ()))
             elif root not in providers:
                 providers[root] = every[root]
         return sql.Snapshot(
@@ -230,7 +237,8 @@ class Reader:
         inventories = collections.defaultdict(dict)
         for (rp, rc), inventory in known:
             inventories[rp][class_names[rc]] = inventory
-        members = [rp for root in root_ids for rp in catalog.members[root]]
+        members = [rp for root in root_ids
+                   for rp in catalog.members.get(root, ())]
         others = [(rp, rc, idle) for rp in members
                   for rc, idle in catalog.by_provider.get(rp, ())
                   if rc not in class_names]
