@@ -89,7 +89,7 @@ class _Prepared:
     writes: list
     consumers: dict         # {uuid: consumer row} of existing consumers
     providers: dict         # {uuid: id} of every provider named
-    held: dict | None       # {uuid: {provider ids}} of their allocations
+    held: dict              # {uuid: {provider ids}} of their allocations
     # [(table, {name: id})] created or read, to remember after commit
     learned: list = dataclasses.field(default_factory=list)
 
@@ -97,9 +97,7 @@ class _Prepared:
 def prepare(conn, writes, check_generation):
     """The checks that come before any change: consumer generations (from
     1.28) in body order, then that every named provider exists (400)."""
-    consumers = consumer_obj.existing(conn, [w.uuid for w in writes])
-    # None (not known): every consumer may hold allocations.
-    held = getattr(consumers, "held", None)
+    consumers, held = consumer_obj.existing(conn, [w.uuid for w in writes])
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
     named = [rp for w in writes for rp in w.allocations]
@@ -131,13 +129,8 @@ def write_in(conn, db, prepared):
     # Providers whose generation moves: those in the new set, and those an
     # emptied consumer had allocations on.
     touched = {r["resource_provider_id"] for r in new_rows}
-    if emptied and prepared.held is None:
-        touched.update(conn.execute(
-            sa.select(ALLOC.c.resource_provider_id).distinct()
-            .where(ALLOC.c.consumer_id.in_(emptied))).scalars())
-    elif emptied:
-        for uuid in emptied:
-            touched.update(prepared.held.get(uuid, ()))
+    for uuid in emptied:
+        touched.update(prepared.held.get(uuid, ()))
     if touched:
         generations, capacity = _read_state(
             conn, touched, set(rc_ids.values()), uuids)
@@ -149,8 +142,7 @@ def write_in(conn, db, prepared):
     # Only consumers seen holding allocations can hold any now: another
     # writer giving some to one of the others first creates or swaps its
     # consumer row, which made the save above fail.
-    holding = [u for u in uuids
-               if prepared.held is None or u in prepared.held]
+    holding = [u for u in uuids if u in prepared.held]
     if holding:
         conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(holding)))
     if new_rows:

@@ -29,7 +29,7 @@ def get_provider(conn, uuid):
     row = conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid)
                        ).mappings().first()
     if row is None:
-        raise _provider_not_found(uuid)
+        raise provider_not_found(uuid)
     return row
 
 
@@ -43,12 +43,12 @@ def get_provider_with(conn, uuid, column):
             column.table, column.table.c.resource_provider_id == RP.c.id))
         .where(RP.c.uuid == uuid)).mappings().all()
     if not rows:
-        raise _provider_not_found(uuid)
+        raise provider_not_found(uuid)
     return rows[0], {row[column.name] for row in rows
                      if row[column.name] is not None}
 
 
-def _provider_not_found(uuid):
+def provider_not_found(uuid):
     return exception.ResourceProviderNotFound(
         "No resource provider with uuid %s found" % uuid)
 

@@ -38,22 +38,7 @@ class ConsumerWrite:
     allocations: dict
 
 
-class Found(dict):
-    """{uuid: consumer row}; ``held``: {uuid: {provider ids}} of the
-    consumers (with or without a row) that hold allocations."""
-    held = None
-
-
 def existing(conn, uuids):
-    """{uuid: row} of the consumers among ``uuids`` that exist (a Found,
-    which also tells which of ``uuids`` hold allocations on what)."""
-    found, held = existing_and_held(conn, uuids)
-    result = Found(found)
-    result.held = held
-    return result
-
-
-def existing_and_held(conn, uuids):
     """({uuid: row} of the consumers among ``uuids`` that exist,
     {uuid: {provider ids}} of those among ``uuids`` that hold allocations,
     with or without a consumer row): one statement."""

@@ -11,6 +11,7 @@ from sqlalchemy import exc as sa_exc
 from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects import common
 from placement.objects import provider_tree
 
 RP = tables.resource_providers
@@ -52,8 +53,7 @@ def get(db, uuid):
     with db.reader() as conn:
         row = _fetch(conn, uuid)
     if row is None:
-        raise exception.ResourceProviderNotFound(
-            "No resource provider with uuid %s found" % uuid)
+        raise common.provider_not_found(uuid)
     return row
 
 
@@ -144,8 +144,7 @@ def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
     with db.writer() as conn:
         me = _ids(conn, uuid)
         if me is None:
-            raise exception.ResourceProviderNotFound(
-                "No resource provider with uuid %s found" % uuid)
+            raise common.provider_not_found(uuid)
         values = {"name": name}
         if parent_uuid is not UNCHANGED:
             values.update(provider_tree.move(

@@ -103,8 +103,7 @@ def _provider_with_traits(conn, uuid):
             .outerjoin(T, T.c.id == RPT.c.trait_id))
         .where(common.RP.c.uuid == uuid)).mappings().all()
     if not rows:
-        raise exception.ResourceProviderNotFound(
-            "No resource provider with uuid %s found" % uuid)
+        raise common.provider_not_found(uuid)
     traits = {row["trait_id"]: {"id": row["trait_id"],
                                 "name": row["trait_name"],
                                 "created_at": row["trait_created_at"],

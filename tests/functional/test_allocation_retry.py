@@ -95,7 +95,7 @@ def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
     # Nothing of any attempt survived: no rows, no consumer, no generation.
     assert alloc_obj.for_consumer(db, claim.uuid).allocations == {}
     with db.reader() as conn:
-        assert consumer_obj.existing(conn, [claim.uuid]) == {}
+        assert consumer_obj.existing(conn, [claim.uuid]) == ({}, {})
     assert alloc_obj.for_provider(db, provider).generation == \
         list(seen[0].values())[0]
 
@@ -110,7 +110,7 @@ def test_consumer_created_concurrently(db, provider, monkeypatch):
 
     def existing(conn, uuids):
         calls.append(uuids)
-        return {} if len(calls) == 1 else real(conn, uuids)
+        return ({}, {}) if len(calls) == 1 else real(conn, uuids)
     monkeypatch.setattr(consumer_obj, "existing", existing)
     with pytest.raises(exception.ConcurrentUpdate) as raised:
         alloc_obj.replace_allocations(

@@ -144,16 +144,10 @@ class Reader:
     # the contract's errors for them.
 
     def class_ids(self, names):
-        known = self.catalog.class_ids
-        if not all(name in known for name in names):
-            return self.sql.class_ids(names)
-        return {name: known[name] for name in names}
+        return _ids(self.catalog.class_ids, names, self.sql.class_ids)
 
     def trait_ids(self, names):
-        known = self.catalog.trait_ids
-        if not all(name in known for name in names):
-            return self.sql.trait_ids(names)
-        return {name: known[name] for name in names}
+        return _ids(self.catalog.trait_ids, names, self.sql.trait_ids)
 
     def aggregate_ids(self, uuids):
         known = self.catalog.aggregate_ids
@@ -261,6 +255,14 @@ class Reader:
                 uuids[provider.root_id], inventories.get(rp, {}),
                 catalog.trait_names.get(rp, ()))
         return out
+
+
+def _ids(known, names, lookup):
+    """{name: id} from ``known``, or from ``lookup`` (which raises the
+    not-found error) when some name is missing."""
+    if not all(name in known for name in names):
+        return lookup(names)
+    return {name: known[name] for name in names}
 
 
 def _of_interest(holders, wanted, providers):
