@@ -4,6 +4,7 @@
 ``config.attributes["engine"]``; the ``alembic`` command line can instead
 give ``sqlalchemy.url`` in its ini file.
 """
+
 import sqlalchemy as sa
 from alembic import context
 
@@ -18,10 +19,15 @@ def run_migrations_online():
         engine = sa.create_engine(config.get_main_option("sqlalchemy.url"))
     with engine.connect() as connection:
         # SQLite cannot ALTER constraints in place: batch mode rebuilds the
-        # table there and is a plain ALTER elsewhere.
-        context.configure(connection=connection,
-                          target_metadata=tables.metadata,
-                          render_as_batch=True)
+        # table there and is a plain ALTER elsewhere. One transaction per
+        # revision: PostgreSQL's DDL is transactional, and a revision that
+        # refuses to run must not undo the ones before it (as on MySQL).
+        context.configure(
+            connection=connection,
+            target_metadata=tables.metadata,
+            render_as_batch=True,
+            transaction_per_migration=True,
+        )
         with context.begin_transaction():
             context.run_migrations()
 

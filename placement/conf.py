@@ -6,131 +6,235 @@ source). ``list_opts`` feeds ``oslo-config-generator`` (see
 ``etc/placement/config-generator.conf``), ``set_lib_defaults`` gives the
 libraries placement's own defaults.
 """
-import os
 
-from keystonemiddleware import auth_token
+import os
+import re
+
 from oslo_config import cfg
+from oslo_log import _options as oslo_log_options
 from oslo_log import log as oslo_log
 from oslo_middleware import cors
 from oslo_middleware import http_proxy_to_wsgi
+from oslo_middleware import sizelimit
 from oslo_policy import opts as policy_opts
 
 CONF = cfg.CONF
 
 # Headers a browser may send / read, beyond the CORS "simple" ones.
-CORS_ALLOW_HEADERS = ["X-Auth-Token", "X-Openstack-Request-Id",
-                      "X-Identity-Status", "X-Roles", "X-Service-Catalog",
-                      "X-User-Id", "X-Tenant-Id", "OpenStack-API-Version"]
-CORS_EXPOSE_HEADERS = ["X-Auth-Token", "X-Openstack-Request-Id",
-                       "X-Subject-Token", "X-Service-Token",
-                       "OpenStack-API-Version"]
+CORS_ALLOW_HEADERS = [
+    "X-Auth-Token",
+    "X-Openstack-Request-Id",
+    "X-Identity-Status",
+    "X-Roles",
+    "X-Service-Catalog",
+    "X-User-Id",
+    "X-Tenant-Id",
+    "OpenStack-API-Version",
+]
+CORS_EXPOSE_HEADERS = [
+    "X-Auth-Token",
+    "X-Openstack-Request-Id",
+    "X-Subject-Token",
+    "X-Service-Token",
+    "OpenStack-API-Version",
+]
 CORS_ALLOW_METHODS = ["GET", "PUT", "POST", "DELETE", "PATCH"]
+# Larger than any request body clients send (a reshape of a big tree is
+# tens of KiB), small enough that a worker never parses megabytes of JSON.
+MAX_REQUEST_BODY_SIZE = 1024 * 1024
 
 
 default_opts = [
-    cfg.StrOpt("pybasedir",
-               default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..")),
-               sample_default="<Path>",
-               help="Directory where the placement python module is installed."),
-    cfg.StrOpt("state_path", default="$pybasedir",
-               help="Top-level directory for maintaining state."),
+    cfg.StrOpt(
+        "pybasedir",
+        default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..")),
+        sample_default="<Path>",
+        help="Directory where the placement python module is installed.",
+    ),
+    cfg.StrOpt(
+        "state_path",
+        default="$pybasedir",
+        help="Top-level directory for maintaining state.",
+    ),
     cfg.StrOpt("tempdir", help="Explicitly specify the temporary working directory."),
-    cfg.BoolOpt("log_options", default=True,
-                help="Log all option values at DEBUG level on start-up."),
+    cfg.BoolOpt(
+        "log_options",
+        default=True,
+        help="Log all option values at DEBUG level on start-up.",
+    ),
 ]
 
 api_opts = [
-    cfg.StrOpt("auth_strategy", default="keystone",
-               choices=[("keystone", "Use keystonemiddleware auth_token."),
-                        ("noauth2", "Development mode: trust X-Auth-Token "
-                                    "as user[:project].")],
-               deprecated_group="DEFAULT",
-               help="Authentication strategy used by the API."),
+    cfg.StrOpt(
+        "auth_strategy",
+        default="keystone",
+        choices=[
+            ("keystone", "Use keystonemiddleware auth_token."),
+            ("noauth2", "Development mode: trust X-Auth-Token as user[:project]."),
+        ],
+        deprecated_group="DEFAULT",
+        help="Authentication strategy used by the API.",
+    ),
 ]
 
 placement_opts = [
-    cfg.BoolOpt("randomize_allocation_candidates", default=False,
-                help="Randomize the order of allocation candidates (and take a "
-                     "random sample when a limit applies)."),
-    cfg.StrOpt("incomplete_consumer_project_id",
-               default="00000000-0000-0000-0000-000000000000",
-               help="Project id recorded for consumers written before "
-                    "microversion 1.8."),
-    cfg.StrOpt("incomplete_consumer_user_id",
-               default="00000000-0000-0000-0000-000000000000",
-               help="User id recorded for consumers written before "
-                    "microversion 1.8."),
-    cfg.IntOpt("allocation_conflict_retry_count", default=10, min=0,
-               help="Server-side retries of an allocation write after a "
-                    "provider generation conflict before answering 409."),
-    cfg.IntOpt("max_allocation_candidates", default=-1, min=-1,
-               help="Cap on allocation candidates generated per request, "
-                    "applied before 'limit'. -1 means unlimited."),
-    cfg.StrOpt("allocation_candidates_generation_strategy", default="depth-first",
-               choices=[("depth-first", "Exhaust one root's candidates before "
-                                        "the next."),
-                        ("breadth-first", "Visit roots round-robin.")],
-               help="Order in which root providers are visited while "
-                    "generating allocation candidates, up to "
-                    "max_allocation_candidates. Left unset, a request's "
-                    "'limit' (without that cap) takes its candidates from "
-                    "as many roots as possible, round-robin; set it to "
-                    "depth-first to take each root's candidates in turn."),
-    cfg.BoolOpt("provider_catalog", default=True,
-                help="Keep a per-worker in-memory copy of providers, "
-                     "inventories, traits and aggregates for allocation "
-                     "candidates and the unfiltered provider list, read "
-                     "again after any of them changes (usage and "
-                     "generations are always read from the database). "
-                     "Costs memory in proportion to the number of "
-                     "providers; False reads everything per request."),
+    cfg.BoolOpt(
+        "randomize_allocation_candidates",
+        default=False,
+        help="Randomize the order of allocation candidates (and take a "
+        "random sample when a limit applies).",
+    ),
+    cfg.StrOpt(
+        "incomplete_consumer_project_id",
+        default="00000000-0000-0000-0000-000000000000",
+        help="Project id recorded for consumers written before microversion 1.8.",
+    ),
+    cfg.StrOpt(
+        "incomplete_consumer_user_id",
+        default="00000000-0000-0000-0000-000000000000",
+        help="User id recorded for consumers written before microversion 1.8.",
+    ),
+    cfg.IntOpt(
+        "allocation_conflict_retry_count",
+        default=10,
+        min=0,
+        help="Server-side retries of an allocation write after a "
+        "provider generation conflict before answering 409.",
+    ),
+    cfg.IntOpt(
+        "max_allocation_candidates",
+        default=-1,
+        min=-1,
+        help="Cap on allocation candidates generated per request, "
+        "applied before 'limit'. -1 means unlimited.",
+    ),
+    cfg.StrOpt(
+        "allocation_candidates_generation_strategy",
+        default="depth-first-unless-limit",
+        choices=[
+            (
+                "depth-first-unless-limit",
+                "depth-first up to max_allocation_candidates; a request's "
+                "'limit' (when max_allocation_candidates is -1) takes its "
+                "candidates round-robin from as many roots as possible.",
+            ),
+            ("depth-first", "Exhaust one root's candidates before the next."),
+            ("breadth-first", "Visit roots round-robin."),
+        ],
+        help="Order in which root providers are visited while "
+        "generating allocation candidates, up to "
+        "max_allocation_candidates and a request's 'limit'.",
+    ),
+    cfg.BoolOpt(
+        "provider_catalog",
+        default=True,
+        help="Keep a per-worker in-memory copy of providers, "
+        "inventories, traits and aggregates for allocation "
+        "candidates and the unfiltered provider list, read "
+        "again after any of them changes (usage and "
+        "generations are always read from the database). "
+        "Costs memory in proportion to the number of "
+        "providers; False reads everything per request.",
+    ),
 ]
 
 workarounds_opts = [
-    cfg.BoolOpt("optimize_for_wide_provider_trees", default=False,
-                help="Accepted for compatibility; candidate generation always "
-                     "prunes partial combinations that cannot fit."),
+    cfg.BoolOpt(
+        "optimize_for_wide_provider_trees",
+        default=False,
+        help="Accepted for compatibility; candidate generation always "
+        "prunes partial combinations that cannot fit.",
+    ),
 ]
 
 database_opts = [
-    cfg.StrOpt("connection", secret=True,
-               help="SQLAlchemy URL of the placement database. Required: "
-                    "the service and placement-manage refuse to run "
-                    "without it."),
-    cfg.StrOpt("connection_parameters", default="",
-               help="Extra query parameters appended to the connection URL."),
-    cfg.BoolOpt("sqlite_synchronous", default=True,
-                help="If False, SQLite writes do not wait for fsync."),
-    cfg.StrOpt("slave_connection", secret=True,
-               help="SQLAlchemy URL of a read replica (accepted, unused)."),
-    cfg.StrOpt("mysql_sql_mode", default="TRADITIONAL",
-               help="SQL mode for MySQL sessions."),
-    cfg.IntOpt("connection_recycle_time", default=3600,
-               help="Seconds after which pooled connections are recycled."),
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="SQLAlchemy URL of the placement database. Required: "
+        "the service and placement-manage refuse to run "
+        "without it.",
+    ),
+    cfg.StrOpt(
+        "connection_parameters",
+        default="",
+        help="Extra query parameters appended to the connection URL.",
+    ),
+    cfg.BoolOpt(
+        "sqlite_synchronous",
+        default=True,
+        help="If False, SQLite writes do not wait for fsync.",
+    ),
+    cfg.StrOpt(
+        "slave_connection",
+        secret=True,
+        help="SQLAlchemy URL of a read replica (accepted, unused).",
+    ),
+    cfg.StrOpt(
+        "mysql_sql_mode", default="TRADITIONAL", help="SQL mode for MySQL sessions."
+    ),
+    cfg.IntOpt(
+        "wsrep_sync_wait",
+        default=1,
+        min=0,
+        max=15,
+        help="On a MariaDB Galera cluster (wsrep_on), the session's "
+        "wsrep_sync_wait: 1 (the default) makes every read wait until this "
+        "node has applied what the cluster committed before it, so a read "
+        "through any API host sees every write acknowledged by another one, "
+        "including the change count that tells a worker its provider "
+        "catalog is out of date. 0 reads without waiting (possibly stale "
+        "for a moment; writes are still certified, so stale generations "
+        "are refused). Ignored on servers without Galera.",
+    ),
+    cfg.IntOpt(
+        "connection_recycle_time",
+        default=3600,
+        help="Seconds after which pooled connections are recycled.",
+    ),
     cfg.IntOpt("max_pool_size", default=None, help="Connection pool size."),
-    cfg.IntOpt("max_retries", default=10,
-               help="Connection attempts at start-up (-1 forever)."),
-    cfg.IntOpt("retry_interval", default=10,
-               help="Seconds between connection attempts at start-up."),
+    cfg.IntOpt(
+        "max_retries", default=10, help="Connection attempts at start-up (-1 forever)."
+    ),
+    cfg.IntOpt(
+        "retry_interval",
+        default=10,
+        help="Seconds between connection attempts at start-up.",
+    ),
     cfg.IntOpt("max_overflow", default=None, help="Pool overflow connections."),
-    cfg.IntOpt("connection_debug", default=0, min=0, max=100,
-               help="SQL debugging verbosity: 0 none, 100 everything."),
-    cfg.BoolOpt("connection_trace", default=False,
-                help="Add Python stack traces to SQL as comment strings."),
-    cfg.IntOpt("pool_timeout", default=None,
-               help="Seconds to wait for a pooled connection."),
-    cfg.BoolOpt("sync_on_startup", default=False,
-                help="Upgrade the schema to the latest revision when the web "
-                     "application starts."),
+    cfg.IntOpt(
+        "connection_debug",
+        default=0,
+        min=0,
+        max=100,
+        help="SQL debugging verbosity: 0 none, 100 everything.",
+    ),
+    cfg.BoolOpt(
+        "connection_trace",
+        default=False,
+        help="Add Python stack traces to SQL as comment strings.",
+    ),
+    cfg.IntOpt(
+        "pool_timeout", default=None, help="Seconds to wait for a pooled connection."
+    ),
+    cfg.BoolOpt(
+        "sync_on_startup",
+        default=False,
+        help="Upgrade the schema to the latest revision when the web "
+        "application starts.",
+    ),
 ]
 
 # oslo.policy >= 6 always enforces scope; placement keeps the documented
 # switch (policy.authorize honours it).
 policy_scope_opts = [
-    cfg.BoolOpt("enforce_scope", default=True,
-                help="Fail every rule declaring scope_types=['project'] for "
-                     "tokens that are not project-scoped. False ignores "
-                     "scope mismatches."),
+    cfg.BoolOpt(
+        "enforce_scope",
+        default=True,
+        help="Fail every rule declaring scope_types=['project'] for "
+        "tokens that are not project-scoped. False ignores "
+        "scope mismatches.",
+    ),
 ]
 
 GROUPS = {
@@ -155,24 +259,50 @@ def list_opts():
 def set_lib_defaults():
     """Placement's defaults for library options (also the generator's
     ``oslo.config.opts.defaults`` hook, so the sample shows them)."""
-    cors.set_defaults(allow_headers=CORS_ALLOW_HEADERS,
-                      expose_headers=CORS_EXPOSE_HEADERS,
-                      allow_methods=CORS_ALLOW_METHODS)
+    cors.set_defaults(
+        allow_headers=CORS_ALLOW_HEADERS,
+        expose_headers=CORS_EXPOSE_HEADERS,
+        allow_methods=CORS_ALLOW_METHODS,
+    )
+    # alembic announces each of its plugins at INFO on every schema run.
+    oslo_log.set_defaults(
+        default_log_levels=oslo_log.get_default_log_levels()
+        + ["alembic.runtime.plugins=WARN"]
+    )
+    cfg.set_defaults(sizelimit.OPTS, max_request_body_size=MAX_REQUEST_BODY_SIZE)
 
 
 # Library options are registered here, before any parsing, so that a config
 # file or OS_<GROUP>__<OPTION> variable can set them like placement's own.
 register_opts(CONF)
 oslo_log.register_options(CONF)
+# Only --debug stays on the command line: the other logging options belong
+# in placement.conf and would bury each command's own options in --help.
+# (oslo_log._options is the module oslo.log's own option entry point names.)
+CONF.unregister_opts(oslo_log_options.logging_cli_opts)
+CONF.register_opts(oslo_log_options.logging_cli_opts)
 CONF.register_opts(cors.CORS_OPTS, group="cors")
 CONF.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
-for _group, _opts in auth_token.list_opts():
-    CONF.register_opts(_opts, group=_group)
+CONF.register_opts(sizelimit.OPTS, group="oslo_middleware")
 policy_opts.set_defaults(CONF)
 set_lib_defaults()
 
+# Where oslo.config looks when neither --config-file nor
+# OS_PLACEMENT_CONFIG_DIR says otherwise (for --help).
+DEFAULT_CONFIG_HELP = (
+    "Configuration: --config-file/--config-dir, else "
+    "$OS_PLACEMENT_CONFIG_DIR/placement.conf when that variable is set, else "
+    "the first placement.conf found in ~/.placement, ~, /etc/placement, /etc. "
+    "OS_<GROUP>__<OPTION> environment variables override any option."
+)
 
-class MissingConnection(Exception):
+
+class StartupError(Exception):
+    """A problem the operator has to fix before the command can run. The
+    message names the problem and the fix on one line."""
+
+
+class MissingConnection(StartupError):
     """[placement_database] connection is required and was not given."""
 
 
@@ -180,12 +310,24 @@ def database_connection(conf=CONF):
     if not conf.placement_database.connection:
         raise MissingConnection(
             "[placement_database] connection is not set; configure it in "
-            "placement.conf or OS_PLACEMENT_DATABASE__CONNECTION")
+            "placement.conf or OS_PLACEMENT_DATABASE__CONNECTION"
+        )
     return conf.placement_database.connection
 
 
-def parse_args(argv, conf=CONF, default_config_files=None):
-    """Load configuration for the WSGI app or a command.
+def register_keystone_opts(conf=CONF):
+    """[keystone_authtoken] and friends, only when keystone authenticates:
+    keystonemiddleware takes a large share of start-up to import."""
+    from keystonemiddleware import auth_token
+
+    for group, opts in auth_token.list_opts():
+        conf.register_opts(opts, group=group)
+
+
+def parse_args(argv, conf=CONF, default_config_files=None, description=None):
+    """Load configuration for the WSGI app or a command, and check every
+    value now: a bad one raises StartupError naming the option and where
+    it was set, instead of failing on first use.
 
     A non-empty OS_PLACEMENT_CONFIG_DIR replaces oslo.config's default
     search (/etc/placement/placement.conf, ...) with the file it holds.
@@ -194,4 +336,51 @@ def parse_args(argv, conf=CONF, default_config_files=None):
         config_dir = os.environ.get("OS_PLACEMENT_CONFIG_DIR")
         if config_dir:
             default_config_files = [os.path.join(config_dir, "placement.conf")]
-    conf(argv, project="placement", default_config_files=default_config_files)
+    try:
+        conf(
+            argv,
+            project="placement",
+            default_config_files=default_config_files,
+            description=description,
+        )
+    except cfg.ConfigFilesNotFoundError as e:
+        raise StartupError(
+            "configuration file not found: %s; give an existing file to "
+            "--config-file" % ", ".join(e.config_files)
+        )
+    except cfg.Error as e:
+        raise StartupError("configuration error: %s" % e)
+    if conf.api.auth_strategy == "keystone":
+        register_keystone_opts(conf)
+    check_values(conf)
+
+
+def check_values(conf=CONF):
+    """Read every option once so that a bad value fails here."""
+    for name in list(conf):
+        try:
+            value = conf[name]
+        except ValueError as e:
+            raise _invalid(None, name, e)
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt in list(value):
+                try:
+                    value[opt]
+                except ValueError as e:
+                    raise _invalid(name, opt, e)
+
+
+def _invalid(group, name, error):
+    # oslo.config says where the value came from only inside its message.
+    message = str(error)
+    where = re.search(r"detail='([^']+)'", message)
+    return StartupError(
+        "invalid value for [%s] %s%s: %s; correct it, or remove it to use "
+        "the default"
+        % (
+            group or "DEFAULT",
+            name,
+            " (set in %s)" % where.group(1) if where else "",
+            message.rsplit(" is not valid: ", 1)[-1],
+        )
+    )

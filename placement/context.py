@@ -1,4 +1,5 @@
 """The request context: who is calling, and with which request id."""
+
 from oslo_context import context
 
 from placement import policy

@@ -1,6 +1,19 @@
-"""Start-up: configuration, database, policy, standard names, pipeline."""
+"""Start-up: configuration, logging, database, policy, standard names,
+pipeline.
+
+Problems only the operator can fix (a bad option, a database that does not
+exist or refuses the credentials, a missing schema) raise
+``conf.StartupError`` at once with a one-line message naming the problem
+and the fix; the commands print it and exit (see ``fail``). Only a
+database that refuses connections or times out, which may still be
+starting, is waited for.
+"""
+
+import importlib.metadata
 import logging
+import sys
 import time
+import traceback
 
 import sqlalchemy as sa
 from oslo_log import log as oslo_log
@@ -13,46 +26,173 @@ from placement.db import schema
 
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
+URL_EXAMPLE = (
+    "mysql+pymysql://USER:PASSWORD@HOST/placement or sqlite:////PATH/placement.sqlite"
+)
+
+
+class OneLine(logging.Filter):
+    """Folds a multi-line message (alembic logs each revision's docstring)
+    into one line, so that every log entry is one line."""
+
+    def filter(self, record):
+        message = record.getMessage()
+        if "\n" in message:
+            record.msg = " ".join(
+                part.strip() for part in message.splitlines() if part.strip()
+            )
+            record.args = None
+        return True
 
 
 def setup_logging(conf):
     global _LOGGING_SET_UP
     if not _LOGGING_SET_UP:
         oslo_log.setup(conf, "placement")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(OneLine())
         if conf.log_options:
             conf.log_opt_values(LOG, logging.DEBUG)
         _LOGGING_SET_UP = True
 
 
-def make_database(conf):
-    """The configured Database, once it answers ([placement_database]
-    max_retries / retry_interval cover a database still starting)."""
+def fail(command, error, argv):
+    """Report a StartupError as one line on stderr (with the traceback only
+    under --debug); the exit status."""
+    if "--debug" in argv or "-d" in argv:
+        traceback.print_exc()
+    print("%s: error: %s" % (command, error), file=sys.stderr)
+    return 1
+
+
+def version():
+    try:
+        return importlib.metadata.version("placement-py")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def shown_url(conf):
+    """[placement_database] connection with the password masked."""
+    try:
+        return db_api.build_url(conf).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "(not a URL)"
+
+
+def log_summary(conf, serving=""):
+    """The start-up line an operator checks first, and a warning while
+    requests are not authenticated."""
+    LOG.info(
+        "placement %s: database %s, auth_strategy %s%s",
+        version(),
+        shown_url(conf),
+        conf.api.auth_strategy,
+        serving,
+    )
+    if conf.api.auth_strategy == "noauth2":
+        LOG.warning(
+            "auth_strategy is noauth2: requests are NOT authenticated, "
+            "X-Auth-Token is trusted as user[:project]; use keystone in "
+            "production"
+        )
+
+
+def _engine(conf):
     placement_conf.database_connection(conf)
-    engine = db_api.create_engine(db_api.build_url(conf), conf)
+    try:
+        url = db_api.build_url(conf)
+    except sa.exc.ArgumentError:
+        raise placement_conf.StartupError(
+            "[placement_database] connection is not a database URL; it looks "
+            "like %s" % URL_EXAMPLE
+        )
+    shown = url.render_as_string(hide_password=True)
+    try:
+        return url, db_api.create_engine(url, conf)
+    except sa.exc.NoSuchModuleError:
+        raise placement_conf.StartupError(
+            "[placement_database] connection %s: unknown database type %r; "
+            "use %s" % (shown, url.drivername, URL_EXAMPLE)
+        )
+    except ImportError as e:
+        hint = (
+            "; use mysql+pymysql://... (PyMySQL is installed with placement)"
+            if url.get_backend_name() == "mysql"
+            else ""
+        )
+        raise placement_conf.StartupError(
+            "[placement_database] connection %s needs the Python module %s, "
+            "which is not installed%s" % (shown, e.name, hint)
+        )
+    except OSError as e:
+        raise placement_conf.StartupError(
+            "cannot create the directory of the SQLite database %s (%s); "
+            "create it or choose another path in [placement_database] "
+            "connection" % (url.database, e.strerror)
+        )
+
+
+def make_database(conf):
+    """The configured Database, once it answers. A server that refuses
+    connections or times out is tried again ([placement_database]
+    max_retries / retry_interval); any other failure is a StartupError."""
+    url, engine = _engine(conf)
     dbconf = conf.placement_database
     attempt = 0
     while True:
         try:
             with engine.connect():
                 return db_api.Database(engine)
-        except sa.exc.OperationalError:
-            attempt += 1
-            if dbconf.max_retries != -1 and attempt > dbconf.max_retries:
-                raise
-            LOG.warning("database not reachable, retry %d in %ss", attempt,
-                        dbconf.retry_interval)
-            time.sleep(dbconf.retry_interval)
+        except sa.exc.DBAPIError as e:
+            retry, problem = db_api.connect_problem(e, url)
+        if not retry:
+            engine.dispose()
+            raise placement_conf.StartupError(problem)
+        attempt += 1
+        if dbconf.max_retries != -1 and attempt > dbconf.max_retries:
+            engine.dispose()
+            raise placement_conf.StartupError(
+                "database %s still not reachable after %d attempts (%s); "
+                "start it or correct [placement_database] connection"
+                % (url.render_as_string(hide_password=True), attempt, problem)
+            )
+        # Logged outside the except block: oslo.log would append the
+        # exception to the line.
+        LOG.warning(
+            "database %s not reachable (%s); attempt %d of %s in %ss",
+            url.render_as_string(hide_password=True),
+            problem,
+            attempt + 1,
+            "unlimited" if dbconf.max_retries == -1 else dbconf.max_retries + 1,
+            dbconf.retry_interval,
+        )
+        time.sleep(dbconf.retry_interval)
+
+
+def prepare_schema(db, sync):
+    """Upgrade the schema (``sync``) or make sure it is at this placement's
+    head; then add the standard traits and resource classes."""
+    if sync:
+        schema.upgrade(db.engine)
+    else:
+        problem = schema.mismatch(db.engine)
+        if problem:
+            raise placement_conf.StartupError(problem)
+    schema.sync_standard_names(db)
 
 
 def build_app(conf, db=None, sync_schema=None):
-    """The WSGI application for ``conf`` (already parsed)."""
-    db = db or make_database(conf)
+    """The WSGI application for ``conf`` (already parsed). Without ``db``
+    it connects and checks the schema (or upgrades it: ``sync_schema``,
+    default [placement_database] sync_on_startup) first; a given ``db`` is
+    ready (placement-api prepares it once before forking its workers)."""
+    if db is None:
+        db = make_database(conf)
+        if sync_schema is None:
+            sync_schema = conf.placement_database.sync_on_startup
+        prepare_schema(db, sync_schema)
     policy.get_enforcer(conf)
-    if sync_schema is None:
-        sync_schema = conf.placement_database.sync_on_startup
-    if sync_schema:
-        schema.upgrade(db.engine)
-    schema.sync_standard_names(db)
     return api_app.build_pipeline(conf, db)
 
 
@@ -62,4 +202,5 @@ def loadapp(argv=()):
     conf = placement_conf.CONF
     placement_conf.parse_args(list(argv))
     setup_logging(conf)
+    log_summary(conf)
     return build_app(conf)

@@ -1,16 +1,18 @@
 """Domain exceptions raised by the object layer.
 
 Each carries the HTTP status and error code it maps to when a handler lets
-it through unchanged; handlers catch one only where the contract words or
-codes it differently for that endpoint. An uncaught ``NotFound`` is the
-contract's "NF-propagated 404" (generic code, no ``vary``).
+it through unchanged; handlers catch one only where the API words or
+codes it differently for that endpoint. An uncaught ``NotFound`` is a 404
+raised by a lookup before the handler's own work: generic code, no
+``vary`` (doc/api.md "Errors").
 """
+
 from placement.api import errors
 
 
 class PlacementException(Exception):
     status = 400
-    code = None
+    code: str | None = None
 
     def __init__(self, message="", code=None):
         super().__init__(message)
@@ -88,12 +90,12 @@ class ObjectActionError(BadRequest):
     """An object refused a create/update; handlers prefix what was acted on."""
 
     def __init__(self, action, reason):
-        super().__init__("Object action %s failed because: %s"
-                         % (action, reason))
+        super().__init__("Object action %s failed because: %s" % (action, reason))
 
 
 def to_http(exc):
     """The PlacementError a domain exception becomes when not caught."""
-    cls = {400: errors.BadRequest, 404: errors.NotFound,
-           409: errors.Conflict}.get(exc.status, errors.InternalError)
+    cls = {400: errors.BadRequest, 404: errors.NotFound, 409: errors.Conflict}.get(
+        exc.status, errors.InternalError
+    )
     return cls(exc.message, code=exc.code, vary=not isinstance(exc, NotFound))

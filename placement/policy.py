@@ -6,6 +6,7 @@ Rules are the defaults of ``placement.policies`` plus overrides from
 deprecated predecessor (``role:admin``); ``enforce_scope = False`` ignores
 the token scope.
 """
+
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy
@@ -37,7 +38,8 @@ def reset():
 
 
 def authorize(context, rule, target=None):
-    """Raise the contract's 403 unless ``context`` may perform ``rule``."""
+    """Raise a 403 (doc/api.md "Policy") unless ``context`` may perform
+    ``rule``."""
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
     enforcer = get_enforcer()
@@ -54,4 +56,5 @@ def authorize(context, rule, target=None):
         raise errors.Forbidden(rule, vary=False)
     except policy.PolicyNotAuthorized:
         raise errors.Forbidden(
-            "Policy does not allow %s to be performed." % rule, vary=False)
+            "Policy does not allow %s to be performed." % rule, vary=False
+        )

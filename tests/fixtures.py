@@ -1,10 +1,17 @@
-"""Real databases for tests: a fresh SQLite file or a fresh MySQL database.
+"""Real databases for tests: a fresh SQLite file, or a fresh database on a
+MySQL or PostgreSQL server.
 
 MySQL-backed tests use the server at ``PLACEMENT_TEST_MYSQL_URL`` (default
-``mysql+pymysql://root@127.0.0.1:3306``). When it is unreachable they are
-skipped, unless ``PLACEMENT_REQUIRE_MYSQL=1`` (set by the test command),
-which turns that into a failure.
+``mysql+pymysql://root@127.0.0.1:3306``), PostgreSQL-backed ones the server
+at ``PLACEMENT_TEST_POSTGRESQL_URL`` (default
+``postgresql+psycopg://postgres@127.0.0.1:5432``). When a server is
+unreachable its tests are skipped, unless ``PLACEMENT_REQUIRE_MYSQL=1`` (set
+by the test command), which turns that into a failure for both. The
+``galera`` backend is a cluster whose nodes are listed in
+``PLACEMENT_TEST_GALERA_URLS``; only the gabbi files and the Galera tests
+use it.
 """
+
 import contextlib
 import os
 import shutil
@@ -19,40 +26,86 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from tests import galera
 
-MYSQL_URL = os.environ.get("PLACEMENT_TEST_MYSQL_URL",
-                           "mysql+pymysql://root@127.0.0.1:3306")
-BACKENDS = ("sqlite", "mysql")
-_MYSQL_OK = None
+MYSQL_URL = os.environ.get(
+    "PLACEMENT_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306"
+)
+POSTGRESQL_URL = os.environ.get(
+    "PLACEMENT_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432"
+)
+# A Galera cluster: its nodes' SQL URLs (space separated), or the directory
+# where tools/run-tests is starting one (tests/galera.py).
+GALERA_URLS = os.environ.get("PLACEMENT_TEST_GALERA_URLS", "").split()
+GALERA_DIR = os.environ.get("PLACEMENT_TEST_GALERA_DIR")
+BACKENDS = ("sqlite", "mysql", "postgresql")
+# Server URL (no database) and the database a client connects to first.
+SERVERS = {
+    "mysql": (MYSQL_URL, ""),
+    "postgresql": (POSTGRESQL_URL, "postgres"),
+}
+if GALERA_URLS:
+    SERVERS["galera"] = (GALERA_URLS[0], "")
+_AVAILABLE = {}
 _CONFIGURED = False
 
 
-def mysql_available():
-    global _MYSQL_OK
-    if _MYSQL_OK is None:
+def _admin(backend):
+    server, first = SERVERS[backend]
+    # CREATE/DROP DATABASE cannot run inside a PostgreSQL transaction.
+    return sa.create_engine(
+        "%s/%s" % (server, first),
+        connect_args={"connect_timeout": 3},
+        isolation_level="AUTOCOMMIT",
+    )
+
+
+def server_available(backend):
+    if backend not in _AVAILABLE:
         try:
-            engine = sa.create_engine(MYSQL_URL + "/", connect_args={
-                "connect_timeout": 3})
+            engine = _admin(backend)
             with engine.connect():
                 pass
             engine.dispose()
-            _MYSQL_OK = True
+            _AVAILABLE[backend] = True
         except Exception:
-            _MYSQL_OK = False
-    return _MYSQL_OK
+            _AVAILABLE[backend] = False
+    return _AVAILABLE[backend]
+
+
+def galera_urls():
+    """The Galera nodes' URLs, waiting for the cluster if it is starting."""
+    if not GALERA_URLS and GALERA_DIR:
+        GALERA_URLS.extend(galera.wait_for(GALERA_DIR))
+        SERVERS["galera"] = (GALERA_URLS[0], "")
+    return GALERA_URLS
 
 
 def require_backend(backend):
-    if backend == "mysql" and not mysql_available():
+    if backend == "galera" and not galera_urls():
         if os.environ.get("PLACEMENT_REQUIRE_MYSQL") == "1":
-            pytest.fail("MySQL required (PLACEMENT_REQUIRE_MYSQL=1) but "
-                        "%s is unreachable" % MYSQL_URL)
-        pytest.skip("MySQL server not reachable at %s" % MYSQL_URL)
+            pytest.fail(
+                "Galera required (PLACEMENT_REQUIRE_MYSQL=1) but neither "
+                "PLACEMENT_TEST_GALERA_URLS nor PLACEMENT_TEST_GALERA_DIR is set"
+            )
+        pytest.skip("no Galera cluster (PLACEMENT_TEST_GALERA_URLS)")
+    if backend != "sqlite" and not server_available(backend):
+        url = SERVERS[backend][0]
+        if os.environ.get("PLACEMENT_REQUIRE_MYSQL") == "1":
+            pytest.fail(
+                "%s required (PLACEMENT_REQUIRE_MYSQL=1) but %s is unreachable"
+                % (backend, url)
+            )
+        pytest.skip("%s server not reachable at %s" % (backend, url))
 
 
 @contextlib.contextmanager
-def database_url(backend):
-    """Yield the URL of a fresh, empty database; remove it afterwards."""
+def database_url(backend, node=-1):
+    """Yield the URL of a fresh, empty database; remove it afterwards.
+
+    On Galera the database is created through node 1 and the URL points at
+    ``node`` (an index into the nodes, the last by default), so the schema
+    reaches it by replication."""
     if backend == "sqlite":
         tmp = tempfile.mkdtemp(prefix="placement-test-")
         try:
@@ -61,15 +114,25 @@ def database_url(backend):
             shutil.rmtree(tmp, ignore_errors=True)
         return
     name = "placement_test_%s" % uuid.uuid4().hex[:16]
-    admin = sa.create_engine(MYSQL_URL + "/")
+    admin = _admin(backend)
+    if backend in ("mysql", "galera"):
+        create = "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        drop = "DROP DATABASE IF EXISTS %s"
+        server = MYSQL_URL if backend == "mysql" else galera_urls()[node]
+        url = "%s/%s?charset=utf8mb4" % (server, name)
+    else:
+        create = "CREATE DATABASE %s"
+        # A server still holding a connection (a killed test server) must
+        # not keep the database alive.
+        drop = "DROP DATABASE IF EXISTS %s WITH (FORCE)"
+        url = "%s/%s" % (POSTGRESQL_URL, name)
     with admin.connect() as conn:
-        conn.exec_driver_sql(
-            "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name)
+        conn.exec_driver_sql(create % name)
     try:
-        yield "%s/%s?charset=utf8mb4" % (MYSQL_URL, name)
+        yield url
     finally:
         with admin.connect() as conn:
-            conn.exec_driver_sql("DROP DATABASE IF EXISTS %s" % name)
+            conn.exec_driver_sql(drop % name)
         admin.dispose()
 
 

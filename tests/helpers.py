@@ -1,10 +1,13 @@
 """Helpers shared by the functional tests: threads released at the same
 moment, and child processes that see only the configuration a test gives
 them."""
+
 import os
 import subprocess
 import sys
 import threading
+
+import hypothesis
 
 BIN = os.path.dirname(sys.executable)
 
@@ -22,6 +25,7 @@ def run_together(fn, count):
             outcomes[i] = fn(i)
         except Exception as e:  # the outcome under test
             outcomes[i] = e
+
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     for t in threads:
         t.start()
@@ -46,5 +50,23 @@ def script(name):
 def run(cmd, env=None, timeout=120):
     """Run ``cmd`` to completion with ``clean_env(**env)``; the
     CompletedProcess, output captured as text."""
-    return subprocess.run(cmd, env=clean_env(**(env or {})),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        cmd,
+        env=clean_env(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def bounded_examples(count):
+    """Hypothesis settings for a fixed, reproducible number of generated
+    examples (no shrinking: each example costs real requests)."""
+    return hypothesis.settings(
+        max_examples=count,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[hypothesis.Phase.generate],
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )

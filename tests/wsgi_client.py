@@ -1,5 +1,6 @@
 """Calling a WSGI app in-process from pytest tests, and building the full
 pipeline with configuration overrides."""
+
 import contextlib
 import json
 import wsgiref.util
@@ -22,14 +23,17 @@ class Response:
 def call(app, path, method="GET", body=None, **headers):
     """``headers`` as keyword names: ``x_auth_token="admin"``."""
     path, _, query = path.partition("?")
-    environ = {"PATH_INFO": path, "SCRIPT_NAME": "", "REQUEST_METHOD": method,
-               "QUERY_STRING": query}
+    environ = {
+        "PATH_INFO": path,
+        "SCRIPT_NAME": "",
+        "REQUEST_METHOD": method,
+        "QUERY_STRING": query,
+    }
     wsgiref.util.setup_testing_defaults(environ)
     environ.update(("HTTP_" + k.upper(), v) for k, v in headers.items())
     if body is not None:
         data = json.dumps(body).encode()
-        environ.update(CONTENT_TYPE="application/json",
-                       CONTENT_LENGTH=str(len(data)))
+        environ.update(CONTENT_TYPE="application/json", CONTENT_LENGTH=str(len(data)))
         environ["wsgi.input"].write(data)
         environ["wsgi.input"].seek(0)
     seen = {}

@@ -4,6 +4,7 @@ Revision ID: 422ece571366
 Revises: b5c396305c25
 Create Date: 2020-10-26
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,13 +22,16 @@ def upgrade():
         sa.Column("created_at", sa.DateTime),
         sa.Column("updated_at", sa.DateTime),
         sa.UniqueConstraint("name", name="uniq_consumer_types0name"),
-        mysql_engine="InnoDB", mysql_charset="utf8mb4",
-        mysql_collate="utf8mb4_bin")
+        mysql_engine="InnoDB",
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_bin",
+    )
     with op.batch_alter_table("consumers") as batch:
-        batch.add_column(sa.Column("consumer_type_id", sa.Integer,
-                                   nullable=True))
-        batch.create_index("consumers_consumer_type_id_idx",
-                           ["consumer_type_id"])
-        batch.create_foreign_key("consumers_consumer_type_id_fkey",
-                                 "consumer_types", ["consumer_type_id"],
-                                 ["id"])
+        batch.add_column(sa.Column("consumer_type_id", sa.Integer, nullable=True))
+        batch.create_index("consumers_consumer_type_id_idx", ["consumer_type_id"])
+        batch.create_foreign_key(
+            "consumers_consumer_type_id_fkey",
+            "consumer_types",
+            ["consumer_type_id"],
+            ["id"],
+        )

@@ -4,6 +4,7 @@ Revision ID: a082b8bb98d0
 Revises: 422ece571366
 Create Date: 2021-03-01
 """
+
 from alembic import op
 
 revision = "a082b8bb98d0"

@@ -4,6 +4,7 @@ Revision ID: b5c396305c25
 Revises: 611cd6dffd7b
 Create Date: 2019-01-21
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -14,11 +15,15 @@ depends_on = None
 
 
 def upgrade():
-    count = op.get_bind().scalar(sa.text(
-        "SELECT COUNT(*) FROM allocations a LEFT OUTER JOIN consumers c "
-        "ON a.consumer_id = c.uuid WHERE c.id IS NULL"))
+    count = op.get_bind().scalar(
+        sa.text(
+            "SELECT COUNT(*) FROM allocations a LEFT OUTER JOIN consumers c "
+            "ON a.consumer_id = c.uuid WHERE c.id IS NULL"
+        )
+    )
     if count:
         raise Exception(
             "There is at least one allocation record which is missing a "
             "consumer record. Run the 'placement-manage db "
-            "online_data_migrations' command.")
+            "online_data_migrations' command."
+        )

@@ -6,6 +6,7 @@ Revision ID: c7d1e4f2a9b3
 Revises: a082b8bb98d0
 Create Date: 2026-11-22
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -21,9 +22,11 @@ def upgrade():
     table = op.create_table(
         "catalog_changes",
         sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("changes", sa.BigInteger, nullable=False,
-                  server_default=sa.text("0")),
-        mysql_engine="InnoDB", mysql_charset="utf8mb4",
-        mysql_collate="utf8mb4_bin")
-    op.bulk_insert(table, [{"shard": shard, "changes": 0}
-                           for shard in range(SHARDS)])
+        sa.Column(
+            "changes", sa.BigInteger, nullable=False, server_default=sa.text("0")
+        ),
+        mysql_engine="InnoDB",
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_bin",
+    )
+    op.bulk_insert(table, [{"shard": shard, "changes": 0} for shard in range(SHARDS)])

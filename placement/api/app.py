@@ -1,4 +1,5 @@
 """The falcon application and the full WSGI pipeline around it."""
+
 import logging
 
 import falcon
@@ -10,30 +11,42 @@ from placement.api import healthcheck
 from placement.api import metrics
 from placement.api import microversion
 from placement.api import middleware
+from placement.api import openapi
 from placement.api import routes
+from placement.api import sizelimit
+from placement.db import api as db_api
 
 LOG = logging.getLogger(__name__)
+# What a 503 for an unreachable database asks clients to wait: about as
+# long as a database restart or fail-over takes to begin answering.
+RETRY_AFTER_SECONDS = 5
 
 
 class VersionMiddleware:
     """Microversion negotiation, the dispatcher's body sanity check, and the
-    version headers on the way out (README §3)."""
+    version headers on the way out (doc/architecture.md "Request path",
+    "Microversions")."""
 
     def process_request(self, req, resp):
         req.context.ctx = req.env.get(middleware.CONTEXT_ENV)
         req.context.in_handler = False
-        header = ",".join(v for k, v in _header_lines(req.env)
-                          if k == "HTTP_OPENSTACK_API_VERSION")
+        header = ",".join(
+            v for k, v in _header_lines(req.env) if k == "HTTP_OPENSTACK_API_VERSION"
+        )
         try:
             req.context.version = microversion.extract_version(header)
         except microversion.InvalidVersion as e:
             raise _unversioned(errors.BadRequest("Invalid microversion: %s" % e))
         except microversion.UnacceptableVersion as e:
-            error = _unversioned(errors.NotAcceptable(
-                "Invalid microversion: %s" % e,
-                accept=req.env.get("HTTP_ACCEPT")))
-            error.extra = {"max_version": str(microversion.MAX_VERSION),
-                           "min_version": str(microversion.MIN_VERSION)}
+            error = _unversioned(
+                errors.NotAcceptable(
+                    "Invalid microversion: %s" % e, accept=req.env.get("HTTP_ACCEPT")
+                )
+            )
+            error.extra = {
+                "max_version": str(microversion.MAX_VERSION),
+                "min_version": str(microversion.MIN_VERSION),
+            }
             raise error
         _check_body_headers(req.env)
 
@@ -41,8 +54,9 @@ class VersionMiddleware:
         version = req.context.get("version")
         if version is None or resp.context.get("unversioned"):
             return
-        resp.set_header("openstack-api-version",
-                        "%s %s" % (microversion.SERVICE_TYPE, version))
+        resp.set_header(
+            "openstack-api-version", "%s %s" % (microversion.SERVICE_TYPE, version)
+        )
         if resp.context.get("vary", req.context.get("in_handler")):
             resp.set_header("vary", "openstack-api-version")
 
@@ -63,19 +77,19 @@ def _check_body_headers(env):
     try:
         length = int(length)
     except ValueError:
-        raise errors.BadRequest("content-length header must be an integer",
-                                vary=False)
+        raise errors.BadRequest("content-length header must be an integer", vary=False)
     if length > 0 and not env.get("CONTENT_TYPE"):
         raise errors.BadRequest(
-            "content-type header required when content-length > 0", vary=False)
+            "content-type header required when content-length > 0", vary=False
+        )
 
 
 def _render_error(req, resp, error):
     version = req.context.get("version")
     resp.status = error.status
-    resp.content_type = "application/json"
-    resp.data = errors.error_body(error, req.env.get(middleware.REQUEST_ID_ENV),
-                                  version)
+    resp.content_type, resp.data = errors.render(
+        error, req.get_header("Accept"), req.env.get(middleware.REQUEST_ID_ENV), version
+    )
     for name, value in error.headers.items():
         resp.set_header(name, value)
     if error.status == 409 and error.code == errors.CONCURRENT_UPDATE:
@@ -105,8 +119,65 @@ def handle_falcon_error(req, resp, ex, params):
 
 
 def handle_unexpected(req, resp, ex, params):
-    LOG.exception("Uncaught exception in %s %s", req.method, req.path)
-    error = errors.InternalError(str(ex), vary=False)
+    """A database that is down or unreachable answers 503 with
+    Retry-After; a request naming more items than one statement takes, or
+    text the tables cannot hold, 400; anything else is a 500. No body
+    quotes the exception: its text carries hosts, SQL and parameters, so
+    it goes to the log alone (under the request id, which the body
+    names)."""
+    request_id = req.env.get(middleware.REQUEST_ID_ENV)
+    if db_api.is_too_many_parameters(ex):
+        # Rolled back whole; nothing to retry. A documented limit.
+        LOG.info("Too many items in %s %s (%s)", req.method, req.path, request_id)
+        _render_error(
+            req,
+            resp,
+            errors.BadRequest(
+                "The request names too many items for one database statement "
+                "(traits, providers, aggregates...): send it in smaller parts.",
+                vary=False,
+            ),
+        )
+        return
+    if db_api.is_unstorable_text(ex):
+        LOG.warning(
+            "Text the database cannot store in %s %s (%s): %s",
+            req.method,
+            req.path,
+            request_id,
+            ex,
+        )
+        _render_error(
+            req,
+            resp,
+            errors.BadRequest(
+                "The database cannot store or compare text of this request: "
+                "its tables use a character set without some of its "
+                "characters (not utf8mb4).",
+                vary=False,
+            ),
+        )
+        return
+    if db_api.is_unavailable(ex):
+        LOG.error(
+            "Database unavailable in %s %s (%s): %s",
+            req.method,
+            req.path,
+            request_id,
+            ex,
+        )
+        error = errors.ServiceUnavailable(
+            "The database is unavailable, request id %s." % request_id,
+            vary=False,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    else:
+        LOG.exception(
+            "Uncaught exception in %s %s (%s)", req.method, req.path, request_id
+        )
+        error = errors.InternalError(
+            "internal error, request id %s" % request_id, vary=False
+        )
     _render_error(req, resp, error)
     resp.context.unversioned = True
 
@@ -126,8 +197,8 @@ def create_falcon_app():
 
 
 class OpenPaths:
-    """Serves the operations endpoints (``/healthcheck``, ``/metrics``)
-    before CORS and auth: like ``/`` they need no token."""
+    """Serves the operations endpoints (``/healthcheck``, ``/metrics``) and
+    ``/openapi.json`` before CORS and auth: like ``/`` they need no token."""
 
     def __init__(self, app, apps):
         self.app = app
@@ -139,21 +210,27 @@ class OpenPaths:
 
 
 def build_pipeline(conf, db):
-    """proxy headers -> request id -> metrics -> open paths -> CORS -> auth
-    -> context -> falcon app (README §1)."""
+    """proxy headers -> request id -> metrics -> body size limit -> open
+    paths -> CORS -> auth -> context -> falcon app. The order decides which
+    error a client sees first (doc/architecture.md "Request path")."""
     app = middleware.ContextMiddleware(create_falcon_app(), db)
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)
     else:
         from placement.api import keystone
+
         app = keystone.wrap(app, conf)
     if conf.cors.allowed_origin if "cors" in conf else False:
         from placement.api import cors
+
         app = cors.wrap(app, conf)
-    open_paths = {healthcheck.HEALTHCHECK_PATH:
-                  healthcheck.healthcheck_app(conf, db),
-                  metrics.METRICS_PATH: metrics.metrics_app}
+    open_paths = {
+        healthcheck.HEALTHCHECK_PATH: healthcheck.healthcheck_app(conf, db),
+        metrics.METRICS_PATH: metrics.metrics_app,
+        openapi.OPENAPI_PATH: openapi.app,
+    }
     app = OpenPaths(app, open_paths)
+    app = sizelimit.SizeLimitMiddleware(app, conf.oslo_middleware.max_request_body_size)
     app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
     app = middleware.RequestIdMiddleware(app)
     # Only when enabled: disabled, the middleware would still take every

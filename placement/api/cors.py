@@ -1,6 +1,7 @@
 """CORS (oslo.middleware) from ``[cors]``; only in the pipeline when
 ``allowed_origin`` is set. Placement's header/method defaults are set in
 ``placement.conf.set_lib_defaults``."""
+
 from oslo_middleware import cors
 
 

@@ -1,10 +1,10 @@
-"""Handler decorators for the decorator-level checks of the contract:
+"""Handler decorators for the checks that come before a handler's body:
 version gate (404), Accept (406) and Content-Type (415). Stack them in the
-order the contract lists for the operation; the outermost runs first.
+order upstream checks them for the operation (it decides which error wins,
+doc/api.md "Request rules"); the outermost runs first.
 """
-import functools
 
-from webob import acceptparse
+import functools
 
 from placement.api import errors
 from placement.api import microversion
@@ -21,8 +21,10 @@ def versioned(min_version, max_version=None):
             if not req.context.version.matches(lo, hi):
                 raise errors.NotFound()
             return fn(req, resp, **kw)
+
         wrapper.min_version, wrapper.max_version = lo, hi
         return wrapper
+
     return decorator
 
 
@@ -31,40 +33,35 @@ def by_version(*handlers):
 
     Each handler must be ``versioned``; none matching is a 404.
     """
+
     def dispatch(req, resp, **kw):
         for fn in handlers:
             if req.context.version.matches(fn.min_version, fn.max_version):
                 return fn(req, resp, **kw)
         raise errors.NotFound()
+
+    dispatch.variants = handlers
     return dispatch
-
-
-def json_acceptable(accept):
-    if not accept:
-        return True
-    try:
-        header = acceptparse.create_accept_header(accept)
-        if not isinstance(header, acceptparse.AcceptValidHeader):
-            return True
-        return bool(header.acceptable_offers(["application/json"]))
-    except Exception:
-        return True
 
 
 def accepts_json(fn):
     """406 unless the client accepts application/json."""
+
     @functools.wraps(fn)
     def wrapper(req, resp, **kw):
         accept = req.get_header("Accept")
-        if not json_acceptable(accept):
-            raise errors.NotAcceptable("Only application/json is provided",
-                                       accept=accept)
+        if not errors.accepts(accept, "application/json"):
+            raise errors.NotAcceptable(
+                "Only application/json is provided", accept=accept
+            )
         return fn(req, resp, **kw)
+
     return wrapper
 
 
 def consumes_json(fn):
     """415 unless the body is declared application/json."""
+
     @functools.wraps(fn)
     def wrapper(req, resp, **kw):
         content_type = req.get_header("Content-Type")
@@ -72,4 +69,5 @@ def consumes_json(fn):
         if media != "application/json":
             raise errors.UnsupportedMediaType(content_type)
         return fn(req, resp, **kw)
+
     return wrapper

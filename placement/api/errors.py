@@ -1,12 +1,16 @@
-"""HTTP errors and the contract's JSON error body.
+"""HTTP errors and the JSON error body (doc/api.md "Errors").
 
 Handlers raise these; the app's error handler renders them. ``vary=False``
-marks errors the contract says are produced outside the handler proper
+marks errors that upstream produces outside the handler proper
 (policy 403, lookup 404s that propagate) and so carry no ``vary`` header.
 """
+
+import html
 import http
+import re
 
 import orjson
+from webob import acceptparse
 
 from placement.api import microversion
 
@@ -25,22 +29,54 @@ QUERY_MISSING_VALUE = "placement.query.missing_value"
 
 _EXPLANATION = {
     400: "The server could not comply with the request since it is either "
-         "malformed or otherwise incorrect.",
+    "malformed or otherwise incorrect.",
     401: "This server could not verify that you are authorized to access the "
-         "document you requested.",
+    "document you requested.",
     403: "Access was denied to this resource.",
     404: "The resource could not be found.",
     409: "There was a conflict when trying to complete your request.",
     500: "The server has either erred or is incapable of performing the "
-         "requested operation.",
+    "requested operation.",
+    503: "The server is currently unavailable. Please try again at a later time.",
 }
+
+
+# Error texts quote what the client sent (schema failures show the value).
+# A quoted literal longer than LONG_LITERAL keeps only its first KEPT
+# characters, and a whole text longer than MAX_TEXT (far more than any
+# ordinary error, schema fragment included) is cut there: a 20 MB name
+# must not come back in the 400. Ordinary texts are left exactly as they are.
+LONG_LITERAL = 256
+KEPT = 64
+MAX_TEXT = 8192
+# A quoted literal, either quote; runs of ordinary characters are taken
+# whole so that a text of megabytes is scanned at C speed.
+_QUOTED = re.compile(
+    "|".join(r"{0}[^{0}\\]*(?:\\.[^{0}\\]*)*{0}".format(q) for q in "'\"")
+)
+
+
+def _cut(match):
+    literal = match.group()
+    if len(literal) <= LONG_LITERAL:
+        return literal
+    return literal[: KEPT + 1] + "..." + literal[0]
+
+
+def shorten(text):
+    """``text`` with long quoted values and any excess length cut."""
+    if len(text) <= LONG_LITERAL:
+        return text
+    text = _QUOTED.sub(_cut, text)
+    if len(text) > MAX_TEXT:
+        text = text[:MAX_TEXT] + "..."
+    return text
 
 
 class PlacementError(Exception):
     status = 500
 
-    def __init__(self, message="", code=None, vary=True, headers=None,
-                 lead_in=None):
+    def __init__(self, message="", code=None, vary=True, headers=None, lead_in=None):
         super().__init__(message)
         self.message = message
         self.code = code
@@ -56,9 +92,12 @@ class PlacementError(Exception):
     def title(self):
         return http.HTTPStatus(self.status).phrase
 
+    @property
+    def explanation(self):
+        return self.lead_in or _EXPLANATION.get(self.status, self.title)
+
     def detail(self):
-        lead = self.lead_in or _EXPLANATION.get(self.status, self.title)
-        return "%s\n\n %s  " % (lead, self.message)
+        return "%s\n\n %s  " % (shorten(self.explanation), shorten(self.message))
 
 
 class BadRequest(PlacementError):
@@ -82,7 +121,8 @@ class MethodNotAllowed(PlacementError):
             "The method specified is not allowed for this resource.",
             headers=headers,
             lead_in="The method %s is not allowed for this resource. " % method,
-            **kw)
+            **kw,
+        )
 
 
 class NotAcceptable(PlacementError):
@@ -92,7 +132,9 @@ class NotAcceptable(PlacementError):
         super().__init__(
             message,
             lead_in="The resource could not be generated that was acceptable "
-                    "to your browser (content of type %s. " % accept, **kw)
+            "to your browser (content of type %s. " % accept,
+            **kw,
+        )
 
 
 class Conflict(PlacementError):
@@ -104,21 +146,82 @@ class UnsupportedMediaType(PlacementError):
 
     def __init__(self, content_type, **kw):
         super().__init__(
-            "The media type %s is not supported, use application/json"
-            % content_type,
+            "The media type %s is not supported, use application/json" % content_type,
             lead_in="The request media type %s is not supported by this "
-                    "server. " % content_type, **kw)
+            "server. " % content_type,
+            **kw,
+        )
+
+
+class RequestTooLarge(PlacementError):
+    status = 413
 
 
 class InternalError(PlacementError):
     status = 500
 
 
+class ServiceUnavailable(PlacementError):
+    status = 503
+
+
 def error_body(error, request_id, version):
-    """The contract's ``{"errors": [...]}`` document as bytes."""
-    item = {"status": error.status, "title": error.title,
-            "detail": error.detail(), "request_id": request_id}
+    """The ``{"errors": [...]}`` document as bytes."""
+    item = {
+        "status": error.status,
+        "title": error.title,
+        "detail": error.detail(),
+        "request_id": request_id,
+    }
     if error.versioned and version is not None and version >= CODE_SINCE:
         item["code"] = error.code or UNDEFINED_CODE
     item.update(error.extra)
     return orjson.dumps({"errors": [item]})
+
+
+def accepts(accept, media_type):
+    """Whether an ``Accept`` header admits ``media_type``. An absent or
+    unparseable header admits anything."""
+    if not accept:
+        return True
+    try:
+        header = acceptparse.create_accept_header(accept)
+        if not isinstance(header, acceptparse.AcceptValidHeader):
+            return True
+        return bool(header.acceptable_offers([media_type]))
+    except Exception:
+        return True
+
+
+JSON = "application/json"
+HTML = "text/html; charset=UTF-8"
+TEXT = "text/plain; charset=UTF-8"
+
+_HTML_PAGE = """<html>
+ <head>
+  <title>%(status)s</title>
+ </head>
+ <body>
+  <h1>%(status)s</h1>
+  %(explanation)s<br /><br />
+%(message)s
+ </body>
+</html>"""
+
+
+def render(error, accept, request_id, version):
+    """(content type, body bytes) of ``error`` for the client's Accept:
+    the JSON document when JSON is acceptable, else an HTML page when
+    text/html is, else plain text."""
+    if accepts(accept, "application/json"):
+        return JSON, error_body(error, request_id, version)
+    status = "%d %s" % (error.status, error.title)
+    if accepts(accept, "text/html"):
+        page = _HTML_PAGE % {
+            "status": status,
+            "explanation": html.escape(error.explanation, quote=False),
+            "message": html.escape(error.message, quote=False),
+        }
+        return HTML, page.encode()
+    text = "%s\n\n%s\n\n %s" % (status, error.explanation, error.message)
+    return TEXT, text.encode()

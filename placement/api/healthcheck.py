@@ -5,6 +5,7 @@ The backend is registered as the ``placement_database`` entry point of
 ``oslo.middleware.healthcheck`` (setup.cfg) and is always enabled; operators
 may add more backends and ``detailed`` under ``[healthcheck]``.
 """
+
 import logging
 
 import sqlalchemy as sa
@@ -31,16 +32,13 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
         except Exception as e:
             LOG.warning("healthcheck: database unreachable: %s", e)
             return pluginbase.HealthcheckResult(
-                available=False, reason="database unreachable",
-                details=str(e))
-        return pluginbase.HealthcheckResult(
-            available=True, reason="database reachable")
+                available=False, reason="database unreachable", details=str(e)
+            )
+        return pluginbase.HealthcheckResult(available=True, reason="database reachable")
 
 
 def healthcheck_app(conf, db):
     """The healthcheck WSGI app: our backend plus any configured ones."""
     conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
-    backends = [BACKEND] + [b for b in conf.healthcheck.backends
-                            if b != BACKEND]
-    return healthcheck.Healthcheck.app_factory(
-        None, backends=backends, **{DB_KEY: db})
+    backends = [BACKEND] + [b for b in conf.healthcheck.backends if b != BACKEND]
+    return healthcheck.Healthcheck.app_factory(None, backends=backends, **{DB_KEY: db})

@@ -1,6 +1,7 @@
 """``[api] auth_strategy = keystone``: keystonemiddleware's auth_token,
 configured from ``[keystone_authtoken]``, in front of everything but the
 version document (``/`` and the empty path of a prefix mount)."""
+
 from keystonemiddleware import auth_token
 
 OPEN_PATHS = ("/", "")

@@ -9,6 +9,7 @@ There are no gauges, so a dead worker's files need no clean-up: its counts
 stay part of the totals, as counters should. Without the variable the
 process-local default registry is used (tests, one worker).
 """
+
 import os
 import time
 
@@ -21,31 +22,48 @@ from placement.api import routes
 
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
+# Label values are bounded: any other request method counts as OTHER, so
+# made-up methods cannot add series (and multiprocess file entries).
+KNOWN_METHODS = frozenset(
+    ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+)
+OTHER_METHOD = "other"
 
 REQUESTS = prometheus_client.Counter(
     "placement_http_requests",
     "HTTP requests by route template, method, status and microversion.",
-    ["route", "method", "status", "microversion"])
+    ["route", "method", "status", "microversion"],
+)
 LATENCY = prometheus_client.Histogram(
     "placement_http_request_duration_seconds",
     "Time from request to response start, by route template and method.",
-    ["route", "method"])
+    ["route", "method"],
+)
 CANDIDATES = prometheus_client.Histogram(
     "placement_allocation_candidates_returned",
     "Allocation candidates (allocation_requests) returned per request.",
-    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000,
-             float("inf")))
+    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, float("inf")),
+)
 CONFLICT_RETRIES = prometheus_client.Counter(
     "placement_generation_conflict_retries",
-    "Server-side retries of a write after losing a generation "
-    "compare-and-swap.")
+    "Server-side retries of a write after losing a generation compare-and-swap.",
+)
+CATALOG = prometheus_client.Counter(
+    "placement_catalog_requests",
+    "Requests that asked for the provider catalog, by outcome: hit (it was "
+    "current), read (this request read it again), sql (not current and "
+    "being read by another request: plain SQL).",
+    ["outcome"],
+)
 CONFLICTS = prometheus_client.Counter(
     "placement_generation_conflicts",
-    "Requests answered 409 placement.concurrent_update.")
+    "Requests answered 409 placement.concurrent_update.",
+)
 
 
 # The API other modules call. Each is a single counter update: cheap enough
 # for any code path, and safe under gunicorn workers in multiprocess mode.
+
 
 def conflict_retry():
     """A write lost a generation compare-and-swap and is being re-run."""
@@ -55,6 +73,12 @@ def conflict_retry():
 def generation_conflict():
     """A request is answered 409 placement.concurrent_update."""
     CONFLICTS.inc()
+
+
+def catalog_used(outcome):
+    """A request asked for the provider catalog: ``hit``, ``read`` or
+    ``sql``."""
+    CATALOG.labels(outcome).inc()
 
 
 def candidates_returned(count):
@@ -75,13 +99,18 @@ def exposition():
 def metrics_app(environ, start_response):
     """``GET /metrics``: open like ``/``, Prometheus text format."""
     if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-        start_response("405 Method Not Allowed",
-                       [("Allow", "GET"), ("Content-Length", "0")])
+        start_response(
+            "405 Method Not Allowed", [("Allow", "GET"), ("Content-Length", "0")]
+        )
         return [b""]
     body = exposition()
-    start_response("200 OK", [
-        ("Content-Type", prometheus_client.CONTENT_TYPE_LATEST),
-        ("Content-Length", str(len(body)))])
+    start_response(
+        "200 OK",
+        [
+            ("Content-Type", prometheus_client.CONTENT_TYPE_LATEST),
+            ("Content-Length", str(len(body))),
+        ],
+    )
     return [body] if environ["REQUEST_METHOD"] == "GET" else [b""]
 
 
@@ -114,7 +143,9 @@ class MetricsMiddleware:
 
     def __call__(self, environ, start_response):
         started = time.monotonic()
-        method = environ.get("REQUEST_METHOD", "-")
+        method = environ.get("REQUEST_METHOD")
+        if method not in KNOWN_METHODS:
+            method = OTHER_METHOD
         route = self.templates.template(environ.get("PATH_INFO", ""))
 
         def _start_response(status, headers, exc_info=None):

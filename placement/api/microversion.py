@@ -1,10 +1,12 @@
 """Microversion negotiation and the helpers that make version differences
 visible in one place.
 
-``Version`` is a comparable (major, minor) tuple. Handlers use
-``version_gate`` (via ``handlers.decorators``) and small tables built with
-``since``/``VersionTable`` rather than ad-hoc comparisons.
+``Version`` is a comparable (major, minor) tuple. Routes are gated with
+``api.decorators.versioned``/``by_version``; other differences are named
+constants or ``VersionTable`` rows rather than ad-hoc comparisons (see
+"Microversions" in doc/architecture.md).
 """
+
 import functools
 import re
 
@@ -12,12 +14,13 @@ SERVICE_TYPE = "placement"
 HEADER = "OpenStack-API-Version"
 MIN = (1, 0)
 MAX = (1, 39)
-_PARSED = {}     # "X.Y" literal -> (X, Y)
+_PARSED: dict[str, tuple[int, int]] = {}  # "X.Y" literal -> (X, Y)
 
 
 @functools.total_ordering
 class Version:
     """A microversion; compares with Versions and with "X.Y" strings."""
+
     __slots__ = ("major", "minor")
 
     def __init__(self, major, minor):
@@ -57,8 +60,9 @@ class Version:
         return hash((self.major, self.minor))
 
     def matches(self, min_version=None, max_version=None):
-        return ((min_version is None or self >= min_version) and
-                (max_version is None or self <= max_version))
+        return (min_version is None or self >= min_version) and (
+            max_version is None or self <= max_version
+        )
 
 
 MIN_VERSION = Version(*MIN)
@@ -115,7 +119,9 @@ class VersionTable:
     def __init__(self, *rows):
         self._rows = sorted(
             ((Version.parse(v) if v else MIN_VERSION, value) for v, value in rows),
-            key=lambda row: row[0], reverse=True)
+            key=lambda row: row[0],
+            reverse=True,
+        )
 
     def __call__(self, version):
         for since, value in self._rows:

@@ -1,8 +1,10 @@
 """WSGI layers outside the falcon app: request id, noauth2, context.
 
 They are plain WSGI so that keystonemiddleware and oslo.middleware's CORS
-slot in between them exactly where the contract orders them.
+slot in between them in the order doc/architecture.md "Request path"
+gives (it decides which error a client sees first).
 """
+
 import logging
 import re
 import time
@@ -10,6 +12,7 @@ import urllib.parse
 import uuid
 
 import orjson
+from oslo_context import context as oslo_context
 
 from placement import context as placement_context
 
@@ -19,7 +22,8 @@ REQUEST_ID_ENV = "placement.request_id"
 GLOBAL_REQUEST_ID_ENV = "placement.global_request_id"
 CONTEXT_ENV = "placement.context"
 _GLOBAL_ID = re.compile(
-    r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+)
 
 
 class RequestIdMiddleware:
@@ -35,6 +39,13 @@ class RequestIdMiddleware:
         inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
         if _GLOBAL_ID.match(inbound):
             environ[GLOBAL_REQUEST_ID_ENV] = inbound
+        # oslo.log takes the ids and user of a line from the thread's
+        # current context: without this, requests that never get a full
+        # one (401, /healthcheck, /metrics) would log the previous
+        # request's.
+        oslo_context.RequestContext(
+            request_id=request_id, global_request_id=environ.get(GLOBAL_REQUEST_ID_ENV)
+        )
         accept = environ.get("HTTP_ACCEPT")
         if not accept or accept.strip() == "*/*":
             environ["HTTP_ACCEPT"] = "application/json"
@@ -42,8 +53,7 @@ class RequestIdMiddleware:
         seen = {}
 
         def _start_response(status, headers, exc_info=None):
-            headers = [h for h in headers
-                       if h[0].lower() != "x-openstack-request-id"]
+            headers = [h for h in headers if h[0].lower() != "x-openstack-request-id"]
             headers.append(("x-openstack-request-id", request_id))
             seen["status"] = status
             seen["headers"] = headers
@@ -65,35 +75,54 @@ class RequestIdMiddleware:
         # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
         # the client sent them, like the query string.
         path = urllib.parse.quote(
-            (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
-            .encode("latin-1", "replace"), safe="/:@!$&'()*+,;=-._~%")
+            (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
+                "latin-1", "replace"
+            ),
+            safe="/:@!$&'()*+,;=-._~%",
+        )
         if environ.get("QUERY_STRING"):
             path += "?" + environ["QUERY_STRING"]
         headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
-        LOG.info('%s "%s %s" status: %s len: %s microversion: %s time: %.6f '
-                 'request_id: %s',
-                 environ.get("REMOTE_ADDR", "-"), environ.get("REQUEST_METHOD"),
-                 path, (seen.get("status") or "-").split(" ", 1)[0],
-                 headers.get("content-length", "0"),
-                 headers.get("openstack-api-version", "-").replace(
-                     "placement ", ""),
-                 time.monotonic() - started, request_id)
+        LOG.info(
+            '%s "%s %s" status: %s len: %s microversion: %s time: %.6f request_id: %s',
+            environ.get("REMOTE_ADDR", "-"),
+            environ.get("REQUEST_METHOD"),
+            path,
+            (seen.get("status") or "-").split(" ", 1)[0],
+            headers.get("content-length", "0"),
+            headers.get("openstack-api-version", "-").replace("placement ", ""),
+            time.monotonic() - started,
+            request_id,
+        )
 
 
 def _unauthorized(start_response, message):
-    body = orjson.dumps({"message": message, "code": "401 Unauthorized",
-                         "title": "Unauthorized"})
-    start_response("401 Unauthorized", [("Content-Type", "application/json"),
-                                        ("Content-Length", str(len(body)))])
+    body = orjson.dumps(
+        {"message": message, "code": "401 Unauthorized", "title": "Unauthorized"}
+    )
+    start_response(
+        "401 Unauthorized",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+    )
     return [body]
 
 
-_IDENTITY_HEADERS = ("HTTP_X_USER_ID", "HTTP_X_PROJECT_ID", "HTTP_X_TENANT_ID",
-                     "HTTP_X_ROLES", "HTTP_X_IDENTITY_STATUS")
+_IDENTITY_HEADERS = (
+    "HTTP_X_USER_ID",
+    "HTTP_X_PROJECT_ID",
+    "HTTP_X_TENANT_ID",
+    "HTTP_X_ROLES",
+    "HTTP_X_IDENTITY_STATUS",
+)
 
 
 class NoAuthMiddleware:
-    """noauth2: ``X-Auth-Token: user[:project]`` is trusted as given."""
+    """noauth2: ``X-Auth-Token: user[:project]`` is trusted as given.
+
+    The token's parts only fill in what the client did not send: an
+    ``X-User-Id``, ``X-Project-Id`` or ``X-Tenant-Id`` header wins, as it
+    does when oslo.context builds a context from the environment.
+    """
 
     def __init__(self, app):
         self.app = app
@@ -108,27 +137,29 @@ class NoAuthMiddleware:
                 "This server could not verify that you are authorized to "
                 "access the document you requested. Either you supplied the "
                 "wrong credentials (e.g., bad password), or your browser does "
-                "not understand how to supply the credentials required.")
+                "not understand how to supply the credentials required.",
+            )
         user, _, project = token.partition(":")
         project = project or user
         if "HTTP_X_ROLES" in environ:
             roles = environ["HTTP_X_ROLES"]
         else:
             roles = "admin" if user == "admin" else ""
-        environ["HTTP_X_USER_ID"] = user
+        environ.setdefault("HTTP_X_USER_ID", user)
         environ["HTTP_X_ROLES"] = roles
         environ["HTTP_X_IDENTITY_STATUS"] = "Confirmed"
         if "HTTP_OPENSTACK_SYSTEM_SCOPE" in environ:
             environ.pop("HTTP_X_PROJECT_ID", None)
             environ.pop("HTTP_X_TENANT_ID", None)
-        else:
+        elif "HTTP_X_PROJECT_ID" not in environ and "HTTP_X_TENANT_ID" not in environ:
             environ["HTTP_X_PROJECT_ID"] = project
-            environ["HTTP_X_TENANT_ID"] = project
         return self.app(environ, start_response)
 
 
 class ContextMiddleware:
-    """Builds the RequestContext from the identity headers auth left."""
+    """Builds the RequestContext from the identity headers auth left, with
+    oslo.context's ``from_environ``: ``X-User-Id`` (else ``X-User``) is the
+    user, ``X-Project-Id`` (else ``X-Tenant-Id``) the project."""
 
     def __init__(self, app, db):
         self.app = app
@@ -138,15 +169,12 @@ class ContextMiddleware:
         user_id = environ.get("HTTP_X_USER_ID") or environ.get("HTTP_X_USER")
         if not user_id and environ.get("PATH_INFO") not in ("/", ""):
             return _unauthorized(start_response, "Unauthorized")
-        roles = [r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",")
-                 if r.strip()]
-        system_scope = environ.get("HTTP_OPENSTACK_SYSTEM_SCOPE")
-        environ[CONTEXT_ENV] = placement_context.RequestContext(
-            user_id=user_id,
-            project_id=(environ.get("HTTP_X_PROJECT_ID")
-                        or environ.get("HTTP_X_TENANT_ID")),
+        roles = [
+            r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",") if r.strip()
+        ]
+        environ[CONTEXT_ENV] = placement_context.RequestContext.from_environ(
+            environ,
             roles=roles,
-            system_scope=system_scope,
             request_id=environ.get(REQUEST_ID_ENV),
             global_request_id=environ.get(GLOBAL_REQUEST_ID_ENV),
             db=self.db,

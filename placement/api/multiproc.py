@@ -6,6 +6,7 @@ memory or in per-process files under ``PROMETHEUS_MULTIPROC_DIR`` that
 before anything imports ``placement.api.metrics`` (placement.deploy does):
 this module deliberately imports nothing from prometheus_client.
 """
+
 import atexit
 import glob
 import os
@@ -25,8 +26,7 @@ def prepare():
         path = tempfile.mkdtemp(prefix="placement-prometheus-")
         pid = os.getpid()
         # Only the process that made it (gunicorn's master), not a worker.
-        atexit.register(
-            lambda: os.getpid() == pid and shutil.rmtree(path, True))
+        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(path, True))
     os.makedirs(path, exist_ok=True)
     for stale in glob.glob(os.path.join(path, "*.db")):
         os.remove(stale)

@@ -3,6 +3,7 @@
 Handlers get a falcon ``req``/``resp``; ``req.context`` carries
 ``ctx`` (the RequestContext) and ``version`` (the negotiated microversion).
 """
+
 import datetime
 import email.utils
 import urllib.parse
@@ -42,8 +43,9 @@ FORMAT_CHECKER = jsonschema.FormatChecker()
 
 @FORMAT_CHECKER.checks("uuid")
 def _uuid_like(instance):
-    # The contract's "UUID-like" (README): dashless, braced and urn:uuid:
-    # spellings pass, unlike jsonschema's own dashed-only "uuid" format.
+    # Upstream's "UUID-like": dashless, braced and urn:uuid: spellings
+    # pass (doc/api.md "Query values"), unlike jsonschema's own dashed-only
+    # "uuid" format.
     return not isinstance(instance, str) or uuidutils.is_uuid_like(instance)
 
 
@@ -52,10 +54,21 @@ def validate(data, schema, prefix="JSON does not validate"):
     # against the meta-schema (about 2 ms a request; ours are constants,
     # exercised by the tests): the same best_match error.
     validator = jsonschema.validators.validator_for(schema)(
-        schema, format_checker=FORMAT_CHECKER)
+        schema, format_checker=FORMAT_CHECKER
+    )
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
-        raise errors.BadRequest("%s: %s" % (prefix, error.message))
+        raise errors.BadRequest("%s: %s" % (prefix, schema_error_text(error)))
+
+
+def schema_error_text(error):
+    """The whole text of a schema failure on one line: message, the
+    validator and schema path, the schema fragment, the instance path and
+    the instance, as clients written for the reference compare it."""
+    return str(error).replace("\n", " ")
+
+
+QUERY_PREFIX = "Invalid query string parameters"
 
 
 def query_pairs(req):
@@ -64,11 +77,13 @@ def query_pairs(req):
     if not qs:
         return []
     try:
-        return urllib.parse.parse_qsl(qs, keep_blank_values=True,
-                                      encoding="utf-8", errors="strict")
+        return urllib.parse.parse_qsl(
+            qs, keep_blank_values=True, encoding="utf-8", errors="strict"
+        )
     except UnicodeDecodeError:
         raise errors.BadRequest(
-            "Invalid query string parameters: query string is not UTF-8")
+            "Invalid query string parameters: query string is not UTF-8"
+        )
 
 
 def query_last(pairs):
@@ -76,9 +91,17 @@ def query_last(pairs):
     return dict(pairs)
 
 
-def validate_query(pairs, schema):
-    """Apply a query-string JSON schema to the last value of each name."""
-    validate(query_last(pairs), schema, prefix="Invalid query string parameters")
+def validate_query(pairs, schema, every=()):
+    """Apply a query-string JSON schema to the last value of each name.
+
+    The names in ``every`` have each earlier occurrence checked too, in
+    place of the last one, so a handler may use any of them.
+    """
+    last = query_last(pairs)
+    validate(last, schema, prefix=QUERY_PREFIX)
+    for name, value in pairs:
+        if name in every and value != last[name]:
+            validate(dict(last, **{name: value}), schema, prefix=QUERY_PREFIX)
 
 
 def render(resp, body, status=200):
@@ -86,6 +109,15 @@ def render(resp, body, status=200):
     resp.status = status
     resp.content_type = "application/json"
     resp.data = body if isinstance(body, bytes) else orjson.dumps(body)
+
+
+def render_stream(resp, chunks, status=200):
+    """A JSON body sent piece by piece as ``chunks`` (bytes) are produced,
+    without Content-Length; the server closes ``chunks`` when the client
+    goes away."""
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.stream = chunks
 
 
 def no_content(resp, status=204):
@@ -105,11 +137,13 @@ def set_location(req, resp, path):
 
 def http_date(dt):
     return email.utils.format_datetime(
-        dt.replace(tzinfo=datetime.timezone.utc), usegmt=True)
+        dt.replace(tzinfo=datetime.timezone.utc), usegmt=True
+    )
 
 
 def set_last_modified(req, resp, when, always=False):
-    """``last-modified``/``cache-control`` from 1.15 (README §4.1).
+    """``last-modified``/``cache-control`` from 1.15 (doc/api.md "Caching
+    headers").
 
     ``when`` None omits last-modified (cache-control is still sent) unless
     ``always`` asks for "now" instead.

@@ -1,5 +1,6 @@
 """The route table: every path, its methods in ``Allow`` order, and the
 handler (``module.function`` under ``placement.handlers``) serving each."""
+
 import importlib
 
 import falcon
@@ -8,52 +9,96 @@ from placement.api import errors
 
 ROUTES = [
     ("/", [("GET", "root.home")]),
-    ("/resource_classes", [
-        ("GET", "resource_class.list_resource_classes"),
-        ("POST", "resource_class.create_resource_class")]),
-    ("/resource_classes/{name}", [
-        ("GET", "resource_class.get_resource_class"),
-        ("PUT", "resource_class.update_resource_class"),
-        ("DELETE", "resource_class.delete_resource_class")]),
-    ("/resource_providers", [
-        ("GET", "resource_provider.list_resource_providers"),
-        ("POST", "resource_provider.create_resource_provider")]),
-    ("/resource_providers/{uuid}", [
-        ("GET", "resource_provider.get_resource_provider"),
-        ("DELETE", "resource_provider.delete_resource_provider"),
-        ("PUT", "resource_provider.update_resource_provider")]),
-    ("/resource_providers/{uuid}/inventories", [
-        ("GET", "inventory.get_inventories"),
-        ("POST", "inventory.create_inventory"),
-        ("PUT", "inventory.set_inventories"),
-        ("DELETE", "inventory.delete_inventories")]),
-    ("/resource_providers/{uuid}/inventories/{resource_class}", [
-        ("GET", "inventory.get_inventory"),
-        ("PUT", "inventory.update_inventory"),
-        ("DELETE", "inventory.delete_inventory")]),
-    ("/resource_providers/{uuid}/usages", [
-        ("GET", "usage.list_usages")]),
-    ("/resource_providers/{uuid}/aggregates", [
-        ("GET", "aggregate.get_aggregates"),
-        ("PUT", "aggregate.set_aggregates")]),
-    ("/resource_providers/{uuid}/allocations", [
-        ("GET", "allocation.list_for_resource_provider")]),
-    ("/resource_providers/{uuid}/traits", [
-        ("GET", "trait.list_traits_for_resource_provider"),
-        ("PUT", "trait.update_traits_for_resource_provider"),
-        ("DELETE", "trait.delete_traits_for_resource_provider")]),
+    (
+        "/resource_classes",
+        [
+            ("GET", "resource_class.list_resource_classes"),
+            ("POST", "resource_class.create_resource_class"),
+        ],
+    ),
+    (
+        "/resource_classes/{name}",
+        [
+            ("GET", "resource_class.get_resource_class"),
+            ("PUT", "resource_class.update_resource_class"),
+            ("DELETE", "resource_class.delete_resource_class"),
+        ],
+    ),
+    (
+        "/resource_providers",
+        [
+            ("GET", "resource_provider.list_resource_providers"),
+            ("POST", "resource_provider.create_resource_provider"),
+        ],
+    ),
+    (
+        "/resource_providers/{uuid}",
+        [
+            ("GET", "resource_provider.get_resource_provider"),
+            ("DELETE", "resource_provider.delete_resource_provider"),
+            ("PUT", "resource_provider.update_resource_provider"),
+        ],
+    ),
+    (
+        "/resource_providers/{uuid}/inventories",
+        [
+            ("GET", "inventory.get_inventories"),
+            ("POST", "inventory.create_inventory"),
+            ("PUT", "inventory.set_inventories"),
+            ("DELETE", "inventory.delete_inventories"),
+        ],
+    ),
+    (
+        "/resource_providers/{uuid}/inventories/{resource_class}",
+        [
+            ("GET", "inventory.get_inventory"),
+            ("PUT", "inventory.update_inventory"),
+            ("DELETE", "inventory.delete_inventory"),
+        ],
+    ),
+    ("/resource_providers/{uuid}/usages", [("GET", "usage.list_usages")]),
+    (
+        "/resource_providers/{uuid}/aggregates",
+        [("GET", "aggregate.get_aggregates"), ("PUT", "aggregate.set_aggregates")],
+    ),
+    (
+        "/resource_providers/{uuid}/allocations",
+        [("GET", "allocation.list_for_resource_provider")],
+    ),
+    (
+        "/resource_providers/{uuid}/traits",
+        [
+            ("GET", "trait.list_traits_for_resource_provider"),
+            ("PUT", "trait.update_traits_for_resource_provider"),
+            ("DELETE", "trait.delete_traits_for_resource_provider"),
+        ],
+    ),
     ("/allocations", [("POST", "allocation.set_allocations")]),
-    ("/allocations/{consumer_uuid}", [
-        ("GET", "allocation.list_for_consumer"),
-        ("PUT", "allocation.set_allocations_for_consumer"),
-        ("DELETE", "allocation.delete_allocations")]),
-    ("/allocation_candidates", [
-        ("GET", "allocation_candidate.list_allocation_candidates")]),
+    (
+        "/allocations/{consumer_uuid}",
+        [
+            ("GET", "allocation.list_for_consumer"),
+            ("PUT", "allocation.set_allocations_for_consumer"),
+            ("DELETE", "allocation.delete_allocations"),
+        ],
+    ),
+    (
+        "/allocation_candidates",
+        [("GET", "allocation_candidate.list_allocation_candidates")],
+    ),
+    (
+        "/allocation_candidates/explain",
+        [("GET", "allocation_candidate_explain.explain")],
+    ),
     ("/traits", [("GET", "trait.list_traits")]),
-    ("/traits/{name}", [
-        ("GET", "trait.get_trait"),
-        ("PUT", "trait.put_trait"),
-        ("DELETE", "trait.delete_trait")]),
+    (
+        "/traits/{name}",
+        [
+            ("GET", "trait.get_trait"),
+            ("PUT", "trait.put_trait"),
+            ("DELETE", "trait.delete_trait"),
+        ],
+    ),
     ("/usages", [("GET", "usage.get_total_usages")]),
     ("/reshaper", [("POST", "reshaper.reshape")]),
 ]
@@ -66,7 +111,7 @@ def resolve(dotted):
 
 class Route:
     """A falcon resource for one path: listed methods go to their handlers,
-    every other method is a 405 carrying the contract's ``Allow``."""
+    every other method is a 405 whose ``Allow`` lists the route's methods."""
 
     def __init__(self, methods):
         self.allowed = [m for m, _ in methods]
@@ -80,6 +125,7 @@ class Route:
         def responder(req, resp, **params):
             req.context.in_handler = True
             return handler(req, resp, **params)
+
         return responder
 
     def _not_allowed(self, req, resp, **params):

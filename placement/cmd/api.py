@@ -1,11 +1,15 @@
 """``placement-api``: serve the WSGI app with gunicorn.
 
 ``placement-api [--config-file PATH] [--host H] [--port P] [--workers N]
-[--threads N] [--db-sync]``. The schema is upgraded first when the database
-is SQLite (a fresh file needs no set-up) or ``--db-sync`` is given. Every
-gunicorn worker builds its own app (and engine) after the fork.
+[--threads N] [--active N] [--db-sync]``. The schema is upgraded first when
+the database is SQLite (a fresh file needs no set-up) or ``--db-sync`` is
+given, otherwise it must be at head. The app is built once before the
+gunicorn workers fork; each opens its own database connections.
 """
+
 import gc
+import logging
+import os
 import sys
 
 # Metrics shared across workers: set up before prometheus_client is imported.
@@ -13,6 +17,7 @@ from placement.api import multiproc
 
 multiproc.prepare()
 
+from gunicorn import glogging  # noqa: E402
 from gunicorn import util as gunicorn_util  # noqa: E402
 from gunicorn.app import base  # noqa: E402
 from oslo_config import cfg  # noqa: E402
@@ -21,30 +26,83 @@ from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.api import errors  # noqa: E402
 from placement.api import gate  # noqa: E402
-from placement.db import schema  # noqa: E402
 
 GC_THRESHOLD = 50000
+THREADS = 4
+
+
+def usable_cpus():
+    """CPUs this process may run on (cgroup/affinity aware where the OS
+    tells)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
 
 serve_opts = [
-    cfg.HostAddressOpt("host", default="127.0.0.1",
-                       help="Address to listen on."),
-    cfg.PortOpt("port", default=8778, help="Port to listen on."),
-    cfg.IntOpt("workers", default=1, min=1, help="Worker processes."),
-    cfg.IntOpt("threads", default=1, min=1, help="Threads per worker."),
-    cfg.BoolOpt("db-sync", default=False,
-                help="Upgrade the schema to head before serving."),
-    cfg.IntOpt("active", default=2, min=0,
-               help="Requests a worker executes at once; the other threads "
-                    "queue (0: no limit). See placement.api.gate."),
+    cfg.HostAddressOpt(
+        "host", default="127.0.0.1", help="Address to listen on (default: 127.0.0.1)."
+    ),
+    cfg.PortOpt("port", default=8778, help="Port to listen on (default: 8778)."),
+    cfg.IntOpt(
+        "workers",
+        min=1,
+        help="Worker processes (default: the CPUs this process may use, %d "
+        "here). Each runs Python code on one CPU at a time." % usable_cpus(),
+    ),
+    cfg.IntOpt(
+        "threads",
+        default=THREADS,
+        min=1,
+        help="Threads per worker (default: %d): they wait on slow clients "
+        "and on the database while --active of them execute." % THREADS,
+    ),
+    cfg.BoolOpt(
+        "db-sync",
+        default=False,
+        help="Upgrade the schema to head before serving (default: off; "
+        "always on for SQLite).",
+    ),
+    cfg.IntOpt(
+        "active",
+        default=2,
+        min=0,
+        help="Requests a worker executes at once (default: 2); its other "
+        "threads queue. 0: no limit.",
+    ),
 ]
+
+DESCRIPTION = (
+    "Serve the Placement API with gunicorn. "
+    + placement_conf.DEFAULT_CONFIG_HELP
+    + " [placement_database] connection is required."
+)
+
+
+class GunicornLogger(glogging.Logger):
+    """gunicorn's own messages (listening, worker start and exit) through
+    placement's logging set-up, so that every line has one format. The
+    request log is placement's (placement.requestlog), not gunicorn's."""
+
+    def setup(self, cfg):
+        self.cfg = cfg
+        self.error_log.propagate = True
+        # The level comes from placement's (root) logger: --debug or not.
+        self.error_log.setLevel(logging.NOTSET)
+
+    def access(self, resp, req, environ, request_time):
+        pass
 
 
 class Server(base.BaseApplication):
-    def __init__(self, conf):
+    def __init__(self, conf, db):
         self.conf = conf
+        self.db = db
         super().__init__()
 
     def load_config(self):
+        """Every gunicorn setting placement-api makes."""
         # IPv6 literals need brackets in a gunicorn bind address.
         host = self.conf.host
         if ":" in host:
@@ -53,9 +111,21 @@ class Server(base.BaseApplication):
         self.cfg.set("workers", self.conf.workers)
         self.cfg.set("threads", self.conf.threads)
         self.cfg.set("proc_name", "placement-api")
+        self.cfg.set("logger_class", GunicornLogger)
+        # One fixed control socket path per user would make instances on
+        # one host take it from each other; placement-api does not use it.
+        self.cfg.set("control_socket_disable", True)
+        # The app is built once, in the master, before the workers fork:
+        # they serve at once and share the start-up heap copy-on-write.
+        self.cfg.set("preload_app", True)
+        # Threads get only fully read requests: slow clients cost no thread.
+        self.cfg.set("worker_class", "placement.cmd.worker.HeadFirstWorker")
 
     def load(self):
-        app = deploy.build_app(self.conf, sync_schema=False)
+        app = deploy.build_app(self.conf, db=self.db)
+        # Connections must not cross the fork into the workers: each opens
+        # its own.
+        self.db.engine.dispose()
         tune_gc()
         return gate.Gate(app, self.conf.active) if self.conf.active else app
 
@@ -63,15 +133,17 @@ class Server(base.BaseApplication):
 def write_json_error(sock, status, reason, message):
     """gunicorn's answer to a request it cannot parse (an over-long or
     malformed request line: raw NUL or non-ASCII bytes, a bad method),
-    as the contract's JSON error document instead of its HTML page. Such a
+    as the API's JSON error document instead of its HTML page. Such a
     request never reached the pipeline, so it has no request id."""
     error = errors.PlacementError(message, vary=False)
     error.status = status
     error.versioned = False
     body = errors.error_body(error, None, None)
-    head = ("HTTP/1.1 %d %s\r\nConnection: close\r\n"
-            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-            % (status, reason, len(body)))
+    head = (
+        "HTTP/1.1 %d %s\r\nConnection: close\r\n"
+        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+        % (status, reason, len(body))
+    )
     gunicorn_util.write_nonblock(sock, head.encode("latin1") + body)
 
 
@@ -92,18 +164,28 @@ def tune_gc():
 def main(argv=None):
     conf = placement_conf.CONF
     conf.register_cli_opts(serve_opts)
-    placement_conf.parse_args(sys.argv[1:] if argv is None else argv)
-    deploy.setup_logging(conf)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        placement_conf.parse_args(argv, description=DESCRIPTION)
+        if conf.workers is None:
+            conf.set_default("workers", usable_cpus())
+        deploy.setup_logging(conf)
+        deploy.log_summary(
+            conf,
+            ", %d workers x %d threads (%s active per worker), listening on %s:%d"
+            % (
+                conf.workers,
+                conf.threads,
+                conf.active or "all",
+                conf.host,
+                conf.port,
+            ),
+        )
         db = deploy.make_database(conf)
-    except placement_conf.MissingConnection as e:
-        print(e, file=sys.stderr)
-        return 1
-    if conf.db_sync or db.dialect == "sqlite":
-        schema.upgrade(db.engine)
-    # Connections must not cross the fork into the workers.
-    db.engine.dispose()
+        deploy.prepare_schema(db, sync=conf.db_sync or db.dialect == "sqlite")
+    except placement_conf.StartupError as e:
+        return deploy.fail("placement-api", e, argv)
     # The workers' error path looks the function up in gunicorn.util.
     gunicorn_util.write_error = write_json_error
-    Server(conf).run()
+    Server(conf, db).run()
     return 0

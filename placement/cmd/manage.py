@@ -1,8 +1,9 @@
 """``placement-manage [--config-file PATH] [--config-dir DIR] db <command>``.
 
 Commands: ``sync``, ``version``, ``stamp <revision>`` and
-``online_data_migrations [--max-count N]`` (config-and-cli.md §4).
+``online_data_migrations [--max-count N]``.
 """
+
 import sys
 
 import prettytable
@@ -21,7 +22,11 @@ _PARSERS = {}
 
 
 def db_sync(db):
-    schema.upgrade(db.engine)
+    before, after = schema.upgrade(db.engine)
+    if before == after:
+        print("Schema already at head %s." % after)
+    else:
+        print("Schema upgraded from %s to %s." % (before or "empty", after))
     return 0
 
 
@@ -70,8 +75,7 @@ def db_online_data_migrations(db):
         except ValueError:
             max_count = 0
         if max_count < 1:
-            print("Must supply a positive value for max_count",
-                  file=sys.stderr)
+            print("Must supply a positive value for max_count", file=sys.stderr)
             return BAD_MAX_COUNT
     totals = {}
     while True:
@@ -94,19 +98,26 @@ def db_online_data_migrations(db):
 def _add_db_parsers(db_parser):
     _PARSERS["db"] = db_parser
     commands = db_parser.add_subparsers(dest="db_command")
-    commands.add_parser("sync", help="Upgrade the schema to the latest "
-                        "revision.").set_defaults(func=db_sync)
-    commands.add_parser("version", help="Print the current schema "
-                        "revision.").set_defaults(func=db_version)
-    stamp = commands.add_parser("stamp", help="Record a schema revision "
-                                "without running migrations.")
+    commands.add_parser(
+        "sync", help="Upgrade the schema to the latest revision."
+    ).set_defaults(func=db_sync)
+    commands.add_parser(
+        "version", help="Print the current schema revision."
+    ).set_defaults(func=db_version)
+    stamp = commands.add_parser(
+        "stamp", help="Record a schema revision without running migrations."
+    )
     stamp.add_argument("version", help="The revision to record.")
     stamp.set_defaults(func=db_stamp)
     online = commands.add_parser(
-        "online_data_migrations", help="Run the online data migrations.")
+        "online_data_migrations", help="Run the online data migrations."
+    )
     online.add_argument(
-        "--max-count", metavar="<number>", dest="max_count",
-        help="Migrate at most this many rows in one batch, then stop.")
+        "--max-count",
+        metavar="<number>",
+        dest="max_count",
+        help="Migrate at most this many rows in one batch, then stop.",
+    )
     online.set_defaults(func=db_online_data_migrations)
 
 
@@ -117,27 +128,42 @@ def add_command_parsers(subparsers):
     _add_db_parsers(subparsers.add_parser("db", help="Database commands."))
 
 
-command_opt = cfg.SubCommandOpt("category", title="Command categories",
-                                help="Available categories",
-                                handler=add_command_parsers)
+command_opt = cfg.SubCommandOpt(
+    "category",
+    title="Command categories",
+    help="Available categories",
+    handler=add_command_parsers,
+)
+
+
+DESCRIPTION = (
+    "Commands: db sync (upgrade the schema to head), db version, db stamp "
+    "REVISION, db online_data_migrations [--max-count N] (default: batches "
+    "of %d until done); placement-manage db --help tells more. "
+    % DEFAULT_BATCH
+    + placement_conf.DEFAULT_CONFIG_HELP
+)
 
 
 def main(argv=None):
     conf = placement_conf.CONF
     conf.register_cli_opt(command_opt)
     argv = sys.argv[1:] if argv is None else argv
-    placement_conf.parse_args(argv)
-    if conf.category.name is None:
-        conf.print_help()
-        return 1
-    if getattr(conf.category, "func", None) is None:
-        _PARSERS["db"].print_help()
-        return 1
+    # Log lines (alembic's steps, connection retries) go to stderr, apart
+    # from the command's own output.
+    conf.set_default("use_stderr", True)
     try:
+        placement_conf.parse_args(argv, description=DESCRIPTION)
+        if conf.category.name is None:
+            conf.print_help()
+            return 1
+        if getattr(conf.category, "func", None) is None:
+            _PARSERS["db"].print_help()
+            return 1
+        deploy.setup_logging(conf)
         db = deploy.make_database(conf)
-    except placement_conf.MissingConnection as e:
-        print(e, file=sys.stderr)
-        return 1
+    except placement_conf.StartupError as e:
+        return deploy.fail("placement-manage", e, argv)
     try:
         return conf.category.func(db)
     except Exception as e:

@@ -1,5 +1,7 @@
-"""``placement-status upgrade check`` (oslo.upgradecheck; config-and-cli.md
-§5). Exit 0 all passed, 1 a warning, 2 a failure, 255 unexpected error."""
+"""``placement-status upgrade check`` (oslo.upgradecheck). Exit 0 all
+passed, 1 a warning, 2 a failure, 255 an error (one line on stderr when the
+configuration or the database is the problem)."""
+
 import sys
 
 from oslo_upgradecheck import common_checks
@@ -7,10 +9,11 @@ from oslo_upgradecheck import upgradecheck
 
 from placement import conf as placement_conf
 from placement import deploy
+from placement.db import api as db_api
+from placement.db import schema
 from placement.objects import online_migrations
 
-RUN_MIGRATIONS = ("Run the placement-manage db online_data_migrations "
-                  "command.")
+RUN_MIGRATIONS = "Run the placement-manage db online_data_migrations command."
 
 
 class Checks(upgradecheck.UpgradeCommands):
@@ -20,9 +23,18 @@ class Checks(upgradecheck.UpgradeCommands):
         self.conf = conf
         self._db = None
 
+    def connect(self):
+        """The database the checks read; a StartupError when it cannot be
+        reached or holds no placement schema at all (an older one is what
+        the checks are for)."""
+        self._db = deploy.make_database(self.conf)
+        if schema.current_revision(self._db.engine) is None:
+            raise placement_conf.StartupError(
+                "the database has no placement schema: run `placement-manage "
+                "db sync` first"
+            )
+
     def _database(self):
-        if self._db is None:
-            self._db = deploy.make_database(self.conf)
         return self._db
 
     def _check_root_provider_ids(self):
@@ -30,7 +42,8 @@ class Checks(upgradecheck.UpgradeCommands):
             return upgradecheck.Result(
                 upgradecheck.Code.FAILURE,
                 "There is at least one resource provider table record which "
-                "misses its root provider id. " + RUN_MIGRATIONS)
+                "misses its root provider id. " + RUN_MIGRATIONS,
+            )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
     def _check_incomplete_consumers(self):
@@ -39,19 +52,48 @@ class Checks(upgradecheck.UpgradeCommands):
             return upgradecheck.Result(
                 upgradecheck.Code.WARNING,
                 "There are %s incomplete consumers table records for "
-                "existing allocations. %s" % (count, RUN_MIGRATIONS))
+                "existing allocations. %s" % (count, RUN_MIGRATIONS),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_utf8mb4(self):
+        legacy = db_api.tables_not_utf8mb4(self._database().engine)
+        if legacy:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                "Tables not in the utf8mb4 character set cannot store "
+                "4-byte characters (such as emoji) in names: %s. Convert "
+                "them, e.g. ALTER TABLE <name> CONVERT TO CHARACTER SET "
+                "utf8mb4 COLLATE utf8mb4_bin." % ", ".join(legacy),
+            )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
     _upgrade_checks = (
         ("Missing Root Provider IDs", _check_root_provider_ids),
         ("Incomplete Consumers", _check_incomplete_consumers),
-        ("Policy File JSON to YAML Migration",
-         (common_checks.check_policy_json, {"conf": placement_conf.CONF})),
+        ("Table Character Set utf8mb4", _check_utf8mb4),
+        (
+            "Policy File JSON to YAML Migration",
+            (common_checks.check_policy_json, {"conf": placement_conf.CONF}),
+        ),
     )
 
 
 def main(argv=None):
     conf = placement_conf.CONF
     argv = sys.argv[1:] if argv is None else argv
-    return upgradecheck.main(conf, "placement", Checks(conf), argv=argv,
-                             default_config_files=None)
+    checks = Checks(conf)
+    upgradecheck.register_cli_options(conf, checks)
+    conf.set_default("use_stderr", True)
+    try:
+        placement_conf.parse_args(
+            argv,
+            description="Checks to run before upgrading placement. "
+            + placement_conf.DEFAULT_CONFIG_HELP,
+        )
+        deploy.setup_logging(conf)
+        checks.connect()
+    except placement_conf.StartupError as e:
+        deploy.fail("placement-status", e, argv)
+        return 255
+    return upgradecheck.run(conf)

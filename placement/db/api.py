@@ -3,8 +3,10 @@
 Objects open one transaction per operation with ``db.reader()`` or
 ``db.writer()``. On SQLite a writer starts with ``BEGIN IMMEDIATE`` so two
 writers queue on the busy timeout instead of failing on a lock upgrade; on
-MySQL sessions run READ COMMITTED with a strict sql_mode.
+MySQL sessions run READ COMMITTED with a strict sql_mode; PostgreSQL runs
+READ COMMITTED too (its default).
 """
+
 import contextlib
 import functools
 import logging
@@ -16,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from placement import exception
 from placement.db import tables
 
 LOG = logging.getLogger(__name__)
@@ -32,21 +35,66 @@ def build_url(conf):
     return sa.engine.make_url(url)
 
 
+# MySQL server errors at connect time that waiting does not fix.
+_MYSQL_UNKNOWN_DATABASE = 1049
+_MYSQL_ACCESS_DENIED = (1044, 1045, 1698)
+# Words of a refused or timed-out connection, in every driver's messages.
+_TRANSIENT = ("connection refused", "timed out", "timeout")
+
+
+def connect_problem(error, url):
+    """(worth retrying, one line saying what is wrong and what to do) for
+    the DBAPIError of a first connection to ``url``."""
+    orig = getattr(error, "orig", None) or error
+    args = getattr(orig, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    text = str(args[1] if code is not None and len(args) > 1 else orig)
+    shown = url.render_as_string(hide_password=True)
+    if code == _MYSQL_UNKNOWN_DATABASE:
+        return False, (
+            "database %r does not exist on %s: create it (CREATE DATABASE %s "
+            "CHARACTER SET utf8mb4) or correct [placement_database] connection"
+            % (url.database, url.host, url.database)
+        )
+    if code in _MYSQL_ACCESS_DENIED:
+        return False, (
+            "access denied to %s (%s): check the user and password in "
+            "[placement_database] connection and the user's GRANT on the "
+            "database" % (shown, text)
+        )
+    if url.get_backend_name() == "sqlite":
+        return False, (
+            "cannot open the SQLite database %s (%s): its directory must "
+            "exist and be writable by this user" % (url.database, text)
+        )
+    if any(word in text.lower() for word in _TRANSIENT):
+        return True, text
+    return (
+        False,
+        "cannot connect to %s (%s): correct [placement_database] connection"
+        % (
+            shown,
+            text,
+        ),
+    )
+
+
 def create_engine(url, conf=None):
     url = sa.engine.make_url(url)
     dbconf = conf.placement_database if conf is not None else None
     kwargs = {"future": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(url.database)),
-                        exist_ok=True)
-        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
-                                  "check_same_thread": False}
+            os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
+        kwargs["connect_args"] = {
+            "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+            "check_same_thread": False,
+        }
         engine = sa.create_engine(url, **kwargs)
         synchronous = dbconf.sqlite_synchronous if dbconf else True
         _setup_sqlite(engine, synchronous)
         return engine
-    if url.get_backend_name() == "mysql":
+    if url.get_backend_name() in ("mysql", "postgresql"):
         kwargs["isolation_level"] = "READ COMMITTED"
         kwargs["pool_pre_ping"] = True
         # The pool's own rollback-on-return is a round trip per request
@@ -61,11 +109,17 @@ def create_engine(url, conf=None):
                 kwargs["max_overflow"] = dbconf.max_overflow
             if dbconf.pool_timeout is not None:
                 kwargs["pool_timeout"] = dbconf.pool_timeout
-        if "charset" not in url.query:
-            url = url.update_query_dict({"charset": "utf8mb4"})
+        if url.get_backend_name() == "postgresql":
+            engine = sa.create_engine(url, **kwargs)
+            _setup_postgresql(engine)
+            return engine
+        # Whatever the URL says (many deployments have ?charset=utf8, the
+        # 3-byte set): text outside the BMP must reach the tables intact.
+        url = url.update_query_dict({"charset": "utf8mb4"})
         engine = sa.create_engine(url, **kwargs)
         sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
-        _setup_mysql(engine, sql_mode)
+        sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
+        _setup_mysql(engine, sql_mode, sync_wait)
         return engine
     return sa.create_engine(url, **kwargs)
 
@@ -90,13 +144,50 @@ def _setup_sqlite(engine, synchronous):
             conn.exec_driver_sql("BEGIN")
 
 
-def _setup_mysql(engine, sql_mode):
+def _setup_mysql(engine, sql_mode, sync_wait):
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, record):
         cur = dbapi_conn.cursor()
-        cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+        # Empty on servers built without Galera (MySQL), OFF on a MariaDB
+        # that is not in a cluster.
+        cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        row = cur.fetchone()
+        if row and row[1] == "ON":
+            # Galera reports a certification failure as a deadlock at
+            # COMMIT: retry_on_deadlock runs the whole transaction again.
+            cur.execute(
+                "SET SESSION sql_mode = %s, wsrep_sync_wait = %s",
+                (sql_mode, sync_wait),
+            )
+        else:
+            cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
         cur.close()
 
+    _track_transaction_end(engine)
+
+
+def _setup_postgresql(engine):
+    _track_transaction_end(engine)
+
+    @event.listens_for(engine, "handle_error")
+    def _nul(context):
+        # PostgreSQL text cannot hold NUL; other databases store it. A value
+        # with one is the client's mistake, not a server error.
+        if "cannot contain NUL" in str(context.original_exception):
+            return exception.BadRequest(
+                "Text with a NUL (0x00) character is not accepted."
+            )
+
+
+def text_equals(db, column, value):
+    """``column == value``, except that on PostgreSQL (which cannot store
+    NUL characters) a value with one matches nothing instead of failing."""
+    if db.dialect == "postgresql" and "\x00" in value:
+        return sa.false()
+    return column == value
+
+
+def _track_transaction_end(engine):
     # Whether the connection's last transaction ended with a COMMIT or
     # ROLLBACK that did not fail: then a reset on return has nothing to undo.
     @event.listens_for(engine, "begin")
@@ -126,8 +217,11 @@ _ENDED = "placement_transaction_ended"
 
 
 CATALOG = tables.catalog_changes
-_BUMP = (CATALOG.update().where(CATALOG.c.shard == sa.bindparam("to_shard"))
-         .values(changes=CATALOG.c.changes + 1))
+_BUMP = (
+    CATALOG.update()
+    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
+    .values(changes=CATALOG.c.changes + 1)
+)
 
 
 def _count_catalog_change(conn):
@@ -136,24 +230,118 @@ def _count_catalog_change(conn):
     shard = random.randrange(tables.CATALOG_SHARDS)
     if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
         # A missing shard row would leave the count unchanged.
-        conn.execute(insert_ignore(conn.dialect.name, CATALOG),
-                     {"shard": shard, "changes": 0})
+        conn.execute(
+            insert_ignore(conn.dialect.name, CATALOG), {"shard": shard, "changes": 0}
+        )
         conn.execute(_BUMP, {"to_shard": shard})
 
 
 def catalog_stamp(conn):
     """The number of catalog changes committed so far (only grows)."""
-    return conn.execute(sa.select(sa.func.coalesce(
-        sa.func.sum(CATALOG.c.changes), 0))).scalar()
+    return conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+    ).scalar()
+
+
+# PostgreSQL: serialization failure, deadlock detected.
+_PG_RETRYABLE = ("40001", "40P01")
 
 
 def is_deadlock(error):
     """True for errors a fresh transaction may not hit again."""
     orig = getattr(error, "orig", None)
+    if getattr(orig, "sqlstate", None) in _PG_RETRYABLE:
+        return True
     args = getattr(orig, "args", ())
     if args and args[0] in (1213, 1205):  # deadlock, lock wait timeout
         return True
     return "database is locked" in str(error)
+
+
+# MySQL client/server errors that mean the server cannot be reached or
+# went away (can't connect, gone away, lost connection, shutting down,
+# too many connections...), as opposed to a fault of the statement.
+_UNAVAILABLE_CODES = frozenset(
+    (1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2014, 2045, 2055, 4031)
+)
+
+
+def is_unavailable(error):
+    """True when ``error`` says the database is down or unreachable (the
+    request may succeed later), not that the request itself failed."""
+    if isinstance(error, (sa_exc.TimeoutError, sa_exc.DisconnectionError)):
+        return True
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate is not None:
+        return sqlstate in _PG_UNAVAILABLE or sqlstate.startswith("08")
+    if isinstance(error, sa_exc.OperationalError) and _from_psycopg(error.orig):
+        # psycopg gives no SQLSTATE when it could not connect at all.
+        return True
+    args = getattr(error.orig, "args", ())
+    return bool(args) and args[0] in _UNAVAILABLE_CODES
+
+
+# PostgreSQL: shutting down, crashed, starting up, too many connections
+# (class 08, connection exceptions, is unavailable as a whole).
+_PG_UNAVAILABLE = frozenset(("57P01", "57P02", "57P03", "53300"))
+
+
+def _from_psycopg(orig):
+    return type(orig).__module__.startswith("psycopg")
+
+
+def may_conflict(conn):
+    """Context for a statement that may break a unique or foreign key when
+    the transaction must go on afterwards (to find out which key): on
+    PostgreSQL a failed statement spoils the whole transaction unless it ran
+    inside a savepoint; elsewhere only the statement is undone."""
+    if conn.dialect.name == "postgresql":
+        return conn.begin_nested()
+    return contextlib.nullcontext()
+
+
+# Text a column's character set cannot hold (a 4-byte character in a
+# legacy 3-byte utf8 table), or cannot be compared with.
+_UNSTORABLE_TEXT_CODES = frozenset((1267, 1271, 1366))
+
+
+def is_unstorable_text(error):
+    """True when MySQL refused text its tables' character set cannot hold."""
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    args = getattr(error.orig, "args", ())
+    return bool(args) and args[0] in _UNSTORABLE_TEXT_CODES
+
+
+def tables_not_utf8mb4(engine):
+    """Names of placement's tables whose default or any column's character
+    set is not utf8mb4 (MySQL; none elsewhere)."""
+    if engine.dialect.name != "mysql":
+        return []
+    query = sa.text(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = DATABASE() AND table_collation NOT LIKE 'utf8mb4%'"
+        " UNION SELECT table_name FROM information_schema.columns"
+        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL"
+        " AND character_set_name <> 'utf8mb4'"
+    )
+    # alembic's own table holds only revision ids.
+    skip = "alembic_version"
+    with engine.connect() as conn:
+        return sorted(t for t in conn.execute(query).scalars() if t != skip)
+
+
+def is_too_many_parameters(error):
+    """True when a statement had more bound parameters than the database
+    takes (SQLite's limit is a build setting, 250,000 on Debian): the
+    request named too many items for one statement."""
+    return isinstance(error, sa_exc.OperationalError) and (
+        "too many SQL variables" in str(error.orig)
+    )
 
 
 class Database:
@@ -195,12 +383,25 @@ def insert_ignore(dialect, table):
         return table.insert().prefix_with("IGNORE")
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
+
         return insert(table).on_conflict_do_nothing()
     raise NotImplementedError(dialect)
 
 
+def inserted_id(result):
+    """The id of the row a one-row ``insert_ignore`` added; None if the row
+    was there already."""
+    if result.rowcount in (0, 1):
+        return result.inserted_primary_key[0] if result.rowcount else None
+    # PostgreSQL counts no rows for an INSERT .. RETURNING: whether a key
+    # came back tells instead.
+    key = result.inserted_primary_key
+    return key[0] if key else None
+
+
 def retry_on_deadlock(fn):
     """Re-run a whole transaction when the database reports a deadlock."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         for attempt in range(DEADLOCK_RETRIES + 1):
@@ -211,4 +412,5 @@ def retry_on_deadlock(fn):
                     raise
                 LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, attempt)
                 time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
+
     return wrapper

@@ -1,21 +1,32 @@
-"""Schema management: alembic upgrades and standard name sync."""
-import os
+"""Schema management: alembic upgrades and standard name sync.
 
-import alembic.command
-import alembic.config
-import alembic.migration
+alembic is imported only when a revision runs or an unexpected revision is
+explained: a start-up that finds the schema at HEAD does not pay for it.
+"""
+
+import importlib.resources
+import logging
+
 import os_resource_classes
 import os_traits
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 
-MIGRATIONS_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "migrations")
+LOG = logging.getLogger(__name__)
+
+# The top-level migrations/ directory, installed as placement.migrations
+# (see setup.py): found the same way from a checkout or a wheel.
+MIGRATIONS_DIR = str(importlib.resources.files("placement.migrations"))
+# The last revision under migrations/versions (a test keeps it in step).
+HEAD = "c7d1e4f2a9b3"
+SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
 
 
 def alembic_config(engine):
+    import alembic.config
+
     config = alembic.config.Config()
     config.set_main_option("script_location", MIGRATIONS_DIR)
     config.attributes["engine"] = engine
@@ -23,32 +34,81 @@ def alembic_config(engine):
 
 
 def upgrade(engine, revision="head"):
+    """Run the revisions up to ``revision``; (revision before, after)."""
+    before = current_revision(engine)
+    if before == HEAD and revision in ("head", HEAD):
+        return before, before
+    import alembic.command
+
     alembic.command.upgrade(alembic_config(engine), revision)
+    return before, current_revision(engine)
 
 
 def stamp(engine, revision):
+    import alembic.command
+
     alembic.command.stamp(alembic_config(engine), revision)
 
 
 def current_revision(engine):
+    """The revision recorded in the database (None: no schema)."""
     with engine.connect() as conn:
-        return alembic.migration.MigrationContext.configure(conn).get_current_revision()
+        if not sa.inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
 
 
+def mismatch(engine):
+    """Why the schema cannot serve this placement and what to do, or None
+    when it is at HEAD."""
+    current = current_revision(engine)
+    if current == HEAD:
+        return None
+    if current is None:
+        return "the database has no placement schema: " + SYNC_HINT
+    import alembic.script
+    import alembic.util
+
+    script = alembic.script.ScriptDirectory(MIGRATIONS_DIR)
+    try:
+        script.get_revision(current)
+    except alembic.util.CommandError:
+        return (
+            "the database schema is at revision %s, which this placement "
+            "(schema %s) does not know: run the release that wrote it" % (current, HEAD)
+        )
+    return (
+        "the database schema is at revision %s, older than this placement's %s: %s"
+        % (
+            current,
+            HEAD,
+            SYNC_HINT,
+        )
+    )
+
+
+@db_api.retry_on_deadlock
 def sync_standard_names(db):
     """Insert missing standard traits and resource classes (idempotent).
 
-    INSERT-IGNORE makes this safe when several workers start at once.
+    INSERT-IGNORE makes this safe when several workers start at once (on a
+    Galera cluster workers on two nodes may still fail certification: the
+    transaction is then retried).
     """
     with db.writer() as conn:
         have = set(conn.scalars(sa.select(tables.traits.c.name)))
-        missing = [{"name": n, "created_at": tables.utcnow()}
-                   for n in os_traits.get_traits() if n not in have]
+        missing = [
+            {"name": n, "created_at": tables.utcnow()}
+            for n in os_traits.get_traits()
+            if n not in have
+        ]
         if missing:
             conn.execute(db.insert_ignore(tables.traits), missing)
         have = set(conn.scalars(sa.select(tables.resource_classes.c.name)))
-        missing = [{"id": i, "name": n, "created_at": tables.utcnow()}
-                   for i, n in enumerate(os_resource_classes.STANDARDS)
-                   if n not in have]
+        missing = [
+            {"id": i, "name": n, "created_at": tables.utcnow()}
+            for i, n in enumerate(os_resource_classes.STANDARDS)
+            if n not in have
+        ]
         if missing:
             conn.execute(db.insert_ignore(tables.resource_classes), missing)

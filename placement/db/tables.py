@@ -3,14 +3,19 @@
 On MySQL every string column uses a binary collation so names, uuids and
 external ids compare case-sensitively, exactly as on SQLite.
 """
+
 import datetime
+import typing
 
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
-MYSQL_TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4",
-                    "mysql_collate": "utf8mb4_bin"}
+MYSQL_TABLE_ARGS: dict[str, typing.Any] = {
+    "mysql_engine": "InnoDB",
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+}
 
 
 def utcnow():
@@ -18,8 +23,10 @@ def utcnow():
 
 
 def _timestamps():
-    return [sa.Column("created_at", sa.DateTime, default=utcnow),
-            sa.Column("updated_at", sa.DateTime, onupdate=utcnow)]
+    return [
+        sa.Column("created_at", sa.DateTime, default=utcnow),
+        sa.Column("updated_at", sa.DateTime, onupdate=utcnow),
+    ]
 
 
 def _table(name, *columns):
@@ -32,10 +39,8 @@ resource_providers = _table(
     sa.Column("uuid", sa.String(36), nullable=False),
     sa.Column("name", sa.Unicode(200)),
     sa.Column("generation", sa.Integer, nullable=False, default=0),
-    sa.Column("root_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id")),
-    sa.Column("parent_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id")),
+    sa.Column("root_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id")),
+    sa.Column("parent_provider_id", sa.Integer, sa.ForeignKey("resource_providers.id")),
     sa.UniqueConstraint("uuid", name="uniq_resource_providers0uuid"),
     sa.UniqueConstraint("name", name="uniq_resource_providers0name"),
     sa.Index("resource_providers_root_provider_id_idx", "root_provider_id"),
@@ -53,8 +58,11 @@ inventories = _table(
     sa.Column("max_unit", sa.Integer, nullable=False),
     sa.Column("step_size", sa.Integer, nullable=False),
     sa.Column("allocation_ratio", sa.Float, nullable=False),
-    sa.UniqueConstraint("resource_provider_id", "resource_class_id",
-                        name="uniq_inventories0resource_provider_resource_class"),
+    sa.UniqueConstraint(
+        "resource_provider_id",
+        "resource_class_id",
+        name="uniq_inventories0resource_provider_resource_class",
+    ),
     sa.Index("inventories_resource_class_id_idx", "resource_class_id"),
 )
 
@@ -65,8 +73,12 @@ allocations = _table(
     sa.Column("consumer_id", sa.String(36), nullable=False),
     sa.Column("resource_class_id", sa.Integer, nullable=False),
     sa.Column("used", sa.Integer, nullable=False),
-    sa.Index("allocations_resource_provider_class_used_idx",
-             "resource_provider_id", "resource_class_id", "used"),
+    sa.Index(
+        "allocations_resource_provider_class_used_idx",
+        "resource_provider_id",
+        "resource_class_id",
+        "used",
+    ),
     sa.Index("allocations_resource_class_id_idx", "resource_class_id"),
     sa.Index("allocations_consumer_id_idx", "consumer_id"),
 )
@@ -87,13 +99,25 @@ traits = _table(
 
 resource_provider_traits = _table(
     "resource_provider_traits",
-    sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"),
-              primary_key=True, nullable=False),
-    sa.Column("resource_provider_id", sa.Integer,
-              sa.ForeignKey("resource_providers.id"), primary_key=True,
-              nullable=False),
-    sa.Index("resource_provider_traits_resource_provider_trait_idx",
-             "resource_provider_id", "trait_id"),
+    sa.Column(
+        "trait_id",
+        sa.Integer,
+        sa.ForeignKey("traits.id"),
+        primary_key=True,
+        nullable=False,
+    ),
+    sa.Column(
+        "resource_provider_id",
+        sa.Integer,
+        sa.ForeignKey("resource_providers.id"),
+        primary_key=True,
+        nullable=False,
+    ),
+    sa.Index(
+        "resource_provider_traits_resource_provider_trait_idx",
+        "resource_provider_id",
+        "trait_id",
+    ),
 )
 
 placement_aggregates = _table(
@@ -105,8 +129,7 @@ placement_aggregates = _table(
 
 resource_provider_aggregates = _table(
     "resource_provider_aggregates",
-    sa.Column("resource_provider_id", sa.Integer, primary_key=True,
-              nullable=False),
+    sa.Column("resource_provider_id", sa.Integer, primary_key=True, nullable=False),
     sa.Column("aggregate_id", sa.Integer, primary_key=True, nullable=False),
     sa.Index("resource_provider_aggregates_aggregate_id_idx", "aggregate_id"),
 )
@@ -138,33 +161,40 @@ consumers = _table(
     sa.Column("uuid", sa.String(36), nullable=False),
     sa.Column("project_id", sa.Integer, nullable=False),
     sa.Column("user_id", sa.Integer, nullable=False),
-    sa.Column("generation", sa.Integer, nullable=False, default=0,
-              server_default=sa.text("0")),
-    sa.Column("consumer_type_id", sa.Integer,
-              sa.ForeignKey("consumer_types.id"), nullable=True),
+    sa.Column(
+        "generation", sa.Integer, nullable=False, default=0, server_default=sa.text("0")
+    ),
+    sa.Column(
+        "consumer_type_id",
+        sa.Integer,
+        sa.ForeignKey("consumer_types.id"),
+        nullable=True,
+    ),
     sa.UniqueConstraint("uuid", name="uniq_consumers0uuid"),
     sa.Index("consumers_project_id_uuid_idx", "project_id", "uuid"),
-    sa.Index("consumers_project_id_user_id_uuid_idx", "project_id", "user_id",
-             "uuid"),
+    sa.Index("consumers_project_id_user_id_uuid_idx", "project_id", "user_id", "uuid"),
     sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
 )
 
 # Committed writes that may change what the allocation candidate catalog
-# (objects/allocation_candidates/catalog.py) caches per worker: providers,
+# (objects/catalog.py) caches per worker: providers,
 # inventories, traits, aggregates and names; allocation writes don't count.
 # Every such transaction adds one to a random shard, so concurrent writers
 # rarely wait on the same row; readers sum the shards.
 CATALOG_SHARDS = 32
 catalog_changes = sa.Table(
-    "catalog_changes", metadata,
+    "catalog_changes",
+    metadata,
     sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("changes", sa.BigInteger, nullable=False,
-              server_default=sa.text("0")),
-    **MYSQL_TABLE_ARGS)
+    sa.Column("changes", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    **MYSQL_TABLE_ARGS,
+)
 
 
 @sa.event.listens_for(catalog_changes, "after_create")
 def _add_shards(table, connection, **kw):
     # metadata.create_all (tests, tools) gets the rows the migration adds.
-    connection.execute(table.insert(), [{"shard": shard, "changes": 0}
-                                        for shard in range(CATALOG_SHARDS)])
+    connection.execute(
+        table.insert(),
+        [{"shard": shard, "changes": 0} for shard in range(CATALOG_SHARDS)],
+    )

@@ -1,5 +1,6 @@
 """/resource_providers/{uuid}/aggregates: a bare list before 1.19, with the
 provider generation (checked and moved on PUT) from 1.19."""
+
 import functools
 
 from placement.api import decorators
@@ -30,8 +31,7 @@ class _WithGeneration:
 
     @staticmethod
     def body(aggregates, generation):
-        return {"aggregates": aggregates,
-                "resource_provider_generation": generation}
+        return {"aggregates": aggregates, "resource_provider_generation": generation}
 
 
 FORM = microversion.VersionTable((None, _BareList), ("1.19", _WithGeneration))
@@ -47,7 +47,8 @@ def _render(req, resp, aggregates, generation):
 def get_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:list")
     generation, aggregates = aggregate_obj.get_provider_aggregates(
-        req.context.ctx.db, uuid)
+        req.context.ctx.db, uuid
+    )
     _render(req, resp, aggregates, generation)
 
 
@@ -62,5 +63,6 @@ def set_aggregates(req, resp, uuid):
         return form.parse(request.json_body(req, form.schema))
 
     aggregates, generation = aggregate_obj.set_provider_aggregates(
-        req.context.ctx.db, uuid, read_request)
+        req.context.ctx.db, uuid, read_request
+    )
     _render(req, resp, aggregates, generation)

@@ -1,5 +1,6 @@
 """/allocations/{consumer_uuid}, POST /allocations and
-/resource_providers/{uuid}/allocations (allocations.md)."""
+/resource_providers/{uuid}/allocations (doc/api.md "Allocations")."""
+
 import uuid as uuidlib
 
 from oslo_utils import uuidutils
@@ -19,9 +20,9 @@ CONSUMER_FIELDS = microversion.VersionTable(
     (None, ()),
     ("1.12", ("project_id", "user_id")),
     ("1.28", ("project_id", "user_id", "consumer_generation")),
-    ("1.38", ("project_id", "user_id", "consumer_generation",
-              "consumer_type")))
-OWNER_REQUIRED_SINCE = "1.8"          # before: the incomplete-consumer ids
+    ("1.38", ("project_id", "user_id", "consumer_generation", "consumer_type")),
+)
+OWNER_REQUIRED_SINCE = "1.8"  # before: the incomplete-consumer ids
 DICT_FORM_SINCE = "1.12"
 CONSUMER_GENERATION_SINCE = "1.28"
 CONSUMER_TYPE_SINCE = "1.38"
@@ -33,14 +34,17 @@ def list_for_consumer(req, resp, consumer_uuid):
     found = allocation_obj.for_consumer(req.context.ctx.db, consumer_uuid)
     body = {"allocations": found.allocations}
     if found.allocations:
-        values = {"project_id": found.project_id, "user_id": found.user_id,
-                  "consumer_generation": found.generation,
-                  "consumer_type": found.consumer_type}
-        body.update((key, values[key])
-                    for key in CONSUMER_FIELDS(req.context.version))
+        values = {
+            "project_id": found.project_id,
+            "user_id": found.user_id,
+            "consumer_generation": found.generation,
+            "consumer_type": found.consumer_type,
+        }
+        body.update((key, values[key]) for key in CONSUMER_FIELDS(req.context.version))
     request.render(resp, body)
-    request.set_last_modified(req, resp, request.last_modified_of(found.rows),
-                              always=True)
+    request.set_last_modified(
+        req, resp, request.last_modified_of(found.rows), always=True
+    )
 
 
 @decorators.accepts_json
@@ -49,33 +53,45 @@ def list_for_resource_provider(req, resp, uuid):
     try:
         found = allocation_obj.for_provider(req.context.ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
-        raise errors.NotFound("Resource provider '%s' not found: %s"
-                              % (uuid, e.message))
+        raise errors.NotFound(
+            "Resource provider '%s' not found: %s" % (uuid, e.message)
+        )
     with_generation = req.context.version >= CONSUMER_GENERATION_SINCE
     allocations = {
-        consumer: {"resources": entry["resources"],
-                   **({"consumer_generation": entry["consumer_generation"]}
-                      if with_generation else {})}
-        for consumer, entry in found.allocations.items()}
-    request.render(resp, {"resource_provider_generation": found.generation,
-                          "allocations": allocations})
-    request.set_last_modified(req, resp, request.last_modified_of(found.rows),
-                              always=True)
+        consumer: {
+            "resources": entry["resources"],
+            **(
+                {"consumer_generation": entry["consumer_generation"]}
+                if with_generation
+                else {}
+            ),
+        }
+        for consumer, entry in found.allocations.items()
+    }
+    request.render(
+        resp,
+        {"resource_provider_generation": found.generation, "allocations": allocations},
+    )
+    request.set_last_modified(
+        req, resp, request.last_modified_of(found.rows), always=True
+    )
 
 
 def _list_form(allocations):
     """The list form (before 1.12) as {provider uuid: resources}; a provider
     listed twice keeps its last entry."""
-    return {item["resource_provider"]["uuid"]: item["resources"]
-            for item in allocations}
+    return {
+        item["resource_provider"]["uuid"]: item["resources"] for item in allocations
+    }
 
 
 def consumer_write(consumer_uuid, entry, version):
     """A ConsumerWrite from one consumer's body (PUT body, POST entry,
     reshaper entry) at ``version``."""
     if version >= DICT_FORM_SINCE:
-        allocations = {rp: alloc["resources"]
-                       for rp, alloc in entry["allocations"].items()}
+        allocations = {
+            rp: alloc["resources"] for rp, alloc in entry["allocations"].items()
+        }
     else:
         allocations = _list_form(entry["allocations"])
     if version >= OWNER_REQUIRED_SINCE:
@@ -84,11 +100,15 @@ def consumer_write(consumer_uuid, entry, version):
         project_id = CONF.placement.incomplete_consumer_project_id
         user_id = CONF.placement.incomplete_consumer_user_id
     return consumer_obj.ConsumerWrite(
-        uuid=consumer_uuid, project_id=project_id, user_id=user_id,
-        consumer_type=(entry["consumer_type"]
-                       if version >= CONSUMER_TYPE_SINCE else None),
+        uuid=consumer_uuid,
+        project_id=project_id,
+        user_id=user_id,
+        consumer_type=(
+            entry["consumer_type"] if version >= CONSUMER_TYPE_SINCE else None
+        ),
         generation=entry.get("consumer_generation"),
-        allocations=allocations)
+        allocations=allocations,
+    )
 
 
 def write(req, writes, unknown_class_prefix):
@@ -96,8 +116,10 @@ def write(req, writes, unknown_class_prefix):
     400 worded per endpoint."""
     try:
         allocation_obj.replace_allocations(
-            req.context.ctx.db, writes,
-            check_generation=req.context.version >= CONSUMER_GENERATION_SINCE)
+            req.context.ctx.db,
+            writes,
+            check_generation=req.context.version >= CONSUMER_GENERATION_SINCE,
+        )
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(unknown_class_prefix + e.message)
 
@@ -110,8 +132,11 @@ def set_allocations_for_consumer(req, resp, consumer_uuid):
     consumer_uuid = str(uuidlib.UUID(consumer_uuid))
     version = req.context.version
     data = request.json_body(req, schema.PUT_SCHEMA(version))
-    write(req, [consumer_write(consumer_uuid, data, version)],
-          "Unable to allocate inventory for consumer %s: " % consumer_uuid)
+    write(
+        req,
+        [consumer_write(consumer_uuid, data, version)],
+        "Unable to allocate inventory for consumer %s: " % consumer_uuid,
+    )
     request.no_content(resp)
 
 
@@ -129,8 +154,7 @@ def set_allocations(req, resp):
 def delete_allocations(req, resp, consumer_uuid):
     req.context.ctx.can("placement:allocations:delete")
     try:
-        allocation_obj.delete_consumer_allocations(req.context.ctx.db,
-                                                   consumer_uuid)
+        allocation_obj.delete_consumer_allocations(req.context.ctx.db, consumer_uuid)
     except exception.ConsumerNotFound as e:
         raise errors.NotFound(e.message)
     request.no_content(resp)

@@ -1,9 +1,9 @@
 """GET /allocation_candidates: parse the query into a Request, run the
-engine, render for the microversion (allocation-candidates.md)."""
+engine, render for the microversion (doc/api.md "Allocation candidates")."""
+
 import collections
 import sys
 
-from oslo_config import cfg
 from oslo_utils import uuidutils
 
 from placement import exception
@@ -27,41 +27,68 @@ ROOT_REQUIRED_GRAMMAR = microversion.Version(1, 38)
 @decorators.versioned("1.10")
 @decorators.accepts_json
 def list_allocation_candidates(req, resp):
+    found = run(req, _find_or_stream)
+    version = request.version(req)
+    if isinstance(found, engine.Stream):
+        request.render_stream(resp, _counted(found, version))
+    else:
+        metrics.candidates_returned(len(found.candidates))
+        request.render(resp, render.document_json(found, version))
+    request.set_last_modified(req, resp, None, always=True)
+
+
+def _find_or_stream(db, parsed, options):
+    """Without a limit the answer can be millions of candidates: it is
+    written as they are found. A limit or a random order needs them all
+    first, and is small or bounded by the limit."""
+    if parsed.limit is None and not options.randomize:
+        return engine.Stream(db, parsed, options)
+    return engine.find(db, parsed, options)
+
+
+def run(req, search):
+    """Policy, parse and check the query, then ``search(db, request,
+    options)`` with this service's engine options; the contract's 400s
+    for unknown names. GET /allocation_candidates/explain shares it."""
     ctx = request.context(req)
     ctx.can("placement:allocation_candidates:list")
     version = request.version(req)
     pairs = request.query_pairs(req)
-    request.validate_query(pairs, schema.query_schema(
-        {name for name, _ in pairs}, version))
+    request.validate_query(pairs, schema.QUERY(version), every=schema.FIRST_WINS)
     parsed = parse_query(pairs, version)
     ac_request.check_structure(parsed, version)
     try:
-        result = engine.find(ctx.db, parsed, engine.Options(
-            nested_aware=version >= NESTED_AWARE_SINCE,
-            strategy=_strategy(parsed.limit),
-            max_candidates=CONF.placement.max_allocation_candidates,
-            randomize=CONF.placement.randomize_allocation_candidates))
+        return search(
+            ctx.db,
+            parsed,
+            engine.Options(
+                nested_aware=version >= NESTED_AWARE_SINCE,
+                strategy=_strategy(parsed.limit),
+                max_candidates=CONF.placement.max_allocation_candidates,
+                randomize=CONF.placement.randomize_allocation_candidates,
+            ),
+        )
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:
         raise errors.BadRequest(e.message)
-    metrics.candidates_returned(len(result.candidates))
-    request.render(resp, render.document_json(result, version))
-    request.set_last_modified(req, resp, None, always=True)
+
+
+def _counted(stream, version):
+    yield from render.document_stream(stream, version)
+    metrics.candidates_returned(stream.count)
 
 
 def _strategy(limit):
-    """The order anchors are visited in. The option decides it for the
-    max_allocation_candidates cap (contract §5.7); otherwise the order is
-    the server's to choose (§5.9), and a limit takes its candidates from as
-    many roots as possible unless depth-first is set explicitly."""
+    """The order anchors are visited in. depth-first-unless-limit (the
+    default) is depth-first for the max_allocation_candidates cap, but a
+    request's limit without that cap takes its candidates from as many
+    roots as possible."""
     strategy = CONF.placement.allocation_candidates_generation_strategy
-    unset = CONF.get_location(
-        "allocation_candidates_generation_strategy",
-        "placement").location == cfg.Locations.opt_default
-    if (unset and limit is not None
-            and CONF.placement.max_allocation_candidates < 0):
-        return "breadth-first"
+    if strategy == "depth-first-unless-limit":
+        if limit is not None and CONF.placement.max_allocation_candidates < 0:
+            return "breadth-first"
+        return "depth-first"
     return strategy
 
 
@@ -74,14 +101,15 @@ def parse_query(pairs, version):
     return ac_request.Request(
         # A limit past any possible count is no limit (and must not reach
         # islice, which refuses values above sys.maxsize).
-        limit=(min(int(values["limit"][0]), sys.maxsize)
-               if "limit" in values else None),
-        group_policy=values["group_policy"][0] if "group_policy" in values
-        else None,
-        root_required=root_required, root_forbidden=root_forbidden,
-        same_subtree=tuple(_same_subtree(v)
-                           for v in values.get("same_subtree", ())),
-        groups=_groups(values, version))
+        limit=(
+            min(int(values["limit"][0]), sys.maxsize) if "limit" in values else None
+        ),
+        group_policy=values["group_policy"][0] if "group_policy" in values else None,
+        root_required=root_required,
+        root_forbidden=root_forbidden,
+        same_subtree=tuple(_same_subtree(v) for v in values.get("same_subtree", ())),
+        groups=_groups(values, version),
+    )
 
 
 def _root_required(values):
@@ -90,16 +118,17 @@ def _root_required(values):
     if len(values) > 1:
         raise errors.BadRequest(
             "Query parameter 'root_required' may be specified only once.",
-            code=errors.QUERY_DUPLICATE_KEY)
-    traits = query_params.parse_required(values, ROOT_REQUIRED_GRAMMAR,
-                                         "root_required")
+            code=errors.QUERY_DUPLICATE_KEY,
+        )
+    traits = query_params.parse_required(values, ROOT_REQUIRED_GRAMMAR, "root_required")
     required = frozenset().union(*traits.any_of)
     conflicts = required & traits.forbidden
     if conflicts:
         raise errors.BadRequest(
             "Conflicting required and forbidden traits found in "
             "root_required: %s" % ", ".join(sorted(conflicts)),
-            code=errors.QUERY_BAD_VALUE)
+            code=errors.QUERY_BAD_VALUE,
+        )
     return required, traits.forbidden
 
 
@@ -107,27 +136,31 @@ def _same_subtree(value):
     suffixes = tuple(item.strip() for item in value.split(","))
     if not all(suffixes):
         raise errors.BadRequest(
-            "Empty string (unsuffixed group) can not be specified in "
-            "`same_subtree` ", code=errors.QUERY_BAD_VALUE)
+            "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+            code=errors.QUERY_BAD_VALUE,
+        )
     return suffixes
 
 
 def _groups(values, version):
     """Groups by suffix, each key's values parsed in query-string order."""
     fields = collections.defaultdict(dict)
-    for name, occurrences in values.items():   # dict keeps query order
+    for name, occurrences in values.items():  # dict keeps query order
         parts = schema.split_group_name(name)
         if parts is None:
             continue
         param, suffix = parts
-        fields[suffix][param] = _parse_group_value(
-            param, name, occurrences, version)
-    return tuple(ac_request.RequestGroup(
-        suffix=suffix,
-        resources=tuple(f.get("resources", {}).items()),
-        required=f.get("required"),
-        member_of=f.get("member_of"),
-        in_tree=f.get("in_tree")) for suffix, f in fields.items())
+        fields[suffix][param] = _parse_group_value(param, name, occurrences, version)
+    return tuple(
+        ac_request.RequestGroup(
+            suffix=suffix,
+            resources=tuple(f.get("resources", {}).items()),
+            required=f.get("required"),
+            member_of=f.get("member_of"),
+            in_tree=f.get("in_tree"),
+        )
+        for suffix, f in fields.items()
+    )
 
 
 def _parse_group_value(param, name, occurrences, version):
@@ -141,5 +174,6 @@ def _parse_group_value(param, name, occurrences, version):
     if not uuidutils.is_uuid_like(tree):
         raise errors.BadRequest(
             "Invalid query string parameters: Expected 'in_tree' parameter "
-            "to be a format of uuid. Got: %s" % tree)
+            "to be a format of uuid. Got: %s" % tree
+        )
     return tree

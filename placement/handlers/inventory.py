@@ -1,4 +1,5 @@
 """/resource_providers/{uuid}/inventories[/{resource_class}]."""
+
 import functools
 
 from placement import exception
@@ -10,8 +11,7 @@ from placement.objects import inventory as inv_obj
 from placement.schemas import inventory as schema
 
 # From 1.26 an inventory may reserve all of its total (capacity 0).
-ALLOW_RESERVED_EQUAL_TOTAL = microversion.VersionTable((None, False),
-                                                       ("1.26", True))
+ALLOW_RESERVED_EQUAL_TOTAL = microversion.VersionTable((None, False), ("1.26", True))
 
 
 def _path(uuid, rc_name):
@@ -21,7 +21,8 @@ def _path(uuid, rc_name):
 def _check_capacity(req, uuid, records, prefix):
     try:
         inv_obj.check_capacity(
-            uuid, records, ALLOW_RESERVED_EQUAL_TOTAL(req.context.version))
+            uuid, records, ALLOW_RESERVED_EQUAL_TOTAL(req.context.version)
+        )
     except exception.BadRequest as e:
         raise errors.BadRequest("%s %s: %s" % (prefix, uuid, e.message))
 
@@ -32,8 +33,7 @@ def _provider_not_found(error):
 
 
 def _render_one(resp, record, generation, status=200):
-    request.render(resp, dict(record, resource_provider_generation=generation),
-                   status)
+    request.render(resp, dict(record, resource_provider_generation=generation), status)
 
 
 @decorators.accepts_json
@@ -44,10 +44,15 @@ def get_inventories(req, resp, uuid):
         provider, rows = inv_obj.get_inventories(ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
-    request.render(resp, {
-        "resource_provider_generation": provider["generation"],
-        "inventories": {row["resource_class"]: inv_obj.stored_record(row)
-                        for row in rows}})
+    request.render(
+        resp,
+        {
+            "resource_provider_generation": provider["generation"],
+            "inventories": {
+                row["resource_class"]: inv_obj.stored_record(row) for row in rows
+            },
+        },
+    )
     request.set_last_modified(req, resp, request.last_modified_of(rows))
 
 
@@ -100,24 +105,30 @@ def set_inventories(req, resp, uuid):
 
     def read_request(provider):
         data = body()
-        inv_obj.check_generation(provider,
-                                 data["resource_provider_generation"])
-        records = {name: inv_obj.with_defaults(record)
-                   for name, record in data["inventories"].items()}
-        _check_capacity(req, uuid, records,
-                        "Unable to update inventory for resource provider")
+        inv_obj.check_generation(provider, data["resource_provider_generation"])
+        records = {
+            name: inv_obj.with_defaults(record)
+            for name, record in data["inventories"].items()
+        }
+        _check_capacity(
+            req, uuid, records, "Unable to update inventory for resource provider"
+        )
         parsed["records"] = records
         return data["resource_provider_generation"], records
 
     try:
         generation = inv_obj.replace_inventories(
-            ctx.db, uuid, read_request=read_request)
+            ctx.db, uuid, read_request=read_request
+        )
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(
             "Unknown resource class in inventory for resource provider "
-            "%s: %s" % (uuid, e.message))
-    request.render(resp, {"resource_provider_generation": generation,
-                          "inventories": parsed["records"]})
+            "%s: %s" % (uuid, e.message)
+        )
+    request.render(
+        resp,
+        {"resource_provider_generation": generation, "inventories": parsed["records"]},
+    )
     request.set_last_modified(req, resp, None, always=True)
 
 
@@ -129,16 +140,21 @@ def update_inventory(req, resp, uuid, resource_class):
     data = request.json_body(req, schema.PUT_INVENTORY)
     inv_obj.check_generation(provider, data["resource_provider_generation"])
     record = inv_obj.with_defaults(data)
-    _check_capacity(req, uuid, {resource_class: record},
-                    "Unable to update inventory for resource provider")
+    _check_capacity(
+        req,
+        uuid,
+        {resource_class: record},
+        "Unable to update inventory for resource provider",
+    )
     try:
         generation = inv_obj.update_inventory(
-            ctx.db, uuid, data["resource_provider_generation"],
-            resource_class, record)
+            ctx.db, uuid, data["resource_provider_generation"], resource_class, record
+        )
     except inv_obj.InventoryNotFound as e:
         raise errors.BadRequest(
             "No inventory record with resource class for resource provider "
-            "%s: %s" % (uuid, e.message))
+            "%s: %s" % (uuid, e.message)
+        )
     _render_one(resp, record, generation)
     request.set_last_modified(req, resp, None, always=True)
 
@@ -149,25 +165,33 @@ def delete_inventory(req, resp, uuid, resource_class):
     try:
         inv_obj.delete_inventory(ctx.db, uuid, resource_class)
     except (exception.ResourceClassNotFound, inv_obj.InventoryNotFound) as e:
-        raise errors.NotFound("No inventory of class %s found for delete: %s"
-                              % (resource_class, e.message))
+        raise errors.NotFound(
+            "No inventory of class %s found for delete: %s"
+            % (resource_class, e.message)
+        )
     except exception.Conflict as e:
         # Upstream quirk: "in use" here carries the concurrent-update code.
         raise errors.Conflict(
-            "Unable to delete inventory of class %s: %s"
-            % (resource_class, e.message), code=errors.CONCURRENT_UPDATE)
+            "Unable to delete inventory of class %s: %s" % (resource_class, e.message),
+            code=errors.CONCURRENT_UPDATE,
+        )
     request.no_content(resp)
 
 
 def _since_or_405(min_version):
     """Below ``min_version`` the route answers 405 with no Allow header."""
+
     def decorator(fn):
         @functools.wraps(fn)
         def wrapper(req, resp, **kw):
             if req.context.version < min_version:
                 raise errors.MethodNotAllowed(req.method)
             return fn(req, resp, **kw)
+
+        # The route is described from this version on (placement.api.openapi).
+        wrapper.min_version = microversion.Version.parse(min_version)
         return wrapper
+
     return decorator
 
 

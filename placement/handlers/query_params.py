@@ -1,8 +1,8 @@
-"""Value grammars shared by query strings (contract README §6).
+"""Value grammars shared by query strings (doc/api.md "Query values").
 
 Used by ``GET /resource_providers`` and ``GET /allocation_candidates``.
 Every function raises ``placement.api.errors.BadRequest`` with the
-contract's message on malformed input; name lookups (unknown classes,
+upstream's message on malformed input; name lookups (unknown classes,
 traits, aggregates) are the caller's business.
 
 ``parse_resources(value) -> dict[str, int]``
@@ -23,11 +23,13 @@ traits, aggregates) are the caller's business.
 A constraint is satisfied by a provider that has at least one member of
 every ``any_of`` set and no member of ``forbidden``.
 """
+
 import dataclasses
 
 from oslo_utils import uuidutils
 
 from placement.api import errors
+from placement.api import microversion
 
 FORBIDDEN_TRAITS_SINCE = "1.22"
 MULTIPLE_MEMBER_OF_SINCE = "1.24"
@@ -37,18 +39,27 @@ ANY_TRAITS_SINCE = "1.39"
 # The 400 for a well-formed ``resources`` naming a class that does not
 # exist (the lookup's own message follows).
 UNKNOWN_RESOURCE_CLASS = "Invalid resource class in resources parameter: %s"
-_RESOURCES_FORM = ("Badly formed resources parameter. Expected resources "
-                   "query string parameter in form: "
-                   "?resources=VCPU:2,MEMORY_MB:1024. Got: %s.")
-_REQUIRED_FORM = ("Invalid query string parameters: Expected '%s' parameter "
-                  "value of the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. ")
+_RESOURCES_FORM = (
+    "Badly formed resources parameter. Expected resources "
+    "query string parameter in form: "
+    "?resources=VCPU:2,MEMORY_MB:1024. Got: %s."
+)
+_REQUIRED_FORM = (
+    "Invalid query string parameters: Expected '%s' parameter value of the form: %s. "
+)
+# The example form the messages show: with a forbidden trait once allowed.
+_REQUIRED_EXAMPLE = microversion.VersionTable(
+    (None, "HW_CPU_X86_VMX,CUSTOM_MAGIC"),
+    (FORBIDDEN_TRAITS_SINCE, "HW_CPU_X86_VMX,!CUSTOM_MAGIC"),
+)
 _ANY_OF_FORMAT = "The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC'"
 
 
 @dataclasses.dataclass(frozen=True)
 class _AllOfAnyOf:
     """Every any_of set needs a member; no member of forbidden may match."""
-    any_of: tuple = ()          # tuple[frozenset[str], ...]
+
+    any_of: tuple = ()  # tuple[frozenset[str], ...]
     forbidden: frozenset = frozenset()
 
     def __bool__(self):
@@ -80,11 +91,12 @@ def parse_resources(value):
         except ValueError:
             raise errors.BadRequest(
                 "Requested resource %s expected positive integer amount. "
-                "Got: %s." % (rc, amount))
+                "Got: %s." % (rc, amount)
+            )
         if amount < 1:
             raise errors.BadRequest(
-                "Requested resource %s requires amount >= 1. Got: %d."
-                % (rc, amount))
+                "Requested resource %s requires amount >= 1. Got: %d." % (rc, amount)
+            )
         amounts[rc] = amount
     return amounts
 
@@ -94,27 +106,29 @@ def parse_required(values, version, name="required"):
         values = list(values)[-1:]
     any_of, forbidden = [], set()
     for value in values:
-        value_any_of, value_forbidden = _parse_required_value(
-            value, version, name)
+        value_any_of, value_forbidden = _parse_required_value(value, version, name)
         any_of.extend(value_any_of)
         forbidden |= value_forbidden
     return RequiredTraits(tuple(any_of), frozenset(forbidden))
 
 
 def _parse_required_value(value, version, name):
-    form = _REQUIRED_FORM % name
+    form = _REQUIRED_FORM % (name, _REQUIRED_EXAMPLE(version))
     if value.startswith("in:"):
         if version < ANY_TRAITS_SINCE:
             raise errors.BadRequest(
                 "Invalid query string parameters: %s only supported since "
-                "microversion 1.39. Got: %s" % (_ANY_OF_FORMAT, value))
+                "microversion 1.39. Got: %s" % (_ANY_OF_FORMAT, value)
+            )
         traits = [item.strip() for item in value[3:].split(",")]
         if not all(traits):
             raise errors.BadRequest(form + "Got an empty trait in: %s" % value)
         if any(t.startswith("!") for t in traits):
             raise errors.BadRequest(
-                form + "%s does not support forbidden traits. Got: %s"
-                % (_ANY_OF_FORMAT, value))
+                form
+                + "%s does not support forbidden traits. Got: %s"
+                % (_ANY_OF_FORMAT, value)
+            )
         return [frozenset(traits)], set()
     items = [item.strip() for item in value.split(",")]
     # "!" alone names no trait: as empty as an empty item.
@@ -130,15 +144,15 @@ def _parse_required_value(value, version, name):
 def parse_member_of(values, version, name="member_of"):
     values = list(values)
     if len(values) > 1 and version < MULTIPLE_MEMBER_OF_SINCE:
-        raise errors.BadRequest(
-            "Multiple %s parameters are not supported" % name)
+        raise errors.BadRequest("Multiple %s parameters are not supported" % name)
     any_of, forbidden = [], set()
     for value in values:
         negate = value.startswith("!")
         if negate and version < FORBIDDEN_AGGREGATES_SINCE:
             raise errors.BadRequest(
                 "Forbidden member_of parameters are not supported in the "
-                "specified microversion")
+                "specified microversion"
+            )
         aggregates = _parse_member_of_value(value)
         if negate:
             forbidden |= aggregates
@@ -154,13 +168,14 @@ def _parse_member_of_value(value):
     elif "," in value:
         raise errors.BadRequest(
             "Multiple values for 'member_of' must be prefixed with the 'in:' "
-            "or '!in:' keyword using the valid microversion. Got: %s" % value)
+            "or '!in:' keyword using the valid microversion. Got: %s" % value
+        )
     else:
         items = [body]
     for item in items:
         if not uuidutils.is_uuid_like(item):
             raise errors.BadRequest(
                 "Invalid query string parameters: Expected 'member_of' "
-                "parameter to contain valid UUID(s). Got: %s" % item)
+                "parameter to contain valid UUID(s). Got: %s" % item
+            )
     return frozenset(items)
-

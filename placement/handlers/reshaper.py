@@ -1,4 +1,5 @@
-"""POST /reshaper (reshaper.md)."""
+"""POST /reshaper (doc/api.md "Reshaper")."""
+
 from placement import exception
 from placement.api import decorators
 from placement.api import errors
@@ -16,9 +17,12 @@ def reshape(req, resp):
     data = request.json_body(req, schema.RESHAPER_SCHEMA(version))
     inventories = {
         rp: (entry["resource_provider_generation"], entry["inventories"])
-        for rp, entry in data["inventories"].items()}
-    writes = [allocation.consumer_write(c, entry, version)
-              for c, entry in data["allocations"].items()]
+        for rp, entry in data["inventories"].items()
+    }
+    writes = [
+        allocation.consumer_write(c, entry, version)
+        for c, entry in data["allocations"].items()
+    ]
     try:
         reshaper_obj.reshape(req.context.ctx.db, inventories, writes)
     except exception.ResourceClassNotFound as e:

@@ -1,4 +1,5 @@
 """/resource_classes and /resource_classes/{name} (v1.2+)."""
+
 from placement import exception
 from placement.api import decorators
 from placement.api import errors
@@ -12,8 +13,10 @@ def _path(name):
 
 
 def _render_class(req, name):
-    return {"name": name,
-            "links": [{"rel": "self", "href": request.link_href(req, _path(name))}]}
+    return {
+        "name": name,
+        "links": [{"rel": "self", "href": request.link_href(req, _path(name))}],
+    }
 
 
 @decorators.versioned("1.2")
@@ -22,8 +25,9 @@ def list_resource_classes(req, resp):
     ctx = request.context(req)
     ctx.can("placement:resource_classes:list")
     rows = rc_obj.list_all(ctx.db)
-    request.render(resp, {"resource_classes": [
-        _render_class(req, row["name"]) for row in rows]})
+    request.render(
+        resp, {"resource_classes": [_render_class(req, row["name"]) for row in rows]}
+    )
     request.set_last_modified(req, resp, request.last_modified_of(rows))
 
 
@@ -36,8 +40,7 @@ def create_resource_class(req, resp):
     try:
         rc_obj.create(ctx.db, name)
     except exception.Exists:
-        raise errors.Conflict(
-            "Conflicting resource class already exists: %s" % name)
+        raise errors.Conflict("Conflicting resource class already exists: %s" % name)
     request.set_location(req, resp, _path(name))
     request.no_content(resp, 201)
 
@@ -49,8 +52,7 @@ def get_resource_class(req, resp, name):
     ctx.can("placement:resource_classes:show")
     row = rc_obj.get(ctx.db, name)
     request.render(resp, _render_class(req, row["name"]))
-    request.set_last_modified(req, resp, request.last_modified_of([row]),
-                              always=True)
+    request.set_last_modified(req, resp, request.last_modified_of([row]), always=True)
 
 
 @decorators.versioned("1.2", "1.6")
@@ -80,8 +82,9 @@ def _ensure_resource_class(req, resp, name):
     request.no_content(resp, status)
 
 
-update_resource_class = decorators.by_version(_rename_resource_class,
-                                              _ensure_resource_class)
+update_resource_class = decorators.by_version(
+    _rename_resource_class, _ensure_resource_class
+)
 
 
 @decorators.versioned("1.2")

@@ -1,4 +1,5 @@
 """/resource_providers and /resource_providers/{uuid}."""
+
 import uuid as uuidlib
 
 import orjson
@@ -14,8 +15,13 @@ from placement.objects import resource_provider as rp_obj
 from placement.schemas import resource_provider as schema
 
 # Links after "self", each with the version that introduced it.
-_LINKS = (("inventories", "1.0"), ("usages", "1.0"), ("aggregates", "1.1"),
-          ("traits", "1.6"), ("allocations", "1.11"))
+_LINKS = (
+    ("inventories", "1.0"),
+    ("usages", "1.0"),
+    ("aggregates", "1.1"),
+    ("traits", "1.6"),
+    ("allocations", "1.11"),
+)
 NESTED_SINCE = "1.14"
 # 1.20+: POST answers 200 with the provider instead of an empty 201.
 CREATE_RETURNS_BODY = microversion.VersionTable((None, False), ("1.20", True))
@@ -44,19 +50,26 @@ def _renderer(req):
     version = request.version(req)
     base = request.link_href(req, _path(_UUID))
     links = [{"rel": "self", "href": base}]
-    links += [{"rel": rel, "href": "%s/%s" % (base, rel)}
-              for rel, since in _LINKS if version >= since]
+    links += [
+        {"rel": rel, "href": "%s/%s" % (base, rel)}
+        for rel, since in _LINKS
+        if version >= since
+    ]
     pieces = orjson.dumps(links).decode().split(_UUID_JSON)
     nested = version >= NESTED_SINCE
 
     def render(provider):
-        body = {"uuid": provider["uuid"], "name": provider["name"],
-                "generation": provider["generation"],
-                "links": orjson.Fragment(provider["uuid"].join(pieces))}
+        body = {
+            "uuid": provider["uuid"],
+            "name": provider["name"],
+            "generation": provider["generation"],
+            "links": orjson.Fragment(provider["uuid"].join(pieces)),
+        }
         if nested:
             body["parent_provider_uuid"] = provider["parent_provider_uuid"]
             body["root_provider_uuid"] = provider["root_provider_uuid"]
         return body
+
     return render
 
 
@@ -73,25 +86,27 @@ def list_resource_providers(req, resp):
     request.validate_query(pairs, schema.LIST_QUERY(version))
     filters = request.query_last(pairs)
     if "resources" in filters:
-        filters["resources"] = query_params.parse_resources(
-            filters["resources"])
+        filters["resources"] = query_params.parse_resources(filters["resources"])
     if "member_of" in filters:
         filters["member_of"] = query_params.parse_member_of(
-            [v for k, v in pairs if k == "member_of"], version)
+            [v for k, v in pairs if k == "member_of"], version
+        )
     if "required" in filters:
         filters["required"] = query_params.parse_required(
-            [v for k, v in pairs if k == "required"], version)
+            [v for k, v in pairs if k == "required"], version
+        )
     try:
-        providers, last_modified = provider_list.list_providers(
-            ctx.db, **filters)
+        providers, last_modified = provider_list.list_providers(ctx.db, **filters)
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(query_params.UNKNOWN_RESOURCE_CLASS % e.message)
     except exception.TraitNotFound as e:
         raise errors.BadRequest(
-            'Invalid trait(s) in "required" parameter: %s' % e.message)
+            'Invalid trait(s) in "required" parameter: %s' % e.message
+        )
     render = _renderer(req)
-    request.render(resp, {"resource_providers": [
-        render(provider) for provider in providers]})
+    request.render(
+        resp, {"resource_providers": [render(provider) for provider in providers]}
+    )
     request.set_last_modified(req, resp, last_modified, always=True)
 
 
@@ -100,16 +115,21 @@ def create_resource_provider(req, resp):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:create")
     version = request.version(req)
-    data = request.json_body(req, schema.POST(version))
+    data = request.json_body(req)
+    if isinstance(data, dict) and data.get("uuid") == "":
+        del data["uuid"]
+    request.validate(data, schema.POST(version))
     # Any UUID-like spelling is stored in the canonical lowercase form.
-    uuid = (str(uuidlib.UUID(data["uuid"])) if data.get("uuid")
-            else str(uuidlib.uuid4()))
+    uuid = str(uuidlib.UUID(data["uuid"])) if data.get("uuid") else str(uuidlib.uuid4())
     try:
-        provider = rp_obj.create(ctx.db, uuid, data["name"],
-                                 data.get("parent_provider_uuid"))
+        provider = rp_obj.create(
+            ctx.db, uuid, data["name"], data.get("parent_provider_uuid")
+        )
     except exception.ObjectActionError as e:
-        raise errors.BadRequest('Unable to create resource provider "%s", '
-                                '%s: %s' % (data["name"], uuid, e.message))
+        raise errors.BadRequest(
+            'Unable to create resource provider "%s", '
+            "%s: %s" % (data["name"], uuid, e.message)
+        )
     request.set_location(req, resp, _path(uuid))
     if not CREATE_RETURNS_BODY(version):
         request.no_content(resp, 201)
@@ -124,8 +144,9 @@ def get_resource_provider(req, resp, uuid):
     ctx.can("placement:resource_providers:show")
     provider = rp_obj.get(ctx.db, uuid)
     request.render(resp, _render(req, provider))
-    request.set_last_modified(req, resp, request.last_modified_of([provider]),
-                              always=True)
+    request.set_last_modified(
+        req, resp, request.last_modified_of([provider]), always=True
+    )
 
 
 @decorators.consumes_json
@@ -133,19 +154,22 @@ def update_resource_provider(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:update")
     version = request.version(req)
-    previous = rp_obj.get(ctx.db, uuid)
+    rp_obj.get(ctx.db, uuid)  # an unknown provider is a 404 before the body
     data = request.json_body(req, schema.PUT(version))
     try:
         provider = rp_obj.update(
-            ctx.db, uuid, data["name"],
+            ctx.db,
+            uuid,
+            data["name"],
             data.get("parent_provider_uuid", rp_obj.UNCHANGED),
-            allow_reparenting=version >= REPARENTING_SINCE)
+            allow_reparenting=version >= REPARENTING_SINCE,
+        )
     except exception.ObjectActionError as e:
-        raise errors.BadRequest("Unable to save resource provider %s: %s"
-                                % (uuid, e.message))
+        raise errors.BadRequest(
+            "Unable to save resource provider %s: %s" % (uuid, e.message)
+        )
     request.render(resp, _render(req, provider))
-    # The contract reports the time of the change before this one.
-    request.set_last_modified(req, resp, previous["updated_at"])
+    request.set_last_modified(req, resp, provider["updated_at"], always=True)
 
 
 def delete_resource_provider(req, resp, uuid):

@@ -1,4 +1,5 @@
 """/traits, /traits/{name} and /resource_providers/{uuid}/traits."""
+
 import re
 
 from placement import exception
@@ -19,11 +20,12 @@ def _filters(params):
         value = params["name"]
         if ":" not in value:
             raise errors.BadRequest(
-                'Badly formatted name parameter. Expected name query string '
-                'parameter in form: ?name=[in|startswith]:[name1,name2|prefix]'
-                '. Got: "%s"' % value)
+                "Badly formatted name parameter. Expected name query string "
+                "parameter in form: ?name=[in|startswith]:[name1,name2|prefix]"
+                '. Got: "%s"' % value
+            )
         operator, arg = value.split(":", 1)
-        # Any other operator filters nothing (contract).
+        # Any other operator filters nothing, as upstream does.
         if operator == "in":
             filters["names"] = arg.split(",")
         elif operator == "startswith":
@@ -31,16 +33,16 @@ def _filters(params):
     if "associated" in params:
         value = params["associated"].lower()
         if value not in ("true", "false"):
-            raise errors.BadRequest('The query parameter "associated" only '
-                                    'accepts "true" or "false"')
+            raise errors.BadRequest(
+                'The query parameter "associated" only accepts "true" or "false"'
+            )
         filters["associated"] = value == "true"
     return filters
 
 
 def _render_traits(req, resp, rows, **extra):
     request.render(resp, dict(traits=[r["name"] for r in rows], **extra))
-    request.set_last_modified(req, resp, request.last_modified_of(rows),
-                              always=True)
+    request.set_last_modified(req, resp, request.last_modified_of(rows), always=True)
 
 
 @decorators.versioned("1.6")
@@ -50,8 +52,7 @@ def list_traits(req, resp):
     pairs = request.query_pairs(req)
     request.validate_query(pairs, schema.LIST_TRAITS_QUERY)
     filters = _filters(request.query_last(pairs))
-    _render_traits(req, resp,
-                   trait_obj.list_traits(req.context.ctx.db, **filters))
+    _render_traits(req, resp, trait_obj.list_traits(req.context.ctx.db, **filters))
 
 
 def _trait_not_found(e):
@@ -75,9 +76,10 @@ def put_trait(req, resp, name):
     req.context.ctx.can("placement:traits:update")
     if len(name) > _MAX_NAME or not _CUSTOM_TRAIT.fullmatch(name):
         raise errors.BadRequest(
-            'The trait is invalid. A valid trait must be no longer than 255 '
+            "The trait is invalid. A valid trait must be no longer than 255 "
             'characters, start with the prefix "CUSTOM_" and use following '
-            'characters: "A"-"Z", "0"-"9" and "_"')
+            'characters: "A"-"Z", "0"-"9" and "_"'
+        )
     trait, created = trait_obj.ensure_trait(req.context.ctx.db, name)
     request.no_content(resp, 201 if created else 204)
     request.set_location(req, resp, "/traits/%s" % name)
@@ -99,12 +101,12 @@ def delete_trait(req, resp, name):
 def list_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:list")
     try:
-        generation, rows = trait_obj.get_provider_traits(
-            req.context.ctx.db, uuid)
+        generation, rows = trait_obj.get_provider_traits(req.context.ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         # Handler-worded 404 (vary), unlike the PUT/DELETE lookups.
-        raise errors.NotFound("No resource provider with uuid %s found: %s"
-                              % (uuid, e.message))
+        raise errors.NotFound(
+            "No resource provider with uuid %s found: %s" % (uuid, e.message)
+        )
     _render_traits(req, resp, rows, resource_provider_generation=generation)
 
 
@@ -115,8 +117,11 @@ def update_traits_for_resource_provider(req, resp, uuid):
     body = request.json_body(req, schema.SET_PROVIDER_TRAITS)
     try:
         generation, rows = trait_obj.set_provider_traits(
-            req.context.ctx.db, uuid, body["traits"],
-            body["resource_provider_generation"])
+            req.context.ctx.db,
+            uuid,
+            body["traits"],
+            body["resource_provider_generation"],
+        )
     except exception.TraitNotFound as e:
         raise errors.BadRequest("No such trait %s" % ", ".join(e.names))
     _render_traits(req, resp, rows, resource_provider_generation=generation)

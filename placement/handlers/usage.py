@@ -1,4 +1,5 @@
-"""GET /resource_providers/{uuid}/usages and GET /usages (usages.md)."""
+"""GET /resource_providers/{uuid}/usages and GET /usages (doc/api.md "Usages")."""
+
 from placement import exception
 from placement.api import decorators
 from placement.api import errors
@@ -14,30 +15,29 @@ BY_CONSUMER_TYPE_SINCE = "1.38"
 def list_usages(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:usages")
     try:
-        generation, usages = usage_obj.provider_usages(req.context.ctx.db,
-                                                       uuid)
+        generation, usages = usage_obj.provider_usages(req.context.ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
-        raise errors.NotFound("No resource provider with uuid %s found: %s"
-                              % (uuid, e.message))
-    request.render(resp, {"resource_provider_generation": generation,
-                          "usages": usages})
+        raise errors.NotFound(
+            "No resource provider with uuid %s found: %s" % (uuid, e.message)
+        )
+    request.render(resp, {"resource_provider_generation": generation, "usages": usages})
     request.set_last_modified(req, resp, None, always=True)
 
 
 def _totals(db, query):
-    return usage_obj.total_usages(db, query["project_id"],
-                                  query.get("user_id"))
+    return usage_obj.total_usages(db, query["project_id"], query.get("user_id"))
 
 
 def _by_type(db, query):
-    return usage_obj.usages_by_type(db, query["project_id"],
-                                    query.get("user_id"),
-                                    query.get("consumer_type"))
+    return usage_obj.usages_by_type(
+        db, query["project_id"], query.get("user_id"), query.get("consumer_type")
+    )
 
 
 USAGES = microversion.VersionTable(
     (None, (schema.QUERY_V1_9, _totals)),
-    (BY_CONSUMER_TYPE_SINCE, (schema.QUERY_V1_38, _by_type)))
+    (BY_CONSUMER_TYPE_SINCE, (schema.QUERY_V1_38, _by_type)),
+)
 
 
 @decorators.versioned("1.9")
@@ -46,8 +46,7 @@ def get_total_usages(req, resp):
     pairs = request.query_pairs(req)
     query = request.query_last(pairs)
     # The policy sees the project asked for (a reader may ask for its own).
-    req.context.ctx.can("placement:usages",
-                        {"project_id": query.get("project_id")})
+    req.context.ctx.can("placement:usages", {"project_id": query.get("project_id")})
     query_schema, usages = USAGES(req.context.version)
     request.validate_query(pairs, query_schema)
     request.render(resp, {"usages": usages(req.context.ctx.db, query)})

@@ -3,6 +3,7 @@
 An aggregate is only a uuid: it is created the first time a provider joins
 it, stored exactly as the client spelled it, and never deleted.
 """
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -17,18 +18,23 @@ RPA = tables.resource_provider_aggregates
 
 def _provider_aggregates(conn, provider_id):
     """{aggregate id: uuid} of the provider."""
-    return dict(conn.execute(
-        sa.select(AGG.c.id, AGG.c.uuid)
-        .join(RPA, RPA.c.aggregate_id == AGG.c.id)
-        .where(RPA.c.resource_provider_id == provider_id)).all())
+    return dict(
+        conn.execute(
+            sa.select(AGG.c.id, AGG.c.uuid)
+            .join(RPA, RPA.c.aggregate_id == AGG.c.id)
+            .where(RPA.c.resource_provider_id == provider_id)
+        ).all()
+    )
 
 
 def get_provider_aggregates(db, uuid):
     """(provider generation, aggregate uuids); ResourceProviderNotFound."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
-        return (provider["generation"],
-                list(_provider_aggregates(conn, provider["id"]).values()))
+        return (
+            provider["generation"],
+            list(_provider_aggregates(conn, provider["id"]).values()),
+        )
 
 
 def set_provider_aggregates(db, uuid, read_request):
@@ -36,10 +42,11 @@ def set_provider_aggregates(db, uuid, read_request):
     requested, the provider generation).
 
     ``read_request()`` gives ``(aggregate uuids, expected generation or
-    None)``; it runs once the provider is known to exist, because the
-    contract checks the body only after the lookup; a deadlock retry calls
-    it again, so it must give the same answer twice. An expected generation
-    is compared, then moved even when the set is unchanged (v1.19+).
+    None)``; it runs once the provider is known to exist, because the API
+    checks the body only after the lookup (a missing provider is a 404 even
+    with a bad body); a deadlock retry calls it again, so it must give the
+    same answer twice. An expected generation is compared, then moved even
+    when the set is unchanged (v1.19+).
     """
     try:
         return _set_provider_aggregates(db, uuid, read_request)
@@ -52,26 +59,35 @@ def set_provider_aggregates(db, uuid, read_request):
 def _set_provider_aggregates(db, uuid, read_request):
     learned = []
     with db.writer() as conn:
-        provider, current = common.get_provider_with(
-            conn, uuid, RPA.c.aggregate_id)
+        provider, current = common.get_provider_with(conn, uuid, RPA.c.aggregate_id)
         aggregates, expected = read_request()
         generation = provider["generation"]
         if expected is not None:
             if expected != generation:
                 raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
             generation = common.bump_generation(
-                conn, provider["id"], generation,
-                "Update conflict: resource provider %s changed concurrently"
-                % uuid)
-        wanted = set(common.ensure_ids(conn, db, AGG, "uuid", aggregates,
-                                       learned).values())
+                conn,
+                provider["id"],
+                generation,
+                "Update conflict: resource provider %s changed concurrently" % uuid,
+            )
+        wanted = set(
+            common.ensure_ids(conn, db, AGG, "uuid", aggregates, learned).values()
+        )
         if current - wanted:
-            conn.execute(RPA.delete().where(
-                RPA.c.resource_provider_id == provider["id"],
-                RPA.c.aggregate_id.in_(current - wanted)))
+            conn.execute(
+                RPA.delete().where(
+                    RPA.c.resource_provider_id == provider["id"],
+                    RPA.c.aggregate_id.in_(current - wanted),
+                )
+            )
         if wanted - current:
-            conn.execute(RPA.insert(), [
-                {"resource_provider_id": provider["id"], "aggregate_id": agg}
-                for agg in wanted - current])
+            conn.execute(
+                RPA.insert(),
+                [
+                    {"resource_provider_id": provider["id"], "aggregate_id": agg}
+                    for agg in wanted - current
+                ],
+            )
     common.remember(conn, learned)
     return aggregates, generation

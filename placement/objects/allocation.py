@@ -1,5 +1,6 @@
 """Allocations: reading them, and the write algorithm shared by
-PUT /allocations/{c}, POST /allocations and the reshaper (allocations.md §2).
+PUT /allocations/{c}, POST /allocations and the reshaper (doc/architecture.md
+"Write rules").
 
 A write is one transaction: one consistent read (a single statement) of the
 generations, inventories and usage it checks, the checks, a compare-and-swap
@@ -10,9 +11,11 @@ again, up to ``[placement] allocation_conflict_retry_count`` times. No row
 locks: on MySQL the swap's UPDATE waits for a competing writer's commit and
 then sees its new generation.
 """
+
 import dataclasses
 import random
 import time
+import typing
 
 import sqlalchemy as sa
 
@@ -30,10 +33,11 @@ RP = tables.resource_providers
 RC = tables.resource_classes
 CONSUMERS = tables.consumers
 
-PROVIDER_RACE = ("Another thread concurrently updated the resource provider "
-                 "data. Please retry your update")
-CONSUMER_RACE = ("Another thread concurrently updated the data. Please retry "
-                 "your update")
+PROVIDER_RACE = (
+    "Another thread concurrently updated the resource provider "
+    "data. Please retry your update"
+)
+CONSUMER_RACE = "Another thread concurrently updated the data. Please retry your update"
 RETRY_JITTER_S = 0.005
 
 
@@ -50,12 +54,18 @@ class ProviderRace(exception.ConcurrentUpdate):
 def replace_allocations(db, writes, check_generation):
     """Replace the allocations of every consumer in ``writes`` (a list of
     ``consumer.ConsumerWrite``), all or nothing."""
+
     def attempt(conn):
         prepared = prepare(conn, writes, check_generation)
         write_in(conn, db, prepared)
         return prepared.learned
-    learned = run_write(db, attempt, "Inventory and/or allocations changed "
-                        "while attempting to allocate: ", catalog=False)
+
+    learned = run_write(
+        db,
+        attempt,
+        "Inventory and/or allocations changed while attempting to allocate: ",
+        catalog=False,
+    )
     common.remember(db, learned)  # committed now
 
 
@@ -73,8 +83,7 @@ def run_write(db, attempt, conflict_prefix, catalog=True):
                 metrics.conflict_retry()
                 # Jitter so that racing writers do not collide again in step.
                 time.sleep(random.uniform(0, RETRY_JITTER_S * (n + 1)))
-    message = (PROVIDER_RACE if isinstance(lost, ProviderRace)
-               else CONSUMER_RACE)
+    message = PROVIDER_RACE if isinstance(lost, ProviderRace) else CONSUMER_RACE
     raise exception.ConcurrentUpdate(conflict_prefix + message)
 
 
@@ -87,9 +96,9 @@ def _transaction(db, attempt, catalog):
 @dataclasses.dataclass
 class _Prepared:
     writes: list
-    consumers: dict         # {uuid: consumer row} of existing consumers
-    providers: dict         # {uuid: id} of every provider named
-    held: dict              # {uuid: {provider ids}} of their allocations
+    consumers: dict  # {uuid: consumer row} of existing consumers
+    providers: dict  # {uuid: id} of every provider named
+    held: dict  # {uuid: {provider ids}} of their allocations
     # [(table, {name: id})] created or read, to remember after commit
     learned: list = dataclasses.field(default_factory=list)
 
@@ -101,13 +110,16 @@ def prepare(conn, writes, check_generation):
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
     named = [rp for w in writes for rp in w.allocations]
-    providers = dict(conn.execute(
-        sa.select(RP.c.uuid, RP.c.id).where(RP.c.uuid.in_(set(named)))).all())
+    providers = dict(
+        conn.execute(
+            sa.select(RP.c.uuid, RP.c.id).where(RP.c.uuid.in_(set(named)))
+        ).all()
+    )
     for rp_uuid in named:
         if rp_uuid not in providers:
             raise exception.BadRequest(
-                "Allocation for resource provider '%s' that does not exist."
-                % rp_uuid)
+                "Allocation for resource provider '%s' that does not exist." % rp_uuid
+            )
     return _Prepared(writes, consumers, providers, held)
 
 
@@ -115,15 +127,19 @@ def write_in(conn, db, prepared):
     """Steps 2-5 of the write inside the caller's transaction; returns the
     ids of the providers whose generation it moved."""
     writes = prepared.writes
-    class_names = [rc for w in writes for res in w.allocations.values()
-                   for rc in res]
-    rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names),
-                                       cached=True)
+    class_names = [rc for w in writes for res in w.allocations.values() for rc in res]
+    rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names), cached=True)
     new_rows = [
-        {"consumer_id": w.uuid, "resource_provider_id": prepared.providers[rp],
-         "resource_class_id": rc_ids[rc], "used": amount}
-        for w in writes for rp, res in w.allocations.items()
-        for rc, amount in res.items()]
+        {
+            "consumer_id": w.uuid,
+            "resource_provider_id": prepared.providers[rp],
+            "resource_class_id": rc_ids[rc],
+            "used": amount,
+        }
+        for w in writes
+        for rp, res in w.allocations.items()
+        for rc, amount in res.items()
+    ]
     uuids = [w.uuid for w in writes]
     emptied = [w.uuid for w in writes if not w.allocations]
     # Providers whose generation moves: those in the new set, and those an
@@ -132,12 +148,16 @@ def write_in(conn, db, prepared):
     for uuid in emptied:
         touched.update(prepared.held.get(uuid, ()))
     if touched:
-        generations, capacity = _read_state(
-            conn, touched, set(rc_ids.values()), uuids)
-        _check_capacity(new_rows, capacity, {v: k for k, v in rc_ids.items()},
-                        {v: k for k, v in prepared.providers.items()})
+        generations, capacity = _read_state(conn, touched, set(rc_ids.values()), uuids)
+        _check_capacity(
+            new_rows,
+            capacity,
+            {v: k for k, v in rc_ids.items()},
+            {v: k for k, v in prepared.providers.items()},
+        )
         common.swap_generations(
-            conn, {rp: generations[rp] for rp in touched}, ProviderRace())
+            conn, {rp: generations[rp] for rp in touched}, ProviderRace()
+        )
     consumer_obj.save(conn, db, writes, prepared.consumers, prepared.learned)
     # Only consumers seen holding allocations can hold any now: another
     # writer giving some to one of the others first creates or swaps its
@@ -152,9 +172,9 @@ def write_in(conn, db, prepared):
 
 @dataclasses.dataclass
 class _Capacity:
-    inventory: dict         # the inventory row
-    used: int               # usage by every consumer
-    used_by_writers: int    # of which by the consumers being rewritten
+    inventory: dict  # the inventory row
+    used: int  # usage by every consumer
+    used_by_writers: int  # of which by the consumers being rewritten
 
 
 def _read_state(conn, provider_ids, class_ids, consumer_uuids):
@@ -163,53 +183,89 @@ def _read_state(conn, provider_ids, class_ids, consumer_uuids):
     as old as the generation that the write later swaps."""
     usage = (
         sa.select(
-            ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id,
+            ALLOC.c.resource_provider_id,
+            ALLOC.c.resource_class_id,
             sa.func.sum(ALLOC.c.used).label("used"),
-            sa.func.sum(sa.case(
-                (ALLOC.c.consumer_id.in_(consumer_uuids), ALLOC.c.used),
-                else_=0)).label("used_by_writers"))
-        .where(ALLOC.c.resource_provider_id.in_(provider_ids),
-               ALLOC.c.resource_class_id.in_(class_ids))
+            sa.func.sum(
+                sa.case(
+                    (ALLOC.c.consumer_id.in_(consumer_uuids), ALLOC.c.used), else_=0
+                )
+            ).label("used_by_writers"),
+        )
+        .where(
+            ALLOC.c.resource_provider_id.in_(provider_ids),
+            ALLOC.c.resource_class_id.in_(class_ids),
+        )
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-        .subquery())
+        .subquery()
+    )
     query = (
-        sa.select(RP.c.id, RP.c.generation, INV.c.resource_class_id,
-                  INV.c.total, INV.c.reserved, INV.c.min_unit, INV.c.max_unit,
-                  INV.c.step_size, INV.c.allocation_ratio, usage.c.used,
-                  usage.c.used_by_writers)
+        sa.select(
+            RP.c.id,
+            RP.c.generation,
+            INV.c.resource_class_id,
+            INV.c.total,
+            INV.c.reserved,
+            INV.c.min_unit,
+            INV.c.max_unit,
+            INV.c.step_size,
+            INV.c.allocation_ratio,
+            usage.c.used,
+            usage.c.used_by_writers,
+        )
         .select_from(
-            RP.outerjoin(INV, sa.and_(INV.c.resource_provider_id == RP.c.id,
-                                      INV.c.resource_class_id.in_(class_ids)))
-            .outerjoin(usage, sa.and_(
-                usage.c.resource_provider_id == INV.c.resource_provider_id,
-                usage.c.resource_class_id == INV.c.resource_class_id)))
-        .where(RP.c.id.in_(provider_ids)))
+            RP.outerjoin(
+                INV,
+                sa.and_(
+                    INV.c.resource_provider_id == RP.c.id,
+                    INV.c.resource_class_id.in_(class_ids),
+                ),
+            ).outerjoin(
+                usage,
+                sa.and_(
+                    usage.c.resource_provider_id == INV.c.resource_provider_id,
+                    usage.c.resource_class_id == INV.c.resource_class_id,
+                ),
+            )
+        )
+        .where(RP.c.id.in_(provider_ids))
+    )
     generations, capacity = {}, {}
     for row in conn.execute(query).mappings():
         generations[row["id"]] = row["generation"]
         if row["resource_class_id"] is not None:
             capacity[row["id"], row["resource_class_id"]] = _Capacity(
-                row, int(row["used"] or 0), int(row["used_by_writers"] or 0))
+                row, int(row["used"] or 0), int(row["used_by_writers"] or 0)
+            )
     return generations, capacity
 
 
 def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
-    """allocations.md §2 step 4: inventory exists, amount within the
+    """The capacity check of the write: inventory exists, amount within the
     inventory's constraints, and the total fits (or does not worsen an
     existing over-commit)."""
+
     def conflict(message):
         return exception.Conflict("Unable to allocate inventory: " + message)
 
     with_inventory = {rp for rp, _ in capacity}
-    bare = list(dict.fromkeys(
-        r["resource_provider_id"] for r in new_rows
-        if r["resource_provider_id"] not in with_inventory))
+    bare = list(
+        dict.fromkeys(
+            r["resource_provider_id"]
+            for r in new_rows
+            if r["resource_provider_id"] not in with_inventory
+        )
+    )
     if bare:
-        classes = dict.fromkeys(rc_names[r["resource_class_id"]]
-                                for r in new_rows)
-        raise conflict("Inventory for '%s' on resource provider '%s' invalid."
-                       % (", ".join(classes),
-                          ", ".join(rp_uuids[rp] for rp in bare)))
+        # Class names in messages are in class id order.
+        classes = sorted({r["resource_class_id"] for r in new_rows})
+        raise conflict(
+            "Inventory for '%s' on resource provider '%s' invalid."
+            % (
+                ", ".join(rc_names[rc] for rc in classes),
+                ", ".join(rp_uuids[rp] for rp in bare),
+            )
+        )
     needed = {}
     for r in new_rows:
         key = r["resource_provider_id"], r["resource_class_id"]
@@ -219,20 +275,28 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
         names = rc_names[key[1]], rp_uuids[key[0]]
         cap = capacity.get(key)
         if cap is None:
-            raise conflict("Inventory for '%s' on resource provider '%s' "
-                           "invalid." % names)
+            raise conflict(
+                "Inventory for '%s' on resource provider '%s' invalid." % names
+            )
         inv, amount = cap.inventory, r["used"]
-        if (amount < inv["min_unit"] or amount > inv["max_unit"]
-                or amount % inv["step_size"]):
-            raise conflict("Unable to create allocation for '%s' on resource "
-                           "provider '%s'. The requested amount would violate "
-                           "inventory constraints." % names)
+        if (
+            amount < inv["min_unit"]
+            or amount > inv["max_unit"]
+            or amount % inv["step_size"]
+        ):
+            raise conflict(
+                "Unable to create allocation for '%s' on resource "
+                "provider '%s'. The requested amount would violate "
+                "inventory constraints." % names
+            )
         limit = (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
         used = cap.used - cap.used_by_writers
         if used + needed[key] > limit and used + needed[key] > cap.used:
-            raise conflict("Unable to create allocation for '%s' on resource "
-                           "provider '%s'. The requested amount would exceed "
-                           "the capacity." % names)
+            raise conflict(
+                "Unable to create allocation for '%s' on resource "
+                "provider '%s'. The requested amount would exceed "
+                "the capacity." % names
+            )
 
 
 # ------------------------------------------------------------- the delete
@@ -243,11 +307,13 @@ def delete_consumer_allocations(db, consumer_uuid):
     """Remove every allocation of a consumer and its record; provider
     generations do not move. ConsumerNotFound when it has none."""
     with db.writer(catalog=False) as conn:
-        deleted = conn.execute(ALLOC.delete().where(
-            ALLOC.c.consumer_id == consumer_uuid)).rowcount
+        deleted = conn.execute(
+            ALLOC.delete().where(ALLOC.c.consumer_id == consumer_uuid)
+        ).rowcount
         if not deleted:
             raise exception.ConsumerNotFound(
-                "No allocations for consumer '%s'" % consumer_uuid)
+                "No allocations for consumer '%s'" % consumer_uuid
+            )
         consumer_obj.delete_records(conn, [consumer_uuid])
 
 
@@ -256,34 +322,42 @@ def delete_consumer_allocations(db, consumer_uuid):
 
 @dataclasses.dataclass
 class ConsumerAllocations:
-    allocations: dict       # {rp uuid: {"generation": g, "resources": {}}}
+    allocations: dict  # {rp uuid: {"generation": g, "resources": {}}}
     project_id: str | None = None
     user_id: str | None = None
     generation: int | None = None
     consumer_type: str | None = None
-    rows: list = ()         # the allocation rows, for last-modified
+    rows: typing.Sequence = ()  # the allocation rows, for last-modified
 
 
 def for_consumer(db, consumer_uuid):
     """A consumer's allocations with its owner and generation."""
     query = (
-        sa.select(RP.c.uuid.label("rp_uuid"), RP.c.generation,
-                  RC.c.name.label("rc"), ALLOC.c.used, ALLOC.c.created_at,
-                  ALLOC.c.updated_at,
-                  CONSUMERS.c.generation.label("consumer_generation"),
-                  tables.projects.c.external_id.label("project_id"),
-                  tables.users.c.external_id.label("user_id"),
-                  tables.consumer_types.c.name.label("consumer_type"))
+        sa.select(
+            RP.c.uuid.label("rp_uuid"),
+            RP.c.generation,
+            RC.c.name.label("rc"),
+            ALLOC.c.used,
+            ALLOC.c.created_at,
+            ALLOC.c.updated_at,
+            CONSUMERS.c.generation.label("consumer_generation"),
+            tables.projects.c.external_id.label("project_id"),
+            tables.users.c.external_id.label("user_id"),
+            tables.consumer_types.c.name.label("consumer_type"),
+        )
         .select_from(
             ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id)
             .join(RC, RC.c.id == ALLOC.c.resource_class_id)
             .outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
-            .outerjoin(tables.projects,
-                       tables.projects.c.id == CONSUMERS.c.project_id)
+            .outerjoin(tables.projects, tables.projects.c.id == CONSUMERS.c.project_id)
             .outerjoin(tables.users, tables.users.c.id == CONSUMERS.c.user_id)
-            .outerjoin(tables.consumer_types, tables.consumer_types.c.id
-                       == CONSUMERS.c.consumer_type_id))
-        .where(ALLOC.c.consumer_id == consumer_uuid))
+            .outerjoin(
+                tables.consumer_types,
+                tables.consumer_types.c.id == CONSUMERS.c.consumer_type_id,
+            )
+        )
+        .where(ALLOC.c.consumer_id == consumer_uuid)
+    )
     with db.reader() as conn:
         rows = conn.execute(query).mappings().all()
     if not rows:
@@ -291,13 +365,18 @@ def for_consumer(db, consumer_uuid):
     allocations = {}
     for row in rows:
         entry = allocations.setdefault(
-            row["rp_uuid"], {"generation": row["generation"], "resources": {}})
+            row["rp_uuid"], {"generation": row["generation"], "resources": {}}
+        )
         entry["resources"][row["rc"]] = row["used"]
     first = rows[0]
     return ConsumerAllocations(
-        allocations, first["project_id"], first["user_id"],
-        first["consumer_generation"], first["consumer_type"] or "unknown",
-        rows)
+        allocations,
+        first["project_id"],
+        first["user_id"],
+        first["consumer_generation"],
+        first["consumer_type"] or "unknown",
+        rows,
+    )
 
 
 @dataclasses.dataclass
@@ -305,7 +384,7 @@ class ProviderAllocations:
     generation: int
     # {consumer uuid: {"resources": {}, "consumer_generation": g}}
     allocations: dict
-    rows: list              # the allocation rows, for last-modified
+    rows: list  # the allocation rows, for last-modified
 
 
 def for_provider(db, rp_uuid):
@@ -313,19 +392,31 @@ def for_provider(db, rp_uuid):
     ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
         provider = common.get_provider(conn, rp_uuid)
-        rows = conn.execute(
-            sa.select(ALLOC.c.consumer_id, RC.c.name.label("rc"), ALLOC.c.used,
-                      ALLOC.c.created_at, ALLOC.c.updated_at,
-                      CONSUMERS.c.generation)
-            .select_from(
-                ALLOC.join(RC, RC.c.id == ALLOC.c.resource_class_id)
-                .outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id))
-            .where(ALLOC.c.resource_provider_id == provider["id"])
-        ).mappings().all()
+        rows = (
+            conn.execute(
+                sa.select(
+                    ALLOC.c.consumer_id,
+                    RC.c.name.label("rc"),
+                    ALLOC.c.used,
+                    ALLOC.c.created_at,
+                    ALLOC.c.updated_at,
+                    CONSUMERS.c.generation,
+                )
+                .select_from(
+                    ALLOC.join(RC, RC.c.id == ALLOC.c.resource_class_id).outerjoin(
+                        CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id
+                    )
+                )
+                .where(ALLOC.c.resource_provider_id == provider["id"])
+            )
+            .mappings()
+            .all()
+        )
     allocations = {}
     for row in rows:
         entry = allocations.setdefault(
             row["consumer_id"],
-            {"resources": {}, "consumer_generation": row["generation"]})
+            {"resources": {}, "consumer_generation": row["generation"]},
+        )
         entry["resources"][row["rc"]] = row["used"]
     return ProviderAllocations(provider["generation"], allocations, rows)

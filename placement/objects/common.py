@@ -3,31 +3,45 @@
 Functions here take an open connection (``conn``) so callers compose them
 inside their own transaction.
 """
+
 import weakref
 
 import sqlalchemy as sa
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 
 RP = tables.resource_providers
 RC = tables.resource_classes
 TRAIT = tables.traits
 
-# The contract's message for a client-supplied provider generation that is
+# Upstream's message for a client-supplied provider generation that is
 # not the current one (409 placement.concurrent_update).
-GENERATION_CHANGED = ("Resource provider's generation already changed. "
-                      "Please update the generation and try again.")
+GENERATION_CHANGED = (
+    "Resource provider's generation already changed. "
+    "Please update the generation and try again."
+)
 
-PROVIDER_COLUMNS = (RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
-                    RP.c.root_provider_id, RP.c.parent_provider_id,
-                    RP.c.created_at, RP.c.updated_at)
+PROVIDER_COLUMNS = (
+    RP.c.id,
+    RP.c.uuid,
+    RP.c.name,
+    RP.c.generation,
+    RP.c.root_provider_id,
+    RP.c.parent_provider_id,
+    RP.c.created_at,
+    RP.c.updated_at,
+)
 
 
 def get_provider(conn, uuid):
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
-    row = conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid)
-                       ).mappings().first()
+    row = (
+        conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid))
+        .mappings()
+        .first()
+    )
     if row is None:
         raise provider_not_found(uuid)
     return row
@@ -37,20 +51,28 @@ def get_provider_with(conn, uuid, column):
     """(provider row, {values of ``column``}) for ``uuid``, where ``column``
     belongs to a table of per-provider rows (inventories, aggregate links),
     in one statement; ResourceProviderNotFound if there is no provider."""
-    rows = conn.execute(
-        sa.select(*PROVIDER_COLUMNS, column)
-        .select_from(RP.outerjoin(
-            column.table, column.table.c.resource_provider_id == RP.c.id))
-        .where(RP.c.uuid == uuid)).mappings().all()
+    rows = (
+        conn.execute(
+            sa.select(*PROVIDER_COLUMNS, column)
+            .select_from(
+                RP.outerjoin(
+                    column.table, column.table.c.resource_provider_id == RP.c.id
+                )
+            )
+            .where(RP.c.uuid == uuid)
+        )
+        .mappings()
+        .all()
+    )
     if not rows:
         raise provider_not_found(uuid)
-    return rows[0], {row[column.name] for row in rows
-                     if row[column.name] is not None}
+    return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
 
 
 def provider_not_found(uuid):
     return exception.ResourceProviderNotFound(
-        "No resource provider with uuid %s found" % uuid)
+        "No resource provider with uuid %s found" % uuid
+    )
 
 
 def swap_generations(conn, seen, conflict=None):
@@ -63,18 +85,22 @@ def swap_generations(conn, seen, conflict=None):
     """
     result = conn.execute(
         RP.update()
-        .where(RP.c.id.in_(seen),
-               RP.c.generation == sa.case(seen, value=RP.c.id))
-        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at))
+        .where(RP.c.id.in_(seen), RP.c.generation == sa.case(seen, value=RP.c.id))
+        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
+    )
     if result.rowcount != len(seen):
         raise conflict or exception.ConcurrentUpdate(
-            "resource provider generation conflict")
+            "resource provider generation conflict"
+        )
 
 
 def bump_generation(conn, provider_id, seen_generation, message=None):
     """One provider's compare-and-swap; returns the new generation."""
-    swap_generations(conn, {provider_id: seen_generation},
-                     message and exception.ConcurrentUpdate(message))
+    swap_generations(
+        conn,
+        {provider_id: seen_generation},
+        message and exception.ConcurrentUpdate(message),
+    )
     return seen_generation + 1
 
 
@@ -82,8 +108,8 @@ def bump_generation(conn, provider_id, seen_generation, message=None):
 # resource classes and traits (synced at start-up, never renamed or
 # deleted), and aggregates, projects, users and consumer types (created on
 # first reference, never deleted). Saves the lookups on every write.
-_KNOWN = weakref.WeakKeyDictionary()
-_KNOWN_MAX = 50000          # per table; forgotten all at once past that
+_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KNOWN_MAX = 50000  # per table; forgotten all at once past that
 CUSTOM_CLASS_ID_START = 10000
 
 
@@ -119,18 +145,20 @@ def resource_class_ids(conn, names, cached=False):
     names = list(names)
     if not names:
         return {}
-    cache, found, missing = (_remembered(conn, RC, names) if cached
-                             else ({}, {}, set(names)))
+    cache, found, missing = (
+        _remembered(conn, RC, names) if cached else ({}, {}, set(names))
+    )
     if missing:
-        rows = conn.execute(sa.select(RC.c.name, RC.c.id)
-                            .where(RC.c.name.in_(missing))).all()
+        rows = conn.execute(
+            sa.select(RC.c.name, RC.c.id).where(RC.c.name.in_(missing))
+        ).all()
         found.update(rows)
-        cache.update((name, rc_id) for name, rc_id in rows
-                     if rc_id < CUSTOM_CLASS_ID_START)
+        cache.update(
+            (name, rc_id) for name, rc_id in rows if rc_id < CUSTOM_CLASS_ID_START
+        )
     for name in names:
         if name not in found:
-            raise exception.ResourceClassNotFound(
-                "No such resource class %s." % name)
+            raise exception.ResourceClassNotFound("No such resource class %s." % name)
     return found
 
 
@@ -143,10 +171,15 @@ def trait_rows(conn, names):
         return {}
     cache, found, missing = _remembered(conn, TRAIT, names)
     if missing:
-        rows = conn.execute(
-            sa.select(TRAIT.c.id, TRAIT.c.name, TRAIT.c.created_at,
-                      TRAIT.c.updated_at)
-            .where(TRAIT.c.name.in_(missing))).mappings().all()
+        rows = (
+            conn.execute(
+                sa.select(
+                    TRAIT.c.id, TRAIT.c.name, TRAIT.c.created_at, TRAIT.c.updated_at
+                ).where(TRAIT.c.name.in_(missing))
+            )
+            .mappings()
+            .all()
+        )
         for row in rows:
             found[row["name"]] = row
             if not row["name"].startswith("CUSTOM_"):
@@ -161,8 +194,11 @@ def trait_ids(conn, names):
     names = set(names)
     if not names:
         return {}
-    found = dict(conn.execute(sa.select(TRAIT.c.name, TRAIT.c.id)
-                              .where(TRAIT.c.name.in_(names))).all())
+    found = dict(
+        conn.execute(
+            sa.select(TRAIT.c.name, TRAIT.c.id).where(TRAIT.c.name.in_(names))
+        ).all()
+    )
     if len(found) != len(names):
         raise exception.TraitNotFound(names - set(found))
     return found
@@ -188,15 +224,21 @@ def ensure_ids(conn, db, table, column, names, learned=None):
     if len(missing) == 1:
         # One new name: its id comes back with the INSERT.
         name = next(iter(missing))
-        result = conn.execute(db.insert_ignore(table).values({column: name}))
-        if result.rowcount == 1:
-            new[name] = result.inserted_primary_key[0]
+        new_id = db_api.inserted_id(
+            conn.execute(db.insert_ignore(table).values({column: name}))
+        )
+        if new_id is not None:
+            new[name] = new_id
     else:
         conn.execute(db.insert_ignore(table), [{column: n} for n in missing])
     if len(new) != len(missing):
-        new.update(conn.execute(
-            sa.select(table.c[column], table.c.id)
-            .where(table.c[column].in_(missing - set(new)))).all())
+        new.update(
+            conn.execute(
+                sa.select(table.c[column], table.c.id).where(
+                    table.c[column].in_(missing - set(new))
+                )
+            ).all()
+        )
     if learned is not None:
         learned.append((table, new))
     found.update(new)

@@ -5,6 +5,7 @@ allocation.py); every function here takes the writer's open connection.
 A consumer generation is guarded like a provider's: compare-and-swap, and a
 lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
 """
+
 import dataclasses
 
 import sqlalchemy as sa
@@ -27,6 +28,7 @@ class ConsumerRace(exception.ConcurrentUpdate):
 @dataclasses.dataclass
 class ConsumerWrite:
     """The complete new allocation set of one consumer, as a client sent it."""
+
     uuid: str
     project_id: str
     user_id: str
@@ -45,24 +47,33 @@ def existing(conn, uuids):
     uuids = set(uuids)
     ALLOC = tables.allocations
     consumers = sa.select(
-        CONSUMERS.c.id, CONSUMERS.c.uuid, CONSUMERS.c.generation,
-        CONSUMERS.c.project_id, CONSUMERS.c.user_id,
+        CONSUMERS.c.id,
+        CONSUMERS.c.uuid,
+        CONSUMERS.c.generation,
+        CONSUMERS.c.project_id,
+        CONSUMERS.c.user_id,
         CONSUMERS.c.consumer_type_id,
         sa.cast(sa.null(), sa.Integer).label("resource_provider_id"),
     ).where(CONSUMERS.c.uuid.in_(uuids))
-    held = sa.select(
-        sa.cast(sa.null(), sa.Integer), ALLOC.c.consumer_id,
-        sa.cast(sa.null(), sa.Integer), sa.cast(sa.null(), sa.Integer),
-        sa.cast(sa.null(), sa.Integer), sa.cast(sa.null(), sa.Integer),
-        ALLOC.c.resource_provider_id,
-    ).where(ALLOC.c.consumer_id.in_(uuids)).distinct()
+    held = (
+        sa.select(
+            sa.cast(sa.null(), sa.Integer),
+            ALLOC.c.consumer_id,
+            sa.cast(sa.null(), sa.Integer),
+            sa.cast(sa.null(), sa.Integer),
+            sa.cast(sa.null(), sa.Integer),
+            sa.cast(sa.null(), sa.Integer),
+            ALLOC.c.resource_provider_id,
+        )
+        .where(ALLOC.c.consumer_id.in_(uuids))
+        .distinct()
+    )
     found, providers = {}, {}
     for row in conn.execute(sa.union_all(consumers, held)).mappings():
         if row["resource_provider_id"] is None:
             found[row["uuid"]] = row
         else:
-            providers.setdefault(row["uuid"], set()).add(
-                row["resource_provider_id"])
+            providers.setdefault(row["uuid"], set()).add(row["resource_provider_id"])
     return found, providers
 
 
@@ -74,8 +85,9 @@ def check_generations(writes, found):
         stored = row["generation"] if row is not None else None
         if stored != write.generation:
             raise exception.ConcurrentUpdate(
-                "consumer generation conflict - expected %s but got %s" % (
-                    "null" if row is None else stored, write.generation))
+                "consumer generation conflict - expected %s but got %s"
+                % ("null" if row is None else stored, write.generation)
+            )
 
 
 def save(conn, db, writes, found, learned=None):
@@ -86,26 +98,37 @@ def save(conn, db, writes, found, learned=None):
     without allocations are deleted; a write emptying a consumer that does
     not exist leaves nothing behind.
     """
-    projects = common.ensure_ids(conn, db, PROJECTS, "external_id",
-                                 [w.project_id for w in writes], learned)
-    users = common.ensure_ids(conn, db, USERS, "external_id",
-                              [w.user_id for w in writes], learned)
+    projects = common.ensure_ids(
+        conn, db, PROJECTS, "external_id", [w.project_id for w in writes], learned
+    )
+    users = common.ensure_ids(
+        conn, db, USERS, "external_id", [w.user_id for w in writes], learned
+    )
     types = common.ensure_ids(
-        conn, db, TYPES, "name",
-        [w.consumer_type for w in writes if w.consumer_type], learned)
+        conn,
+        db,
+        TYPES,
+        "name",
+        [w.consumer_type for w in writes if w.consumer_type],
+        learned,
+    )
 
     def values(write):
-        row = {"project_id": projects[write.project_id],
-               "user_id": users[write.user_id]}
+        row = {
+            "project_id": projects[write.project_id],
+            "user_id": users[write.user_id],
+        }
         if write.consumer_type:
             row["consumer_type_id"] = types[write.consumer_type]
         return row
 
-    new = [dict(values(w), uuid=w.uuid, generation=1) for w in writes
-           if w.uuid not in found and w.allocations]
+    new = [
+        dict(values(w), uuid=w.uuid, generation=1)
+        for w in writes
+        if w.uuid not in found and w.allocations
+    ]
     kept = [w for w in writes if w.uuid in found and w.allocations]
-    emptied = [found[w.uuid] for w in writes
-               if w.uuid in found and not w.allocations]
+    emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
 
     if new:
         try:
@@ -118,8 +141,13 @@ def save(conn, db, writes, found, learned=None):
         key = tuple(sorted(values(write).items()))
         groups.setdefault(key, []).append(found[write.uuid])
     for key, rows in groups.items():
-        _swap(conn, CONSUMERS.update().values(
-            generation=CONSUMERS.c.generation + 1, **dict(key)), rows)
+        _swap(
+            conn,
+            CONSUMERS.update().values(
+                generation=CONSUMERS.c.generation + 1, **dict(key)
+            ),
+            rows,
+        )
     if emptied:
         _swap(conn, CONSUMERS.delete(), emptied)
 
@@ -128,9 +156,12 @@ def _swap(conn, statement, rows):
     """Apply ``statement`` to ``rows`` only where the generation is still the
     one we read; ConsumerRace when any has moved."""
     seen = {row["id"]: row["generation"] for row in rows}
-    result = conn.execute(statement.where(
-        CONSUMERS.c.id.in_(seen),
-        CONSUMERS.c.generation == sa.case(seen, value=CONSUMERS.c.id)))
+    result = conn.execute(
+        statement.where(
+            CONSUMERS.c.id.in_(seen),
+            CONSUMERS.c.generation == sa.case(seen, value=CONSUMERS.c.id),
+        )
+    )
     if result.rowcount != len(seen):
         raise ConsumerRace("consumer generation changed concurrently")
 

@@ -5,6 +5,7 @@ compare-and-swap. Winning it first means the provider row is held by this
 writer until commit, so the in-use checks that follow read allocations no
 allocation writer can change underneath (they swap the same generation).
 """
+
 import sqlalchemy as sa
 
 from placement import exception
@@ -17,8 +18,14 @@ INV = tables.inventories
 RC = tables.resource_classes
 ALLOC = tables.allocations
 
-_RECORD_COLUMNS = (INV.c.total, INV.c.reserved, INV.c.min_unit,
-                   INV.c.max_unit, INV.c.step_size, INV.c.allocation_ratio)
+_RECORD_COLUMNS = (
+    INV.c.total,
+    INV.c.reserved,
+    INV.c.min_unit,
+    INV.c.max_unit,
+    INV.c.step_size,
+    INV.c.allocation_ratio,
+)
 
 
 class InventoryNotFound(exception.NotFound):
@@ -27,13 +34,13 @@ class InventoryNotFound(exception.NotFound):
 
 def with_defaults(record):
     """The six record fields, defaults filled in, extra keys dropped."""
-    return {field: record.get(field, schema.DEFAULTS.get(field))
-            for field in schema.FIELDS}
+    return {
+        field: record.get(field, schema.DEFAULTS.get(field)) for field in schema.FIELDS
+    }
 
 
 def capacity(record):
-    return int((record["total"] - record["reserved"]) *
-               record["allocation_ratio"])
+    return int((record["total"] - record["reserved"]) * record["allocation_ratio"])
 
 
 def check_capacity(provider_uuid, records, allow_reserved_equal_total):
@@ -42,20 +49,31 @@ def check_capacity(provider_uuid, records, allow_reserved_equal_total):
     ``records`` maps class name to a record with defaults applied.
     """
     for rc_name, record in records.items():
+        # The schema bounds the ratio above only (as upstream's does): a
+        # ratio below the float column's range would overflow the capacity
+        # or the column, so it is refused here.
+        if record["allocation_ratio"] < -schema.MAX_FLOAT:
+            raise exception.BadRequest(
+                "Invalid inventory for '%s' on resource provider '%s'. The "
+                "allocation_ratio is less than the minimum of %s."
+                % (rc_name, provider_uuid, -schema.MAX_FLOAT)
+            )
         cap = capacity(record)
         if cap < 0 or (cap == 0 and not allow_reserved_equal_total):
-            relation = ("greater than" if allow_reserved_equal_total
-                        else "greater than or equal to")
+            relation = (
+                "greater than"
+                if allow_reserved_equal_total
+                else "greater than or equal to"
+            )
             raise exception.BadRequest(
                 "Invalid inventory for '%s' on resource provider '%s'. "
-                "The reserved value is %s total." % (
-                    rc_name, provider_uuid, relation))
+                "The reserved value is %s total." % (rc_name, provider_uuid, relation)
+            )
 
 
 def check_generation(provider, generation):
     if provider["generation"] != generation:
-        raise exception.ConcurrentUpdate(
-            "resource provider generation conflict")
+        raise exception.ConcurrentUpdate("resource provider generation conflict")
 
 
 def find_provider(db, uuid):
@@ -72,19 +90,29 @@ def stored_record(row):
 
 
 def _select_inventories(provider_id):
-    return (sa.select(RC.c.name.label("resource_class"), *_RECORD_COLUMNS,
-                      INV.c.created_at, INV.c.updated_at)
-            .join(RC, RC.c.id == INV.c.resource_class_id)
-            .where(INV.c.resource_provider_id == provider_id))
+    return (
+        sa.select(
+            RC.c.name.label("resource_class"),
+            *_RECORD_COLUMNS,
+            INV.c.created_at,
+            INV.c.updated_at,
+        )
+        .join(RC, RC.c.id == INV.c.resource_class_id)
+        .where(INV.c.resource_provider_id == provider_id)
+    )
 
 
 def get_inventories(db, uuid):
     """(provider, inventory rows) for one provider, in class id order."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
-        rows = conn.execute(_select_inventories(provider["id"])
-                            .order_by(INV.c.resource_class_id)
-                            ).mappings().all()
+        rows = (
+            conn.execute(
+                _select_inventories(provider["id"]).order_by(INV.c.resource_class_id)
+            )
+            .mappings()
+            .all()
+        )
     return provider, rows
 
 
@@ -92,11 +120,15 @@ def get_inventory(db, uuid, rc_name):
     """(provider, inventory row) or InventoryNotFound."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
-        row = conn.execute(_select_inventories(provider["id"])
-                           .where(RC.c.name == rc_name)).mappings().first()
+        row = (
+            conn.execute(
+                _select_inventories(provider["id"]).where(RC.c.name == rc_name)
+            )
+            .mappings()
+            .first()
+        )
     if row is None:
-        raise InventoryNotFound(
-            "No inventory of class %s for %s" % (rc_name, uuid))
+        raise InventoryNotFound("No inventory of class %s for %s" % (rc_name, uuid))
     return provider, row
 
 
@@ -111,17 +143,26 @@ def _in_use_class_names(conn, provider_id, rc_ids):
     """Sorted names of the classes among ``rc_ids`` that have allocations."""
     if not rc_ids:
         return []
-    return list(conn.scalars(
-        sa.select(RC.c.name).where(
-            RC.c.id.in_(rc_ids),
-            sa.exists().where(ALLOC.c.resource_provider_id == provider_id,
-                              ALLOC.c.resource_class_id == RC.c.id))
-        .order_by(RC.c.name)))
+    return list(
+        conn.scalars(
+            sa.select(RC.c.name)
+            .where(
+                RC.c.id.in_(rc_ids),
+                sa.exists().where(
+                    ALLOC.c.resource_provider_id == provider_id,
+                    ALLOC.c.resource_class_id == RC.c.id,
+                ),
+            )
+            .order_by(RC.c.id)
+        )
+    )
 
 
 def _in_use_message(rc_names, provider_uuid):
     return "Inventory for '%s' on resource provider '%s' in use." % (
-        ", ".join(rc_names), provider_uuid)
+        ", ".join(rc_names),
+        provider_uuid,
+    )
 
 
 @db_api.retry_on_deadlock
@@ -134,25 +175,35 @@ def create_inventory(db, uuid, rc_name, record):
         provider = common.get_provider(conn, uuid)
         rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
         generation = common.bump_generation(
-            conn, provider["id"], provider["generation"],
+            conn,
+            provider["id"],
+            provider["generation"],
             "Update conflict: resource provider %s was changed by another "
-            "process." % uuid)
-        exists = conn.scalar(sa.select(INV.c.id).where(
-            INV.c.resource_provider_id == provider["id"],
-            INV.c.resource_class_id == rc_id))
+            "process." % uuid,
+        )
+        exists = conn.scalar(
+            sa.select(INV.c.id).where(
+                INV.c.resource_provider_id == provider["id"],
+                INV.c.resource_class_id == rc_id,
+            )
+        )
         if exists is not None:
             raise exception.ConcurrentUpdate(
                 "Update conflict: Inventory for '%s' on resource provider "
-                "'%s' already exists." % (rc_name, uuid))
-        conn.execute(INV.insert().values(
-            resource_provider_id=provider["id"], resource_class_id=rc_id,
-            **_values(record)))
+                "'%s' already exists." % (rc_name, uuid)
+            )
+        conn.execute(
+            INV.insert().values(
+                resource_provider_id=provider["id"],
+                resource_class_id=rc_id,
+                **_values(record),
+            )
+        )
     return generation
 
 
 @db_api.retry_on_deadlock
-def replace_inventories(db, uuid, generation=None, records=None,
-                        read_request=None):
+def replace_inventories(db, uuid, generation=None, records=None, read_request=None):
     """Make ``records`` ({class name: record}) the provider's whole
     inventory; returns the new provider generation.
 
@@ -161,44 +212,64 @@ def replace_inventories(db, uuid, generation=None, records=None,
     and inside the same transaction (a deadlock retry calls it again)."""
     with db.writer() as conn:
         provider, existing = common.get_provider_with(
-            conn, uuid, INV.c.resource_class_id)
+            conn, uuid, INV.c.resource_class_id
+        )
         if read_request is not None:
             generation, records = read_request(provider)
         if provider["generation"] != generation:
             # What the swap below would find: no need to try it.
             raise exception.ConcurrentUpdate(
                 "update conflict: resource provider %s generation changed "
-                "concurrently." % uuid)
+                "concurrently." % uuid
+            )
         rc_ids = common.resource_class_ids(conn, records, cached=True)
         new_generation = common.bump_generation(
-            conn, provider["id"], generation,
+            conn,
+            provider["id"],
+            generation,
             "update conflict: resource provider %s generation changed "
-            "concurrently." % uuid)
+            "concurrently." % uuid,
+        )
         # The classes read with the generation just swapped are current.
         wanted = {rc_ids[name]: record for name, record in records.items()}
         removed = existing - set(wanted)
         in_use = _in_use_class_names(conn, provider["id"], removed)
         if in_use:
             raise exception.InventoryInUse(
-                "update conflict: " + _in_use_message(in_use, uuid))
+                "update conflict: " + _in_use_message(in_use, uuid)
+            )
         if removed:
-            conn.execute(INV.delete().where(
-                INV.c.resource_provider_id == provider["id"],
-                INV.c.resource_class_id.in_(removed)))
-        added = [dict(_values(record), resource_provider_id=provider["id"],
-                      resource_class_id=rc_id)
-                 for rc_id, record in wanted.items() if rc_id not in existing]
+            conn.execute(
+                INV.delete().where(
+                    INV.c.resource_provider_id == provider["id"],
+                    INV.c.resource_class_id.in_(removed),
+                )
+            )
+        added = [
+            dict(
+                _values(record),
+                resource_provider_id=provider["id"],
+                resource_class_id=rc_id,
+            )
+            for rc_id, record in wanted.items()
+            if rc_id not in existing
+        ]
         if added:
             conn.execute(INV.insert(), added)
-        updated = [dict(_values(record), b_rc_id=rc_id)
-                   for rc_id, record in wanted.items() if rc_id in existing]
+        updated = [
+            dict(_values(record), b_rc_id=rc_id)
+            for rc_id, record in wanted.items()
+            if rc_id in existing
+        ]
         if updated:
             # One executemany for all updated classes.
             conn.execute(
                 INV.update().where(
                     INV.c.resource_provider_id == provider["id"],
-                    INV.c.resource_class_id == sa.bindparam("b_rc_id")),
-                updated)
+                    INV.c.resource_class_id == sa.bindparam("b_rc_id"),
+                ),
+                updated,
+            )
     return new_generation
 
 
@@ -210,16 +281,22 @@ def update_inventory(db, uuid, generation, rc_name, record):
         provider = common.get_provider(conn, uuid)
         rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
         new_generation = common.bump_generation(
-            conn, provider["id"], generation,
+            conn,
+            provider["id"],
+            generation,
             "update conflict: resource provider %s generation changed "
-            "concurrently." % uuid)
+            "concurrently." % uuid,
+        )
         result = conn.execute(
-            INV.update().where(INV.c.resource_provider_id == provider["id"],
-                               INV.c.resource_class_id == rc_id)
-            .values(**_values(record)))
+            INV.update()
+            .where(
+                INV.c.resource_provider_id == provider["id"],
+                INV.c.resource_class_id == rc_id,
+            )
+            .values(**_values(record))
+        )
         if result.rowcount != 1:
-            raise InventoryNotFound(
-                "No inventory of class %s found." % rc_name)
+            raise InventoryNotFound("No inventory of class %s found." % rc_name)
     return new_generation
 
 
@@ -230,14 +307,20 @@ def delete_inventory(db, uuid, rc_name):
         provider = common.get_provider(conn, uuid)
         rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
         common.bump_generation(
-            conn, provider["id"], provider["generation"],
+            conn,
+            provider["id"],
+            provider["generation"],
             "Inventory for '%s' on resource provider '%s' was changed by "
-            "another process." % (rc_name, uuid))
-        where = (INV.c.resource_provider_id == provider["id"],
-                 INV.c.resource_class_id == rc_id)
+            "another process." % (rc_name, uuid),
+        )
+        where = (
+            INV.c.resource_provider_id == provider["id"],
+            INV.c.resource_class_id == rc_id,
+        )
         if conn.scalar(sa.select(INV.c.id).where(*where)) is None:
             raise InventoryNotFound(
-                "No inventory of class %s found for delete" % rc_name)
+                "No inventory of class %s found for delete" % rc_name
+            )
         if _in_use_class_names(conn, provider["id"], [rc_id]):
             raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
         conn.execute(INV.delete().where(*where))
@@ -249,15 +332,21 @@ def delete_inventories(db, uuid):
     with db.writer() as conn:
         provider = common.get_provider(conn, uuid)
         common.bump_generation(
-            conn, provider["id"], provider["generation"],
+            conn,
+            provider["id"],
+            provider["generation"],
             "Unable to delete inventory for resource provider %s because "
             "the inventory was updated by another process. Please retry "
-            "your request." % uuid)
-        existing = list(conn.scalars(
-            sa.select(INV.c.resource_class_id)
-            .where(INV.c.resource_provider_id == provider["id"])))
+            "your request." % uuid,
+        )
+        existing = list(
+            conn.scalars(
+                sa.select(INV.c.resource_class_id).where(
+                    INV.c.resource_provider_id == provider["id"]
+                )
+            )
+        )
         in_use = _in_use_class_names(conn, provider["id"], existing)
         if in_use:
             raise exception.InventoryInUse(_in_use_message(in_use, uuid))
-        conn.execute(INV.delete().where(
-            INV.c.resource_provider_id == provider["id"]))
+        conn.execute(INV.delete().where(INV.c.resource_provider_id == provider["id"]))

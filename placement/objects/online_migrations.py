@@ -5,6 +5,7 @@ Each migration takes a Database and a batch size, fixes at most that many
 rows in one transaction, and returns ``(found, done)``: rows needing the fix
 before the batch, rows fixed by it.
 """
+
 import sqlalchemy as sa
 
 from placement.conf import CONF
@@ -22,15 +23,16 @@ def _missing_root():
 
 def _consumerless():
     """Distinct allocation consumer ids that have no consumer row."""
-    return (sa.select(ALLOC.c.consumer_id)
-            .outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
-            .where(CONSUMERS.c.id.is_(None))
-            .distinct())
+    return (
+        sa.select(ALLOC.c.consumer_id)
+        .outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+        .where(CONSUMERS.c.id.is_(None))
+        .distinct()
+    )
 
 
 def _count(conn, select):
-    return conn.scalar(sa.select(sa.func.count()).select_from(
-        select.subquery()))
+    return conn.scalar(sa.select(sa.func.count()).select_from(select.subquery()))
 
 
 def count_missing_root_ids(db):
@@ -49,8 +51,9 @@ def set_root_provider_ids(db, batch_size):
         found = _count(conn, _missing_root())
         ids = conn.scalars(_missing_root().limit(batch_size)).all()
         if ids:
-            conn.execute(RP.update().where(RP.c.id.in_(ids))
-                         .values(root_provider_id=RP.c.id))
+            conn.execute(
+                RP.update().where(RP.c.id.in_(ids)).values(root_provider_id=RP.c.id)
+            )
     return found, len(ids)
 
 
@@ -64,13 +67,23 @@ def create_incomplete_consumers(db, batch_size):
             project = CONF.placement.incomplete_consumer_project_id
             user = CONF.placement.incomplete_consumer_user_id
             project_id = common.ensure_ids(
-                conn, db, tables.projects, "external_id", [project])[project]
-            user_id = common.ensure_ids(
-                conn, db, tables.users, "external_id", [user])[user]
-            conn.execute(db.insert_ignore(CONSUMERS), [
-                {"uuid": u, "project_id": project_id, "user_id": user_id,
-                 "generation": 0}
-                for u in uuids])
+                conn, db, tables.projects, "external_id", [project]
+            )[project]
+            user_id = common.ensure_ids(conn, db, tables.users, "external_id", [user])[
+                user
+            ]
+            conn.execute(
+                db.insert_ignore(CONSUMERS),
+                [
+                    {
+                        "uuid": u,
+                        "project_id": project_id,
+                        "user_id": user_id,
+                        "generation": 0,
+                    }
+                    for u in uuids
+                ],
+            )
     return found, len(uuids)
 
 

@@ -7,12 +7,14 @@ on the number of providers. The unfiltered list takes names, uuids and
 trees from the worker's provider catalog while it is current and reads
 only generations.
 """
+
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
+from placement.objects import catalog
 from placement.objects import common
 from placement.objects import resource_provider as rp_obj
-from placement.objects.allocation_candidates import catalog
 from placement.schemas import inventory as inventory_schema
 
 RP = tables.resource_providers
@@ -24,12 +26,18 @@ ALLOC = tables.allocations
 
 # The listed columns leave out the timestamps: parsing two datetimes per
 # row was about half of the fetch on MySQL; the aggregate below replaces them.
-LISTED = ("uuid", "name", "generation", "parent_provider_uuid",
-          "root_provider_uuid")
+LISTED = ("uuid", "name", "generation", "parent_provider_uuid", "root_provider_uuid")
 
 
-def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
-                   in_tree=None, required=None):
+def list_providers(
+    db,
+    name=None,
+    uuid=None,
+    member_of=None,
+    resources=None,
+    in_tree=None,
+    required=None,
+):
     """(providers, last modified) for the providers matching every filter.
 
     Providers are mappings with the LISTED keys; last modified is the
@@ -41,7 +49,7 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
     """
     clauses = []
     if name is not None:
-        clauses.append(RP.c.name == name)
+        clauses.append(db_api.text_equals(db, RP.c.name, name))
     if uuid is not None:
         clauses.append(RP.c.uuid == uuid)
     if member_of:
@@ -52,8 +60,9 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
             if everyone is not None:
                 return everyone
         if in_tree is not None:
-            root_id = conn.scalar(sa.select(RP.c.root_provider_id)
-                                  .where(RP.c.uuid == in_tree))
+            root_id = conn.scalar(
+                sa.select(RP.c.root_provider_id).where(RP.c.uuid == in_tree)
+            )
             if root_id is None:
                 return [], None
             clauses.append(RP.c.root_provider_id == root_id)
@@ -62,15 +71,15 @@ def list_providers(db, name=None, uuid=None, member_of=None, resources=None,
             clauses += _traits(ids, required)
         if resources:
             class_ids = common.resource_class_ids(conn, resources)
-            clauses += [_has_capacity(class_ids[rc], amount)
-                        for rc, amount in resources.items()]
+            clauses += [
+                _has_capacity(class_ids[rc], amount) for rc, amount in resources.items()
+            ]
         query = rp_obj.select_providers()
-        listing = query.with_only_columns(
-            *(query.selected_columns[c] for c in LISTED))
-        providers = conn.execute(listing.where(*clauses).order_by(RP.c.id)
-                                 ).mappings().all()
-        last_modified = (_last_modified(conn, clauses) if providers
-                         else None)
+        listing = query.with_only_columns(*(query.selected_columns[c] for c in LISTED))
+        providers = (
+            conn.execute(listing.where(*clauses).order_by(RP.c.id)).mappings().all()
+        )
+        last_modified = _last_modified(conn, clauses) if providers else None
     return providers, last_modified
 
 
@@ -85,24 +94,35 @@ def _from_catalog(db, conn):
     # Providers created after the catalog's stamp was read are left out,
     # as if this transaction had started before them.
     providers = [
-        {"uuid": uuids[rp], "name": names[rp], "generation": generation,
-         "parent_provider_uuid": uuids.get(every[rp].parent_id),
-         "root_provider_uuid": uuids[every[rp].root_id]}
+        {
+            "uuid": uuids[rp],
+            "name": names[rp],
+            "generation": generation,
+            "parent_provider_uuid": uuids.get(every[rp].parent_id),
+            "root_provider_uuid": uuids[every[rp].root_id],
+        }
         for rp, generation in conn.execute(
-            sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)).all()
-        if rp in every]
+            sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
+        ).all()
+        if rp in every
+    ]
     return providers, _last_modified(conn, ()) if providers else None
 
 
 def _last_modified(conn, clauses):
-    return conn.scalar(sa.select(sa.func.max(
-        sa.func.coalesce(RP.c.updated_at, RP.c.created_at))).where(*clauses))
+    return conn.scalar(
+        sa.select(
+            sa.func.max(sa.func.coalesce(RP.c.updated_at, RP.c.created_at))
+        ).where(*clauses)
+    )
 
 
 def _in_aggregates(uuids):
-    return sa.exists().where(RPA.c.resource_provider_id == RP.c.id,
-                             RPA.c.aggregate_id == AGG.c.id,
-                             AGG.c.uuid.in_(uuids))
+    return sa.exists().where(
+        RPA.c.resource_provider_id == RP.c.id,
+        RPA.c.aggregate_id == AGG.c.id,
+        AGG.c.uuid.in_(uuids),
+    )
 
 
 def _member_of(member_of):
@@ -113,33 +133,40 @@ def _member_of(member_of):
 
 
 def _has_traits(trait_ids):
-    return sa.exists().where(RPT.c.resource_provider_id == RP.c.id,
-                             RPT.c.trait_id.in_(trait_ids))
+    return sa.exists().where(
+        RPT.c.resource_provider_id == RP.c.id, RPT.c.trait_id.in_(trait_ids)
+    )
 
 
 def _traits(ids, required):
-    clauses = [_has_traits([ids[name] for name in any_of])
-               for any_of in required.any_of]
+    clauses = [
+        _has_traits([ids[name] for name in any_of]) for any_of in required.any_of
+    ]
     if required.forbidden:
-        clauses.append(~_has_traits([ids[name]
-                                     for name in required.forbidden]))
+        clauses.append(~_has_traits([ids[name] for name in required.forbidden]))
     return clauses
 
 
 def _has_capacity(class_id, amount):
-    """The provider can take ``amount`` more of the class (README "fit")."""
+    """The provider can take ``amount`` more of the class ("fits" in
+    doc/api.md "Terms")."""
     if amount > inventory_schema.MAX_INT:
         # Above any max_unit; and too big to bind on SQLite.
         return sa.false()
-    used = (sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
-            .where(ALLOC.c.resource_provider_id == RP.c.id,
-                   ALLOC.c.resource_class_id == class_id)
-            .correlate(RP).scalar_subquery())
+    used = (
+        sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
+        .where(
+            ALLOC.c.resource_provider_id == RP.c.id,
+            ALLOC.c.resource_class_id == class_id,
+        )
+        .correlate(RP)
+        .scalar_subquery()
+    )
     return sa.exists().where(
         INV.c.resource_provider_id == RP.c.id,
         INV.c.resource_class_id == class_id,
         INV.c.min_unit <= amount,
         INV.c.max_unit >= amount,
         sa.literal(amount) % INV.c.step_size == 0,
-        (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio
-        >= used + amount)
+        (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio >= used + amount,
+    )

@@ -3,6 +3,7 @@
 Subtrees are walked by one recursive query in the database, whatever their
 size; a move rewrites the root of the whole subtree in one UPDATE.
 """
+
 import sqlalchemy as sa
 
 from placement import exception
@@ -20,11 +21,15 @@ def subtree_ids(provider_id):
     """SELECT of the ids of ``provider_id`` and all its descendants."""
     # nesting=True keeps the WITH inside the subquery, where MariaDB (which
     # has no WITH ... UPDATE) accepts it.
-    tree = (sa.select(RP.c.id).where(RP.c.id == provider_id)
-            .cte("subtree", recursive=True, nesting=True))
+    tree = (
+        sa.select(RP.c.id)
+        .where(RP.c.id == provider_id)
+        .cte("subtree", recursive=True, nesting=True)
+    )
     child = RP.alias("child")
     tree = tree.union_all(
-        sa.select(child.c.id).where(child.c.parent_provider_id == tree.c.id))
+        sa.select(child.c.id).where(child.c.parent_provider_id == tree.c.id)
+    )
     return sa.select(tree.c.id)
 
 
@@ -43,22 +48,28 @@ def move(conn, me, parent_uuid, allow_reparenting):
         _set_root(conn, me.id, me.id)
         return {"parent_provider_id": None}
     parent = conn.execute(
-        sa.select(RP.c.id, RP.c.root_provider_id)
-        .where(RP.c.uuid == parent_uuid)).first()
+        sa.select(RP.c.id, RP.c.root_provider_id).where(RP.c.uuid == parent_uuid)
+    ).first()
     if parent is None:
-        # The contract keeps upstream's wording: "create", not "update".
+        # Upstream's wording, kept for clients: "create", not "update".
         raise exception.ObjectActionError("create", NO_SUCH_PARENT)
     if parent.id == me.parent_provider_id:
         return {}
     if me.parent_provider_id is not None and not allow_reparenting:
         raise exception.ObjectActionError("update", REPARENTING)
-    if conn.scalar(sa.select(sa.func.count()).where(
-            RP.c.id == parent.id, RP.c.id.in_(subtree_ids(me.id)))):
+    if conn.scalar(
+        sa.select(sa.func.count()).where(
+            RP.c.id == parent.id, RP.c.id.in_(subtree_ids(me.id))
+        )
+    ):
         raise exception.ObjectActionError("update", LOOP)
     _set_root(conn, me.id, parent.root_provider_id)
     return {"parent_provider_id": parent.id}
 
 
 def _set_root(conn, provider_id, root_id):
-    conn.execute(RP.update().where(RP.c.id.in_(subtree_ids(provider_id)))
-                 .values(root_provider_id=root_id))
+    conn.execute(
+        RP.update()
+        .where(RP.c.id.in_(subtree_ids(provider_id)))
+        .values(root_provider_id=root_id)
+    )

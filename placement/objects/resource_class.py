@@ -4,6 +4,7 @@ Standard classes keep the ids they were synced with (their index in
 os_resource_classes.STANDARDS); custom classes get ids from 10000 up so the
 two ranges never meet, which is also how a standard class is recognised.
 """
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -28,20 +29,19 @@ def is_standard(row):
 def list_all(db):
     """Every class, standard ones first, then custom ones by creation."""
     with db.reader() as conn:
-        return conn.execute(sa.select(*_COLUMNS).order_by(RC.c.id)
-                            ).mappings().all()
+        return conn.execute(sa.select(*_COLUMNS).order_by(RC.c.id)).mappings().all()
 
 
 def _find(conn, name):
-    return conn.execute(sa.select(*_COLUMNS).where(RC.c.name == name)
-                        ).mappings().first()
+    return (
+        conn.execute(sa.select(*_COLUMNS).where(RC.c.name == name)).mappings().first()
+    )
 
 
 def _get(conn, name):
     row = _find(conn, name)
     if row is None:
-        raise exception.ResourceClassNotFound(
-            "No such resource class %s." % name)
+        raise exception.ResourceClassNotFound("No such resource class %s." % name)
     return row
 
 
@@ -66,19 +66,19 @@ def create(db, name):
             continue
     raise exception.Conflict(
         "Max retries of DB transaction exceeded attempting to create "
-        "resource class: %s, please try again." % name)
+        "resource class: %s, please try again." % name
+    )
 
 
 @db_api.retry_on_deadlock
 def _create_once(db, name):
     with db.writer() as conn:
         if _find(conn, name) is not None:
-            raise exception.Exists(
-                "Resource class already exists: %s" % name)
-        top = conn.scalar(sa.select(sa.func.max(RC.c.id))
-                          .where(RC.c.id >= CUSTOM_ID_START))
-        conn.execute(RC.insert().values(
-            id=(top or CUSTOM_ID_START - 1) + 1, name=name))
+            raise exception.Exists("Resource class already exists: %s" % name)
+        top = conn.scalar(
+            sa.select(sa.func.max(RC.c.id)).where(RC.c.id >= CUSTOM_ID_START)
+        )
+        conn.execute(RC.insert().values(id=(top or CUSTOM_ID_START - 1) + 1, name=name))
     return name
 
 
@@ -89,13 +89,12 @@ def rename(db, name, new_name):
         row = _get(conn, name)
         if is_standard(row):
             raise exception.BadRequest(
-                "Cannot update standard resource class %s" % name)
+                "Cannot update standard resource class %s" % name
+            )
         try:
-            conn.execute(RC.update().where(RC.c.id == row["id"])
-                         .values(name=new_name))
+            conn.execute(RC.update().where(RC.c.id == row["id"]).values(name=new_name))
         except sa_exc.IntegrityError:
-            raise exception.Exists(
-                "Resource class already exists: %s" % new_name)
+            raise exception.Exists("Resource class already exists: %s" % new_name)
         return _get(conn, new_name)
 
 
@@ -106,12 +105,13 @@ def delete(db, name):
         row = _get(conn, name)
         if is_standard(row):
             raise exception.BadRequest(
-                "Cannot delete standard resource class %s." % name)
+                "Cannot delete standard resource class %s." % name
+            )
         # One statement, so an inventory added after a separate check
         # could not slip through.
         in_use = sa.exists().where(INV.c.resource_class_id == row["id"])
         result = conn.execute(RC.delete().where(RC.c.id == row["id"], ~in_use))
         if result.rowcount != 1:
             raise exception.ResourceClassInUse(
-                "Cannot delete resource class %s. Class is in use in "
-                "inventory." % name)
+                "Cannot delete resource class %s. Class is in use in inventory." % name
+            )

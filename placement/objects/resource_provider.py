@@ -5,6 +5,7 @@ A provider is returned as a mapping with ``id``, ``uuid``, ``name``,
 ``created_at`` and ``updated_at``. Listing lives in provider_list.py, tree
 walking in provider_tree.py.
 """
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -21,31 +22,41 @@ ROOT = RP.alias("root_provider")
 # update() argument meaning "leave the parent as it is".
 UNCHANGED = object()
 
-SAME_AS_PARENT = ("parent provider UUID cannot be same as UUID. Please set "
-                  "parent provider UUID to None if there is no parent.")
+SAME_AS_PARENT = (
+    "parent provider UUID cannot be same as UUID. Please set "
+    "parent provider UUID to None if there is no parent."
+)
 
 
 def select_providers():
     """SELECT of provider mappings; callers add WHERE clauses."""
-    return (sa.select(RP.c.id, RP.c.uuid, RP.c.name, RP.c.generation,
-                      RP.c.created_at, RP.c.updated_at,
-                      PARENT.c.uuid.label("parent_provider_uuid"),
-                      ROOT.c.uuid.label("root_provider_uuid"))
-            .select_from(RP.outerjoin(PARENT,
-                                      PARENT.c.id == RP.c.parent_provider_id)
-                         .outerjoin(ROOT, ROOT.c.id == RP.c.root_provider_id)))
+    return sa.select(
+        RP.c.id,
+        RP.c.uuid,
+        RP.c.name,
+        RP.c.generation,
+        RP.c.created_at,
+        RP.c.updated_at,
+        PARENT.c.uuid.label("parent_provider_uuid"),
+        ROOT.c.uuid.label("root_provider_uuid"),
+    ).select_from(
+        RP.outerjoin(PARENT, PARENT.c.id == RP.c.parent_provider_id).outerjoin(
+            ROOT, ROOT.c.id == RP.c.root_provider_id
+        )
+    )
 
 
 def _fetch(conn, uuid):
-    return conn.execute(select_providers().where(RP.c.uuid == uuid)
-                        ).mappings().first()
+    return conn.execute(select_providers().where(RP.c.uuid == uuid)).mappings().first()
 
 
 def _ids(conn, uuid):
     """(id, parent id, root id) of ``uuid`` or None."""
     return conn.execute(
-        sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id)
-        .where(RP.c.uuid == uuid)).first()
+        sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id).where(
+            RP.c.uuid == uuid
+        )
+    ).first()
 
 
 def get(db, uuid):
@@ -59,8 +70,11 @@ def get(db, uuid):
 
 def _clashes(conn, name, uuid):
     """The "column: value" parts of ``name``/``uuid`` already taken."""
-    taken = conn.execute(sa.select(RP.c.name, RP.c.uuid).where(
-        sa.or_(RP.c.name == name, RP.c.uuid == uuid))).all()
+    taken = conn.execute(
+        sa.select(RP.c.name, RP.c.uuid).where(
+            sa.or_(RP.c.name == name, RP.c.uuid == uuid)
+        )
+    ).all()
     parts = []
     if any(row.name == name for row in taken):
         parts.append("name: %s" % name)
@@ -85,53 +99,69 @@ def create(db, uuid, name, parent_uuid=None):
         parent = None
         if parent_uuid is not None:
             parent = conn.execute(
-                sa.select(RP.c.id, RP.c.root_provider_id,
-                          ROOT.c.uuid.label("root_uuid"))
-                .select_from(RP.outerjoin(
-                    ROOT, ROOT.c.id == RP.c.root_provider_id))
-                .where(RP.c.uuid == parent_uuid)).first()
+                sa.select(
+                    RP.c.id, RP.c.root_provider_id, ROOT.c.uuid.label("root_uuid")
+                )
+                .select_from(RP.outerjoin(ROOT, ROOT.c.id == RP.c.root_provider_id))
+                .where(RP.c.uuid == parent_uuid)
+            ).first()
             if parent is None:
                 raise exception.ObjectActionError(
-                    "create", provider_tree.NO_SUCH_PARENT)
+                    "create", provider_tree.NO_SUCH_PARENT
+                )
         # The unique keys decide; a taken name or uuid is worded after.
         try:
-            result = conn.execute(RP.insert().values(
-                uuid=uuid, name=name, generation=0,
-                parent_provider_id=parent.id if parent else None,
-                root_provider_id=parent.root_provider_id if parent else None,
-            ))
+            with db_api.may_conflict(conn):
+                result = conn.execute(
+                    RP.insert().values(
+                        uuid=uuid,
+                        name=name,
+                        generation=0,
+                        parent_provider_id=parent.id if parent else None,
+                        root_provider_id=parent.root_provider_id if parent else None,
+                    )
+                )
         except sa_exc.IntegrityError:
             _check_unique(conn, name, uuid)
             raise
         new_id = result.inserted_primary_key[0]
         if parent is None:
-            conn.execute(RP.update().where(RP.c.id == new_id)
-                         .values(root_provider_id=new_id,
-                                 updated_at=RP.c.updated_at))
+            conn.execute(
+                RP.update()
+                .where(RP.c.id == new_id)
+                .values(root_provider_id=new_id, updated_at=RP.c.updated_at)
+            )
         created_at = result.last_inserted_params()["created_at"]
         if conn.dialect.name == "mysql":
             created_at = created_at.replace(microsecond=0)  # DATETIME(0)
         # Everything the row holds is known: no read back.
-        return {"id": new_id, "uuid": uuid, "name": name, "generation": 0,
-                "created_at": created_at,
-                "updated_at": None,
-                "parent_provider_uuid": parent_uuid,
-                "root_provider_uuid": parent.root_uuid if parent else uuid}
+        return {
+            "id": new_id,
+            "uuid": uuid,
+            "name": name,
+            "generation": 0,
+            "created_at": created_at,
+            "updated_at": None,
+            "parent_provider_uuid": parent_uuid,
+            "root_provider_uuid": parent.root_uuid if parent else uuid,
+        }
 
 
 def _check_unique(conn, name, uuid):
     clashes = _clashes(conn, name, uuid)
     if clashes:
         raise exception.DuplicateName(
-            "Conflicting resource provider %s already exists."
-            % ", ".join(clashes))
+            "Conflicting resource provider %s already exists." % ", ".join(clashes)
+        )
 
 
 def _check_name_free(conn, name, provider_id):
-    if conn.scalar(sa.select(sa.exists().where(RP.c.name == name,
-                                               RP.c.id != provider_id))):
+    if conn.scalar(
+        sa.select(sa.exists().where(RP.c.name == name, RP.c.id != provider_id))
+    ):
         raise exception.DuplicateName(
-            "Conflicting resource provider %s already exists." % name)
+            "Conflicting resource provider %s already exists." % name
+        )
 
 
 @db_api.retry_on_deadlock
@@ -147,11 +177,11 @@ def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
             raise common.provider_not_found(uuid)
         values = {"name": name}
         if parent_uuid is not UNCHANGED:
-            values.update(provider_tree.move(
-                conn, me, parent_uuid, allow_reparenting))
+            values.update(provider_tree.move(conn, me, parent_uuid, allow_reparenting))
         _check_name_free(conn, name, me.id)
         try:
-            conn.execute(RP.update().where(RP.c.id == me.id).values(**values))
+            with db_api.may_conflict(conn):
+                conn.execute(RP.update().where(RP.c.id == me.id).values(**values))
         except sa_exc.IntegrityError:
             _check_name_free(conn, name, me.id)
             raise
@@ -166,34 +196,39 @@ def delete(db, uuid):
         me = _ids(conn, uuid)
         if me is None:
             raise exception.ResourceProviderNotFound(
-                "No resource provider with uuid %s found for delete" % uuid)
-        if conn.scalar(sa.select(sa.exists().where(
-                RP.c.parent_provider_id == me.id))):
+                "No resource provider with uuid %s found for delete" % uuid
+            )
+        if conn.scalar(sa.select(sa.exists().where(RP.c.parent_provider_id == me.id))):
             raise _cannot_delete_parent(uuid)
-        for table in (tables.inventories, tables.resource_provider_traits,
-                      tables.resource_provider_aggregates):
-            conn.execute(table.delete().where(
-                table.c.resource_provider_id == me.id))
+        for table in (
+            tables.inventories,
+            tables.resource_provider_traits,
+            tables.resource_provider_aggregates,
+        ):
+            conn.execute(table.delete().where(table.c.resource_provider_id == me.id))
         # InnoDB refuses to delete a row whose FK points at itself.
-        conn.execute(RP.update().where(RP.c.id == me.id)
-                     .values(root_provider_id=None))
+        conn.execute(RP.update().where(RP.c.id == me.id).values(root_provider_id=None))
         # Conditional, so an allocation written since we looked still wins
         # (raising rolls the writes above back).
         allocated = sa.exists().where(
-            tables.allocations.c.resource_provider_id == me.id)
+            tables.allocations.c.resource_provider_id == me.id
+        )
         try:
-            deleted = conn.execute(RP.delete().where(
-                RP.c.id == me.id, ~allocated)).rowcount
+            deleted = conn.execute(
+                RP.delete().where(RP.c.id == me.id, ~allocated)
+            ).rowcount
         except sa_exc.IntegrityError:
             # A child appeared since the check (its FK points at us).
             raise _cannot_delete_parent(uuid)
         if deleted != 1:
             raise exception.ResourceProviderInUse(
                 "Unable to delete resource provider %s: Resource provider has "
-                "allocations." % uuid)
+                "allocations." % uuid
+            )
 
 
 def _cannot_delete_parent(uuid):
     return exception.CannotDeleteParent(
         "Unable to delete parent resource provider %s: It has child resource "
-        "providers." % uuid)
+        "providers." % uuid
+    )

@@ -1,4 +1,5 @@
 """Traits and the trait sets of resource providers."""
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -24,7 +25,7 @@ def list_traits(db, names=None, prefix=None, associated=None):
     if names is not None:
         query = query.where(T.c.name.in_(set(names)))
     if prefix is not None:
-        # The contract's LIKE '<prefix>%': '_' and '%' stay wildcards. ILIKE
+        # Upstream's LIKE '<prefix>%': '_' and '%' stay wildcards. ILIKE
         # so both backends match as SQLite's LIKE does (ASCII case ignored).
         query = query.where(T.c.name.ilike(prefix + "%"))
     if associated is not None:
@@ -34,8 +35,11 @@ def list_traits(db, names=None, prefix=None, associated=None):
 
 
 def _get(conn, name):
-    row = conn.execute(sa.select(*TRAIT_COLUMNS).where(T.c.name == name)
-                       ).mappings().first()
+    row = (
+        conn.execute(sa.select(*TRAIT_COLUMNS).where(T.c.name == name))
+        .mappings()
+        .first()
+    )
     if row is None:
         raise exception.TraitNotFound([name])
     return row
@@ -51,8 +55,8 @@ def get_trait(db, name):
 def ensure_trait(db, name):
     """(row, created): create the trait unless it already exists."""
     with db.writer() as conn:
-        created = conn.execute(
-            db.insert_ignore(T).values(name=name)).rowcount == 1
+        result = conn.execute(db.insert_ignore(T).values(name=name))
+        created = db_api.inserted_id(result) is not None
         return _get(conn, name), created
 
 
@@ -67,20 +71,28 @@ def delete_trait(db, name):
         # meanwhile cannot slip past the in-use check; a link committed
         # while we wait for its lock trips the foreign key instead.
         try:
-            deleted = conn.execute(T.delete().where(
-                T.c.id == trait["id"], ~_associated())).rowcount
+            deleted = conn.execute(
+                T.delete().where(T.c.id == trait["id"], ~_associated())
+            ).rowcount
         except sa_exc.IntegrityError:
             deleted = 0
         if not deleted:
             raise exception.TraitInUse(
-                "The trait %s is in use by a resource provider." % name)
+                "The trait %s is in use by a resource provider." % name
+            )
 
 
 def _provider_traits(conn, provider_id):
-    return conn.execute(
-        sa.select(*TRAIT_COLUMNS).join(RPT, RPT.c.trait_id == T.c.id)
-        .where(RPT.c.resource_provider_id == provider_id)
-        .order_by(T.c.name)).mappings().all()
+    return (
+        conn.execute(
+            sa.select(*TRAIT_COLUMNS)
+            .join(RPT, RPT.c.trait_id == T.c.id)
+            .where(RPT.c.resource_provider_id == provider_id)
+            .order_by(T.c.id)
+        )
+        .mappings()
+        .all()
+    )
 
 
 def get_provider_traits(db, uuid):
@@ -93,22 +105,37 @@ def get_provider_traits(db, uuid):
 def _provider_with_traits(conn, uuid):
     """(provider row, {trait id: trait row}) in one statement;
     ResourceProviderNotFound if there is no such provider."""
-    rows = conn.execute(
-        sa.select(*common.PROVIDER_COLUMNS,
-                  T.c.id.label("trait_id"), T.c.name.label("trait_name"),
-                  T.c.created_at.label("trait_created_at"),
-                  T.c.updated_at.label("trait_updated_at"))
-        .select_from(common.RP.outerjoin(
-            RPT, RPT.c.resource_provider_id == common.RP.c.id)
-            .outerjoin(T, T.c.id == RPT.c.trait_id))
-        .where(common.RP.c.uuid == uuid)).mappings().all()
+    rows = (
+        conn.execute(
+            sa.select(
+                *common.PROVIDER_COLUMNS,
+                T.c.id.label("trait_id"),
+                T.c.name.label("trait_name"),
+                T.c.created_at.label("trait_created_at"),
+                T.c.updated_at.label("trait_updated_at"),
+            )
+            .select_from(
+                common.RP.outerjoin(
+                    RPT, RPT.c.resource_provider_id == common.RP.c.id
+                ).outerjoin(T, T.c.id == RPT.c.trait_id)
+            )
+            .where(common.RP.c.uuid == uuid)
+        )
+        .mappings()
+        .all()
+    )
     if not rows:
         raise common.provider_not_found(uuid)
-    traits = {row["trait_id"]: {"id": row["trait_id"],
-                                "name": row["trait_name"],
-                                "created_at": row["trait_created_at"],
-                                "updated_at": row["trait_updated_at"]}
-              for row in rows if row["trait_id"] is not None}
+    traits = {
+        row["trait_id"]: {
+            "id": row["trait_id"],
+            "name": row["trait_name"],
+            "created_at": row["trait_created_at"],
+            "updated_at": row["trait_updated_at"],
+        }
+        for row in rows
+        if row["trait_id"] is not None
+    }
     return rows[0], traits
 
 
@@ -121,24 +148,28 @@ def set_provider_traits(db, uuid, names, generation):
         provider, current = _provider_with_traits(conn, uuid)
         if provider["generation"] != generation:
             raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-        wanted = {row["id"]: row
-                  for row in common.trait_rows(conn, names).values()}
+        wanted = {row["id"]: row for row in common.trait_rows(conn, names).values()}
         if set(wanted) != set(current):
             generation = common.bump_generation(
-                conn, provider["id"], generation, common.GENERATION_CHANGED)
+                conn, provider["id"], generation, common.GENERATION_CHANGED
+            )
             # The links read with the generation just swapped are current.
             _replace_links(conn, provider["id"], set(current), set(wanted))
-        return generation, sorted(wanted.values(), key=lambda r: r["name"])
+        return generation, sorted(wanted.values(), key=lambda r: r["id"])
 
 
 def _replace_links(conn, provider_id, current, wanted):
     extra = current - wanted
     if extra:
-        conn.execute(RPT.delete().where(
-            RPT.c.resource_provider_id == provider_id,
-            RPT.c.trait_id.in_(extra)))
-    missing = [{"resource_provider_id": provider_id, "trait_id": trait_id}
-               for trait_id in wanted - current]
+        conn.execute(
+            RPT.delete().where(
+                RPT.c.resource_provider_id == provider_id, RPT.c.trait_id.in_(extra)
+            )
+        )
+    missing = [
+        {"resource_provider_id": provider_id, "trait_id": trait_id}
+        for trait_id in wanted - current
+    ]
     if missing:
         conn.execute(RPT.insert(), missing)
 
@@ -151,7 +182,7 @@ def delete_provider_traits(db, uuid):
         provider = common.get_provider(conn, uuid)
         if not _provider_traits(conn, provider["id"]):
             return
-        common.bump_generation(conn, provider["id"], provider["generation"],
-                               common.GENERATION_CHANGED)
-        conn.execute(RPT.delete().where(
-            RPT.c.resource_provider_id == provider["id"]))
+        common.bump_generation(
+            conn, provider["id"], provider["generation"], common.GENERATION_CHANGED
+        )
+        conn.execute(RPT.delete().where(RPT.c.resource_provider_id == provider["id"]))

@@ -1,4 +1,5 @@
 """Usages: sums of allocated amounts, per provider or per project/user."""
+
 import sqlalchemy as sa
 
 from placement.db import tables
@@ -20,15 +21,19 @@ def provider_usages(db, rp_uuid):
     with db.reader() as conn:
         provider = common.get_provider(conn, rp_uuid)
         rows = conn.execute(
-            sa.select(RC.c.name,
-                      sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
+            sa.select(RC.c.name, sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
             .select_from(
-                INV.join(RC, RC.c.id == INV.c.resource_class_id)
-                .outerjoin(ALLOC, sa.and_(
-                    ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
-                    ALLOC.c.resource_class_id == INV.c.resource_class_id)))
+                INV.join(RC, RC.c.id == INV.c.resource_class_id).outerjoin(
+                    ALLOC,
+                    sa.and_(
+                        ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
+                        ALLOC.c.resource_class_id == INV.c.resource_class_id,
+                    ),
+                )
+            )
             .where(INV.c.resource_provider_id == provider["id"])
-            .group_by(RC.c.name)).all()
+            .group_by(RC.c.name)
+        ).all()
     return provider["generation"], {name: int(used) for name, used in rows}
 
 
@@ -49,8 +54,7 @@ def usages_by_type(db, project_id, user_id=None, consumer_type=None):
         return _usages(db, project_id, user_id, type_name)
     if consumer_type == ALL_TYPES:
         return _usages(db, project_id, user_id, sa.literal(ALL_TYPES))
-    return _usages(db, project_id, user_id, type_name,
-                   type_name == consumer_type)
+    return _usages(db, project_id, user_id, type_name, type_name == consumer_type)
 
 
 def _usages(db, project_id, user_id, group, *conditions):
@@ -61,18 +65,24 @@ def _usages(db, project_id, user_id, group, *conditions):
         .join(tables.projects, tables.projects.c.id == CONSUMERS.c.project_id)
         .join(tables.users, tables.users.c.id == CONSUMERS.c.user_id)
         .join(RC, RC.c.id == ALLOC.c.resource_class_id)
-        .outerjoin(TYPES, TYPES.c.id == CONSUMERS.c.consumer_type_id))
+        .outerjoin(TYPES, TYPES.c.id == CONSUMERS.c.consumer_type_id)
+    )
     where = [tables.projects.c.external_id == project_id, *conditions]
     if user_id is not None:
         where.append(tables.users.c.external_id == user_id)
     with db.reader() as conn:
         sums = conn.execute(
             sa.select(group, RC.c.name, sa.func.sum(ALLOC.c.used))
-            .select_from(source).where(*where)
-            .group_by(group, RC.c.name)).all()
+            .select_from(source)
+            .where(*where)
+            .group_by(group, RC.c.name)
+        ).all()
         counts = conn.execute(
             sa.select(group, sa.func.count(sa.distinct(ALLOC.c.consumer_id)))
-            .select_from(source).where(*where).group_by(group)).all()
+            .select_from(source)
+            .where(*where)
+            .group_by(group)
+        ).all()
     result = {name: {"consumer_count": count} for name, count in counts}
     for name, rc, used in sums:
         result[name][rc] = int(used)

@@ -1,5 +1,6 @@
 """Schemas for allocation writes: PUT /allocations/{c} (per microversion)
-and POST /allocations (allocations.md §4, §6)."""
+and POST /allocations (doc/api.md "Allocations")."""
+
 import copy
 
 from placement.api import microversion
@@ -8,8 +9,12 @@ CLASS_NAME_PATTERN = "^[A-Z0-9_]+$"
 UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
 
 _STRING_ID = {"type": "string", "minLength": 1, "maxLength": 255}
-CONSUMER_TYPE = {"type": "string", "pattern": CLASS_NAME_PATTERN,
-                 "minLength": 1, "maxLength": 255}
+CONSUMER_TYPE = {
+    "type": "string",
+    "pattern": CLASS_NAME_PATTERN,
+    "minLength": 1,
+    "maxLength": 255,
+}
 CONSUMER_GENERATION = {"type": ["integer", "null"]}
 
 RESOURCES = {
@@ -27,7 +32,8 @@ MAPPINGS = {
     "minProperties": 1,
     "patternProperties": {
         "^[A-Za-z0-9_-]*$": {
-            "type": "array", "minItems": 1,
+            "type": "array",
+            "minItems": 1,
             "items": {"type": "string", "format": "uuid"},
         },
     },
@@ -70,8 +76,12 @@ DICT_ALLOCATIONS = {
 
 
 def _object(properties, required):
-    return {"type": "object", "properties": properties,
-            "required": list(required), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
 
 
 def _evolve(schema, properties=None, required=(), allocations=None):
@@ -85,36 +95,54 @@ def _evolve(schema, properties=None, required=(), allocations=None):
 
 
 PUT_V1_0 = _object({"allocations": _LIST_ALLOCATIONS}, ["allocations"])
-PUT_V1_8 = _evolve(PUT_V1_0, {"project_id": _STRING_ID, "user_id": _STRING_ID},
-                   ["project_id", "user_id"])
+PUT_V1_8 = _evolve(
+    PUT_V1_0,
+    {"project_id": _STRING_ID, "user_id": _STRING_ID},
+    ["project_id", "user_id"],
+)
 _NON_EMPTY_DICT = dict(DICT_ALLOCATIONS, minProperties=1)
 PUT_V1_12 = _evolve(PUT_V1_8, allocations=_NON_EMPTY_DICT)
 # From 1.28 an empty allocations object is the generation-safe delete.
-PUT_V1_28 = _evolve(PUT_V1_12, {"consumer_generation": CONSUMER_GENERATION},
-                    ["consumer_generation"], allocations=DICT_ALLOCATIONS)
+PUT_V1_28 = _evolve(
+    PUT_V1_12,
+    {"consumer_generation": CONSUMER_GENERATION},
+    ["consumer_generation"],
+    allocations=DICT_ALLOCATIONS,
+)
 PUT_V1_34 = _evolve(PUT_V1_28, {"mappings": MAPPINGS})
-PUT_V1_38 = _evolve(PUT_V1_34, {"consumer_type": CONSUMER_TYPE},
-                    ["consumer_type"])
+PUT_V1_38 = _evolve(PUT_V1_34, {"consumer_type": CONSUMER_TYPE}, ["consumer_type"])
 
 PUT_SCHEMA = microversion.VersionTable(
-    (None, PUT_V1_0), ("1.8", PUT_V1_8), ("1.12", PUT_V1_12),
-    ("1.28", PUT_V1_28), ("1.34", PUT_V1_34), ("1.38", PUT_V1_38))
+    (None, PUT_V1_0),
+    ("1.8", PUT_V1_8),
+    ("1.12", PUT_V1_12),
+    ("1.28", PUT_V1_28),
+    ("1.34", PUT_V1_34),
+    ("1.38", PUT_V1_38),
+)
 
 # One consumer's entry of POST /allocations (and of the reshaper).
 CONSUMER_V1_13 = _object(
-    {"allocations": DICT_ALLOCATIONS, "project_id": _STRING_ID,
-     "user_id": _STRING_ID},
-    ["allocations", "project_id", "user_id"])
-CONSUMER_V1_28 = _evolve(CONSUMER_V1_13,
-                         {"consumer_generation": CONSUMER_GENERATION},
-                         ["consumer_generation"])
+    {"allocations": DICT_ALLOCATIONS, "project_id": _STRING_ID, "user_id": _STRING_ID},
+    ["allocations", "project_id", "user_id"],
+)
+CONSUMER_V1_28 = _evolve(
+    CONSUMER_V1_13,
+    {"consumer_generation": CONSUMER_GENERATION},
+    ["consumer_generation"],
+)
 CONSUMER_V1_34 = _evolve(CONSUMER_V1_28, {"mappings": MAPPINGS})
-CONSUMER_V1_38 = _evolve(CONSUMER_V1_34, {"consumer_type": CONSUMER_TYPE},
-                         ["consumer_type"])
+CONSUMER_V1_38 = _evolve(
+    CONSUMER_V1_34, {"consumer_type": CONSUMER_TYPE}, ["consumer_type"]
+)
 
 # (since, schema) rows: POST /allocations and the reshaper build on these.
-CONSUMER_SCHEMAS = ((None, CONSUMER_V1_13), ("1.28", CONSUMER_V1_28),
-                    ("1.34", CONSUMER_V1_34), ("1.38", CONSUMER_V1_38))
+CONSUMER_SCHEMAS = (
+    (None, CONSUMER_V1_13),
+    ("1.28", CONSUMER_V1_28),
+    ("1.34", CONSUMER_V1_34),
+    ("1.38", CONSUMER_V1_38),
+)
 
 
 def consumers_object(consumer_schema, min_properties=1):
@@ -128,5 +156,5 @@ def consumers_object(consumer_schema, min_properties=1):
 
 
 POST_SCHEMA = microversion.VersionTable(
-    *((since, consumers_object(consumer))
-      for since, consumer in CONSUMER_SCHEMAS))
+    *((since, consumers_object(consumer)) for since, consumer in CONSUMER_SCHEMAS)
+)

@@ -1,61 +1,91 @@
-"""Query-string schema of GET /allocation_candidates, per microversion.
+"""Query-string schema of GET /allocation_candidates, one per microversion.
 
-The schema is built for the names present in the query: plain names known
-at the version, plus suffixed group names whose suffix the version allows.
-Anything else is left out of ``properties`` so jsonschema reports it as
-"Additional properties are not allowed ('<name>' was unexpected)".
+Request-wide names are ``properties``. From 1.25 the group names
+(``resources``, ``required``, ``member_of``, later ``in_tree``, each with
+an optional suffix) are ``patternProperties`` and ``additionalProperties``
+is false, so an unknown name fails with jsonschema's "'<name>' does not
+match any of the regexes: ..." (below 1.25: "Additional properties are
+not allowed ...").
 """
+
+import copy
 import re
 
 from placement.api import microversion
 
 STRING = {"type": "string"}
 
-# name -> (first version, value schema)
-PLAIN = {
-    "resources": ("1.10", STRING),
-    "limit": ("1.16", {"type": "string", "pattern": "^[1-9][0-9]*$"}),
-    "required": ("1.17", STRING),
-    "member_of": ("1.21", STRING),
-    "group_policy": ("1.25", {"type": "string", "enum": ["none", "isolate"]}),
-    "in_tree": ("1.31", STRING),
-    "root_required": ("1.35", STRING),
-    "same_subtree": ("1.36", STRING),
-}
-
 GROUP_PARAMS = ("resources", "required", "member_of", "in_tree")
-SUFFIXED_SINCE = {"resources": "1.25", "required": "1.25", "member_of": "1.25",
-                  "in_tree": "1.31"}
+# Group suffixes: 1.25-1.32 a positive integer, 1.33+ 1-64 name characters.
+SUFFIX_1_25 = "[1-9][0-9]*"
+SUFFIX_1_33 = "[A-Za-z0-9_-]{1,64}"
 
-# Which group suffixes a version accepts.
-SUFFIX = microversion.VersionTable(
-    ("1.25", re.compile(r"[1-9][0-9]*")),
-    ("1.33", re.compile(r"[A-Za-z0-9_-]{1,64}")))
+LIMIT = {
+    # Query values are strings; an integer is accepted as well.
+    "type": ["integer", "string"],
+    "pattern": "^[1-9][0-9]*$",
+    "minimum": 1,
+    "minLength": 1,
+}
+GROUP_POLICY = {"type": "string", "enum": ["none", "isolate"]}
 
-_GROUP_NAME = re.compile(r"^(resources|required|member_of|in_tree)(.*)$",
-                         re.DOTALL)
+
+def _group_patterns(params, suffix):
+    return {"^%s(%s)?$" % (param, suffix): STRING for param in params}
+
+
+def _evolve(schema, properties=None, pattern_properties=None):
+    schema = copy.deepcopy(schema)
+    schema["properties"].update(properties or {})
+    if pattern_properties is not None:
+        schema["patternProperties"] = pattern_properties
+    return schema
+
+
+QUERY_1_10 = {
+    "type": "object",
+    "properties": {"resources": STRING},
+    "required": ["resources"],
+    "additionalProperties": False,
+}
+QUERY_1_16 = _evolve(QUERY_1_10, {"limit": LIMIT})
+QUERY_1_17 = _evolve(QUERY_1_16, {"required": STRING})
+QUERY_1_21 = _evolve(QUERY_1_17, {"member_of": STRING})
+QUERY_1_25 = {
+    "type": "object",
+    "properties": {"limit": LIMIT, "group_policy": GROUP_POLICY},
+    "patternProperties": _group_patterns(GROUP_PARAMS[:3], SUFFIX_1_25),
+    "additionalProperties": False,
+}
+QUERY_1_31 = _evolve(
+    QUERY_1_25, pattern_properties=_group_patterns(GROUP_PARAMS, SUFFIX_1_25)
+)
+QUERY_1_33 = _evolve(
+    QUERY_1_31, pattern_properties=_group_patterns(GROUP_PARAMS, SUFFIX_1_33)
+)
+QUERY_1_35 = _evolve(QUERY_1_33, {"root_required": STRING})
+QUERY_1_36 = _evolve(QUERY_1_35, {"same_subtree": STRING})
+
+QUERY = microversion.VersionTable(
+    ("1.10", QUERY_1_10),
+    ("1.16", QUERY_1_16),
+    ("1.17", QUERY_1_17),
+    ("1.21", QUERY_1_21),
+    ("1.25", QUERY_1_25),
+    ("1.31", QUERY_1_31),
+    ("1.33", QUERY_1_33),
+    ("1.35", QUERY_1_35),
+    ("1.36", QUERY_1_36),
+)
+
+# Validated on every occurrence, not only the one the schema sees: the
+# handler uses their first occurrence.
+FIRST_WINS = ("limit", "group_policy")
+
+_GROUP_NAME = re.compile(r"^(resources|required|member_of|in_tree)(.*)$", re.DOTALL)
 
 
 def split_group_name(name):
     """(param, suffix) for a group parameter name, else None."""
     match = _GROUP_NAME.match(name)
     return match.groups() if match else None
-
-
-def _known(name, version):
-    if name in PLAIN:
-        return version >= PLAIN[name][0]
-    parts = split_group_name(name)
-    if not parts or version < SUFFIXED_SINCE[parts[0]]:
-        return False
-    return SUFFIX(version).fullmatch(parts[1]) is not None
-
-
-def query_schema(names, version):
-    properties = {name: PLAIN[name][1] if name in PLAIN else STRING
-                  for name in names if _known(name, version)}
-    schema = {"type": "object", "properties": properties,
-              "additionalProperties": False}
-    if version < "1.25":
-        schema["required"] = ["resources"]
-    return schema

@@ -1,8 +1,9 @@
 """Schemas for inventory bodies: POST, PUT of one class, PUT of the set."""
+
 import copy
 
 MAX_INT = 2147483647
-MAX_FLOAT = 3.40282e+38
+MAX_FLOAT = 3.40282e38
 CLASS_NAME_PATTERN = "^[A-Z0-9_]+$"
 
 # The record fields with their defaults (applied when omitted).
@@ -15,12 +16,13 @@ DEFAULTS = {
 }
 FIELDS = ("total",) + tuple(DEFAULTS)
 
+# Key order is visible: a schema failure prints the fragment as written.
 _RECORD_PROPERTIES = {
-    "total": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-    "reserved": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
-    "min_unit": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-    "max_unit": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
-    "step_size": {"type": "integer", "minimum": 1, "maximum": MAX_INT},
+    "total": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
+    "reserved": {"type": "integer", "maximum": MAX_INT, "minimum": 0},
+    "min_unit": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
+    "max_unit": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
+    "step_size": {"type": "integer", "maximum": MAX_INT, "minimum": 1},
     "allocation_ratio": {"type": "number", "maximum": MAX_FLOAT},
     # Accepted everywhere; only the PUT routes use it (POST ignores it).
     "resource_provider_generation": {"type": "integer"},
@@ -40,7 +42,8 @@ def _record(extra_properties=None, extra_required=()):
 
 POST_INVENTORY = _record(
     {"resource_class": {"type": "string", "pattern": CLASS_NAME_PATTERN}},
-    extra_required=["resource_class"])
+    extra_required=["resource_class"],
+)
 
 PUT_INVENTORY = _record(extra_required=["resource_provider_generation"])
 

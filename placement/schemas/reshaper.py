@@ -1,4 +1,5 @@
-"""Body schema of POST /reshaper (reshaper.md)."""
+"""Body schema of POST /reshaper (doc/api.md "Reshaper")."""
+
 from placement.api import microversion
 from placement.schemas import allocation
 from placement.schemas import inventory
@@ -15,21 +16,21 @@ def _reshaper(consumer_schema):
                     allocation.UUID_KEY_PATTERN: {
                         "type": "object",
                         "properties": {
-                            "resource_provider_generation": {
-                                "type": "integer"},
+                            "resource_provider_generation": {"type": "integer"},
                             # Same records (and defaults) as PUT inventories.
-                            "inventories": inventory.PUT_INVENTORIES[
-                                "properties"]["inventories"],
+                            "inventories": inventory.PUT_INVENTORIES["properties"][
+                                "inventories"
+                            ],
                         },
-                        "required": ["resource_provider_generation",
-                                     "inventories"],
+                        "required": ["resource_provider_generation", "inventories"],
                         "additionalProperties": False,
                     },
                 },
                 "additionalProperties": False,
             },
-            "allocations": allocation.consumers_object(consumer_schema,
-                                                       min_properties=0),
+            "allocations": allocation.consumers_object(
+                consumer_schema, min_properties=0
+            ),
         },
         "required": ["inventories", "allocations"],
         "additionalProperties": False,
@@ -37,5 +38,5 @@ def _reshaper(consumer_schema):
 
 
 RESHAPER_SCHEMA = microversion.VersionTable(
-    *((since, _reshaper(consumer))
-      for since, consumer in allocation.CONSUMER_SCHEMAS))
+    *((since, _reshaper(consumer)) for since, consumer in allocation.CONSUMER_SCHEMAS)
+)

@@ -1,4 +1,5 @@
 """Schemas for /resource_providers: POST and PUT bodies, the list query."""
+
 import copy
 
 from placement.api import microversion
@@ -8,19 +9,27 @@ from placement.api import microversion
 CANONICAL_UUID = {
     "type": "string",
     "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-               "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"}
+    "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+}
 _NAME = {"type": "string", "maxLength": 200}
-_PARENT = {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]}
+# Plain validators, no anyOf: a failure then names the property itself
+# ("Failed validating 'format' in schema['properties']['uuid']").
+_UUID = {"type": "string", "format": "uuid"}
+_PARENT = {"type": ["string", "null"], "format": "uuid"}
 
 
 def _body(properties, required=("name",)):
-    return {"type": "object", "properties": properties,
-            "required": list(required), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
 
 
-# An empty uuid asks for a generated one, like an absent one.
-POST_PROVIDER = _body({"name": _NAME, "uuid": {"anyOf": [
-    {"type": "string", "format": "uuid"}, {"type": "string", "maxLength": 0}]}})
+# The handler drops an empty uuid before validation: like an absent one,
+# it asks for a generated uuid.
+POST_PROVIDER = _body({"name": _NAME, "uuid": _UUID})
 POST_PROVIDER_1_14 = copy.deepcopy(POST_PROVIDER)
 POST_PROVIDER_1_14["properties"]["parent_provider_uuid"] = _PARENT
 
@@ -28,25 +37,25 @@ PUT_PROVIDER = _body({"name": _NAME})
 PUT_PROVIDER_1_14 = copy.deepcopy(PUT_PROVIDER)
 PUT_PROVIDER_1_14["properties"]["parent_provider_uuid"] = _PARENT
 
-POST = microversion.VersionTable((None, POST_PROVIDER),
-                                 ("1.14", POST_PROVIDER_1_14))
-PUT = microversion.VersionTable((None, PUT_PROVIDER),
-                                ("1.14", PUT_PROVIDER_1_14))
+POST = microversion.VersionTable((None, POST_PROVIDER), ("1.14", POST_PROVIDER_1_14))
+PUT = microversion.VersionTable((None, PUT_PROVIDER), ("1.14", PUT_PROVIDER_1_14))
 
 
 def _query(**properties):
-    return {"type": "object", "properties": properties,
-            "additionalProperties": False}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
 _STRING = {"type": "string"}
 LIST_QUERY_1_0 = _query(name=_STRING, uuid=CANONICAL_UUID)
 LIST_QUERY_1_3 = _query(**LIST_QUERY_1_0["properties"], member_of=_STRING)
 LIST_QUERY_1_4 = _query(**LIST_QUERY_1_3["properties"], resources=_STRING)
-LIST_QUERY_1_14 = _query(**LIST_QUERY_1_4["properties"],
-                         in_tree=CANONICAL_UUID)
+LIST_QUERY_1_14 = _query(**LIST_QUERY_1_4["properties"], in_tree=CANONICAL_UUID)
 LIST_QUERY_1_18 = _query(**LIST_QUERY_1_14["properties"], required=_STRING)
 
 LIST_QUERY = microversion.VersionTable(
-    (None, LIST_QUERY_1_0), ("1.3", LIST_QUERY_1_3), ("1.4", LIST_QUERY_1_4),
-    ("1.14", LIST_QUERY_1_14), ("1.18", LIST_QUERY_1_18))
+    (None, LIST_QUERY_1_0),
+    ("1.3", LIST_QUERY_1_3),
+    ("1.4", LIST_QUERY_1_4),
+    ("1.14", LIST_QUERY_1_14),
+    ("1.18", LIST_QUERY_1_18),
+)

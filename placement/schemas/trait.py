@@ -1,9 +1,14 @@
 """Schemas for /traits and /resource_providers/{uuid}/traits."""
 
-# Custom trait names (README §10); standard names fail it too, which is how
+# Custom trait names (CUSTOM_ and upper-case letters, digits, _); standard
+# names fail it too, which is how
 # PUT /traits/{name} refuses to create them.
-CUSTOM_TRAIT = {"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$",
-                "minLength": 1, "maxLength": 255}
+CUSTOM_TRAIT = {
+    "type": "string",
+    "pattern": "^CUSTOM_[A-Z0-9_]+$",
+    "minLength": 1,
+    "maxLength": 255,
+}
 
 LIST_TRAITS_QUERY = {
     "type": "object",

@@ -1,4 +1,5 @@
 """Fixtures shared by the functional tests."""
+
 import pytest
 
 from tests import fixtures
@@ -6,7 +7,7 @@ from tests import fixtures
 
 @pytest.fixture(params=fixtures.BACKENDS)
 def db(request):
-    """A ready Database on a fresh SQLite, then a fresh MySQL database."""
+    """A ready Database on a fresh SQLite, MySQL and PostgreSQL database."""
     fixtures.require_backend(request.param)
     with fixtures.database(request.param) as database:
         yield database

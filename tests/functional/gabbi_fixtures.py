@@ -3,6 +3,7 @@
 The database and app are set up by the plugin for every file; these add
 configuration for files that need it.
 """
+
 from gabbi import fixture
 
 from placement import policy
@@ -44,24 +45,30 @@ class NoScopeEnforcement(_PolicyFixture):
     overrides = {"oslo_policy.enforce_scope": False}
 
 
-# Allocation candidate generation ([placement] options, contract §5.7/§5.9).
+# Allocation candidate generation ([placement] options, doc/api.md "Order,
+# cap and limit").
+
 
 class MaxAllocationCandidates(_ConfigFixture):
     """Depth-first generation capped at two candidates."""
+
     overrides = {"placement.max_allocation_candidates": 2}
 
 
 class BreadthFirstCandidates(_ConfigFixture):
     """Round-robin over roots, capped at three candidates."""
+
     overrides = {
         "placement.allocation_candidates_generation_strategy": "breadth-first",
-        "placement.max_allocation_candidates": 3}
+        "placement.max_allocation_candidates": 3,
+    }
 
 
 class DepthFirstCandidates(_ConfigFixture):
-    """depth-first set explicitly: a limit takes one root's requests first."""
-    overrides = {
-        "placement.allocation_candidates_generation_strategy": "depth-first"}
+    """depth-first (not the default depth-first-unless-limit): a limit
+    takes one root's requests first."""
+
+    overrides = {"placement.allocation_candidates_generation_strategy": "depth-first"}
 
 
 class RandomizeCandidates(_ConfigFixture):

@@ -5,6 +5,7 @@ A YAML file's tests run in order against one in-process app (httpx WSGI
 transport). A request whose path starts with ``/placement`` is served as if
 the app were mounted there (SCRIPT_NAME), to test prefix mounts.
 """
+
 import os
 import unittest
 
@@ -21,13 +22,14 @@ MOUNT_PREFIX = "/placement"
 
 class CurrentApp:
     """The WSGI app gabbi talks to: whichever file's app is running now."""
+
     app = None
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path == MOUNT_PREFIX or path.startswith(MOUNT_PREFIX + "/"):
             environ["SCRIPT_NAME"] = MOUNT_PREFIX
-            environ["PATH_INFO"] = path[len(MOUNT_PREFIX):]
+            environ["PATH_INFO"] = path[len(MOUNT_PREFIX) :]
         return self.app(environ, start_response)
 
 
@@ -39,10 +41,17 @@ def pytest_collect_file(parent, file_path):
         return GabbiFile.from_parent(parent, path=file_path)
 
 
+# Every database, and one node of a Galera cluster (marked ``galera``).
+GABBI_BACKENDS = fixtures.BACKENDS + ("galera",)
+
+
 class GabbiFile(pytest.File):
     def collect(self):
-        for backend in fixtures.BACKENDS:
-            yield GabbiRun.from_parent(self, name=backend, backend=backend)
+        for backend in GABBI_BACKENDS:
+            run = GabbiRun.from_parent(self, name=backend, backend=backend)
+            if backend == "galera":
+                run.add_marker(pytest.mark.galera)
+            yield run
 
 
 class GabbiRun(pytest.Collector):
@@ -56,12 +65,18 @@ class GabbiRun(pytest.Collector):
         handler_objects = [h() for h in gabbi_handlers.RESPONSE_HANDLERS]
         name = os.path.splitext(self.path.name)[0]
         self.suite = suitemaker.test_suite_from_dict(
-            unittest.TestLoader(), name, suite_dict, str(self.path.parent),
-            "placement.test", None, gabbi_fixtures, lambda: CURRENT,
-            handlers=handler_objects)
+            unittest.TestLoader(),
+            name,
+            suite_dict,
+            str(self.path.parent),
+            "placement.test",
+            None,
+            gabbi_fixtures,
+            lambda: CURRENT,
+            handlers=handler_objects,
+        )
         for case in self.suite._tests:
-            yield GabbiItem.from_parent(self, name=case.test_data["name"],
-                                        case=case)
+            yield GabbiItem.from_parent(self, name=case.test_data["name"], case=case)
 
     def setup(self):
         fixtures.require_backend(self.backend)
@@ -70,8 +85,8 @@ class GabbiRun(pytest.Collector):
         # Both candidate stage-2 paths answer every file: MySQL (production)
         # through the cached catalog, SQLite through per-request SQL.
         fixtures.configure().set_override(
-            "provider_catalog", self.backend != "sqlite",
-            group="placement")
+            "provider_catalog", self.backend != "sqlite", group="placement"
+        )
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
 
@@ -79,8 +94,7 @@ class GabbiRun(pytest.Collector):
         try:
             self.suite.stop()
         finally:
-            fixtures.configure().clear_override(
-                "provider_catalog", group="placement")
+            fixtures.configure().clear_override("provider_catalog", group="placement")
             CURRENT.app = None
             if self._app_cm is not None:
                 self._app_cm.__exit__(None, None, None)

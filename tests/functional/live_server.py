@@ -4,6 +4,7 @@ that need a separate server process (real clients, several workers).
 The SQLite database is created and synced here first, so workers start
 without racing on schema creation.
 """
+
 import contextlib
 import os
 import socket
@@ -38,14 +39,15 @@ def _wait_up(url, proc, timeout=60):
 
 
 @contextlib.contextmanager
-def _running(cmd, env, log_path, probe_url):
+def running(cmd, env, log_path, probe_url, cwd=None, timeout=60):
     """Run the server command ``cmd`` until the block ends, once
-    ``probe_url`` answers."""
+    ``probe_url`` answers (within ``timeout`` seconds)."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
+        )
         try:
-            _wait_up(probe_url, proc)
+            _wait_up(probe_url, proc, timeout)
             yield
         finally:
             proc.terminate()
@@ -62,10 +64,23 @@ def serve(workers, env, log_path):
     placement app with the environment ``env``; stop it afterwards."""
     port = free_port()
     url = "http://127.0.0.1:%d" % port
-    with _running([sys.executable, "-m", "gunicorn", "-w", str(workers),
-                   "-b", "127.0.0.1:%d" % port, "--timeout", "60",
-                   "placement.wsgi.api:application"],
-                  env, log_path, url + "/"):
+    with running(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(workers),
+            "-b",
+            "127.0.0.1:%d" % port,
+            "--timeout",
+            "60",
+            "placement.wsgi.api:application",
+        ],
+        env,
+        log_path,
+        url + "/",
+    ):
         yield url
 
 
@@ -76,13 +91,16 @@ def placement_api(workdir, *args, **env):
     SQLite file in ``workdir`` unless given there); stop it afterwards."""
     port = free_port()
     env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
-    env.setdefault("OS_PLACEMENT_DATABASE__CONNECTION",
-                   "sqlite:///%s/placement.sqlite" % workdir)
+    env.setdefault(
+        "OS_PLACEMENT_DATABASE__CONNECTION", "sqlite:///%s/placement.sqlite" % workdir
+    )
     url = "http://127.0.0.1:%d" % port
-    with _running([helpers.script("placement-api"), "--port", str(port),
-                   *args], helpers.clean_env(**env),
-                  os.path.join(workdir, "server-%d.log" % port),
-                  url + env.get("SCRIPT_NAME", "") + "/"):
+    with running(
+        [helpers.script("placement-api"), "--port", str(port), *args],
+        helpers.clean_env(**env),
+        os.path.join(workdir, "server-%d.log" % port),
+        url + env.get("SCRIPT_NAME", "") + "/",
+    ):
         yield url
 
 
@@ -90,14 +108,16 @@ def placement_api(workdir, *args, **env):
 def gunicorn(workers=1, env=None):
     """Yield the base URL of a gunicorn running the placement app (noauth2,
     fresh SQLite database); stop it afterwards."""
-    with fixtures.database("sqlite") as db, \
-            tempfile.TemporaryDirectory(prefix="placement-srv-") as confdir:
+    with (
+        fixtures.database("sqlite", migrate=True) as db,
+        tempfile.TemporaryDirectory(prefix="placement-srv-") as confdir,
+    ):
         with open(os.path.join(confdir, "placement.conf"), "w") as f:
-            f.write("[api]\nauth_strategy = noauth2\n"
-                    "[placement_database]\nconnection = %s\n"
-                    % db.engine.url.render_as_string(hide_password=False))
-        proc_env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=confdir,
-                        **(env or {}))
-        with serve(workers, proc_env,
-                   os.path.join(confdir, "gunicorn.log")) as url:
+            f.write(
+                "[api]\nauth_strategy = noauth2\n"
+                "[placement_database]\nconnection = %s\n"
+                % db.engine.url.render_as_string(hide_password=False)
+            )
+        proc_env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=confdir, **(env or {}))
+        with serve(workers, proc_env, os.path.join(confdir, "gunicorn.log")) as url:
             yield url

@@ -6,6 +6,7 @@ stdout: a JSON list of {"rc", "stdout", "stderr"}, one per command. Each
 command gets a fresh ``OpenStackShell``, exactly what the console script
 runs.
 """
+
 import contextlib
 import io
 import json

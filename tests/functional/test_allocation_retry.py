@@ -1,4 +1,4 @@
-"""The allocation writer's server-side retry, on real SQLite and MySQL:
+"""The allocation writer's server-side retry, on real SQLite, MySQL and PostgreSQL:
 a lost generation swap is retried in a NEW transaction (which re-reads
 generations and usage), up to [placement] allocation_conflict_retry_count
 times, then it is a clean ConcurrentUpdate and nothing was written.
@@ -7,6 +7,7 @@ The race is provoked deterministically by making the consistent read report
 a generation one behind the stored one, as if another writer had committed
 between our read and our swap.
 """
+
 import uuid
 
 import pytest
@@ -24,32 +25,38 @@ RETRIES = 2
 @pytest.fixture(params=fixtures.BACKENDS)
 def db(request):
     fixtures.require_backend(request.param)
-    conf = fixtures.configure(
-        **{"placement.allocation_conflict_retry_count": RETRIES})
+    conf = fixtures.configure(**{"placement.allocation_conflict_retry_count": RETRIES})
     try:
         with fixtures.database(request.param) as database:
             yield database
     finally:
-        conf.clear_override("allocation_conflict_retry_count",
-                            group="placement")
+        conf.clear_override("allocation_conflict_retry_count", group="placement")
 
 
 @pytest.fixture
 def provider(db):
     rp_uuid = str(uuid.uuid4())
     with db.writer() as conn:
-        conn.execute(tables.resource_providers.insert().values(
-            uuid=rp_uuid, name=rp_uuid, generation=0))
-    inv_obj.replace_inventories(db, rp_uuid, 0, {
-        "VCPU": inv_obj.with_defaults({"total": 8})})
+        conn.execute(
+            tables.resource_providers.insert().values(
+                uuid=rp_uuid, name=rp_uuid, generation=0
+            )
+        )
+    inv_obj.replace_inventories(
+        db, rp_uuid, 0, {"VCPU": inv_obj.with_defaults({"total": 8})}
+    )
     return rp_uuid
 
 
 def _claim(rp_uuid, consumer_uuid=None, generation=None):
     return consumer_obj.ConsumerWrite(
-        uuid=consumer_uuid or str(uuid.uuid4()), project_id="p", user_id="u",
-        consumer_type=None, generation=generation,
-        allocations={rp_uuid: {"VCPU": 2}})
+        uuid=consumer_uuid or str(uuid.uuid4()),
+        project_id="p",
+        user_id="u",
+        consumer_type=None,
+        generation=generation,
+        allocations={rp_uuid: {"VCPU": 2}},
+    )
 
 
 def _stale_reads(monkeypatch, stale_attempts):
@@ -64,6 +71,7 @@ def _stale_reads(monkeypatch, stale_attempts):
         if len(seen) <= stale_attempts:
             generations = {rp: g - 1 for rp, g in generations.items()}
         return generations, capacity
+
     monkeypatch.setattr(alloc_obj, "_read_state", read_state)
     return seen
 
@@ -77,8 +85,7 @@ def test_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
     assert all(s == seen[0] for s in seen)
     found = alloc_obj.for_consumer(db, claim.uuid)
     assert found.allocations[provider]["resources"] == {"VCPU": 2}
-    assert found.allocations[provider]["generation"] == \
-        list(seen[0].values())[0] + 1
+    assert found.allocations[provider]["generation"] == list(seen[0].values())[0] + 1
     assert found.generation == 1
 
 
@@ -91,13 +98,13 @@ def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
     assert raised.value.message == (
         "Inventory and/or allocations changed while attempting to allocate: "
         "Another thread concurrently updated the resource provider data. "
-        "Please retry your update")
+        "Please retry your update"
+    )
     # Nothing of any attempt survived: no rows, no consumer, no generation.
     assert alloc_obj.for_consumer(db, claim.uuid).allocations == {}
     with db.reader() as conn:
         assert consumer_obj.existing(conn, [claim.uuid]) == ({}, {})
-    assert alloc_obj.for_provider(db, provider).generation == \
-        list(seen[0].values())[0]
+    assert alloc_obj.for_provider(db, provider).generation == list(seen[0].values())[0]
 
 
 def test_consumer_created_concurrently(db, provider, monkeypatch):
@@ -111,11 +118,14 @@ def test_consumer_created_concurrently(db, provider, monkeypatch):
     def existing(conn, uuids):
         calls.append(uuids)
         return ({}, {}) if len(calls) == 1 else real(conn, uuids)
+
     monkeypatch.setattr(consumer_obj, "existing", existing)
     with pytest.raises(exception.ConcurrentUpdate) as raised:
         alloc_obj.replace_allocations(
-            db, [_claim(provider, first.uuid)], check_generation=True)
+            db, [_claim(provider, first.uuid)], check_generation=True
+        )
     assert len(calls) == 2
-    assert "consumer generation conflict - expected 1 but got None" in \
-        raised.value.message
+    assert (
+        "consumer generation conflict - expected 1 but got None" in raised.value.message
+    )
     assert alloc_obj.for_consumer(db, first.uuid).generation == 1

@@ -1,5 +1,6 @@
 """placement-manage and placement-status, run as real commands against a
-fresh SQLite or MySQL database (config-and-cli.md §4, §5)."""
+fresh SQLite or MySQL database (README.rst, "Commands")."""
+
 import sys
 
 import pytest
@@ -10,7 +11,7 @@ from placement.db import tables
 from tests import fixtures
 from tests import helpers
 
-# The contract's chain ends at a082b8bb98d0; ours adds catalog_changes.
+# Upstream's chain ends at a082b8bb98d0; ours adds catalog_changes.
 HEAD = "c7d1e4f2a9b3"
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"
 
@@ -19,8 +20,9 @@ def run(args, url=None, env=None, python=None):
     """A console script (``args[0]``), or ``python`` code given ``args``."""
     environ = {"OS_PLACEMENT_DATABASE__CONNECTION": url} if url else {}
     environ.update(env or {})
-    cmd = ([sys.executable, "-c", python] if python
-           else [helpers.script(args[0])]) + list(args[1:])
+    cmd = (
+        [sys.executable, "-c", python] if python else [helpers.script(args[0])]
+    ) + list(args[1:])
     return helpers.run(cmd, environ)
 
 
@@ -44,15 +46,31 @@ def _seed(engine, roots_missing=3, consumerless=("c1", "c2")):
     schema.upgrade(engine)
     with engine.begin() as conn:
         if roots_missing:
-            conn.execute(tables.resource_providers.insert(), [
-                {"id": i + 1,
-                 "uuid": "00000000-0000-0000-0000-00000000000%d" % i,
-                 "name": "rp%d" % i, "generation": 0}
-                for i in range(roots_missing)])
-        conn.execute(tables.allocations.insert(), [
-            {"resource_provider_id": 1, "resource_class_id": rc, "used": 1,
-             "consumer_id": consumer}
-            for consumer in consumerless for rc in (0, 1)])
+            conn.execute(
+                tables.resource_providers.insert(),
+                [
+                    {
+                        "id": i + 1,
+                        "uuid": "00000000-0000-0000-0000-00000000000%d" % i,
+                        "name": "rp%d" % i,
+                        "generation": 0,
+                    }
+                    for i in range(roots_missing)
+                ],
+            )
+        conn.execute(
+            tables.allocations.insert(),
+            [
+                {
+                    "resource_provider_id": 1,
+                    "resource_class_id": rc,
+                    "used": 1,
+                    "consumer_id": consumer,
+                }
+                for consumer in consumerless
+                for rc in (0, 1)
+            ],
+        )
 
 
 def _table_row(output, name):
@@ -64,6 +82,7 @@ def _table_row(output, name):
 
 
 # -- placement-manage --------------------------------------------------------
+
 
 def test_manage_without_category_prints_help():
     result = run(["placement-manage"])
@@ -92,28 +111,26 @@ def test_db_sync_version_stamp(url):
     assert run(["placement-manage", "db", "sync"], url).returncode == 0
     result = run(["placement-manage", "db", "stamp", "b4ed3a175331"], url)
     assert result.returncode == 0
-    assert run(["placement-manage", "db", "version"],
-               url).stdout == "b4ed3a175331\n"
+    assert run(["placement-manage", "db", "version"], url).stdout == "b4ed3a175331\n"
 
 
 def test_config_file_and_dir(url, tmp_path):
     conf = tmp_path / "placement.conf"
     conf.write_text("[placement_database]\nconnection = %s\n" % url)
-    result = run(["placement-manage", "--config-file", str(conf), "db",
-                  "sync"])
+    result = run(["placement-manage", "--config-file", str(conf), "db", "sync"])
     assert result.returncode == 0, result.stderr
     confdir = tmp_path / "conf.d"
     confdir.mkdir()
     (confdir / "db.conf").write_text(conf.read_text())
-    result = run(["placement-manage", "--config-dir", str(confdir), "db",
-                  "version"])
+    result = run(["placement-manage", "--config-dir", str(confdir), "db", "version"])
     assert result.stdout == HEAD + "\n"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc"])
 def test_online_migrations_bad_max_count(url, value):
-    result = run(["placement-manage", "db", "online_data_migrations",
-                  "--max-count", value], url)
+    result = run(
+        ["placement-manage", "db", "online_data_migrations", "--max-count", value], url
+    )
     assert result.returncode == 127
     assert "Must supply a positive value for max_count" in result.stderr
 
@@ -138,17 +155,27 @@ def test_online_migrations_in_batches(url, engine):
 
     with engine.connect() as conn:
         rp = tables.resource_providers
-        assert conn.scalar(sa.select(sa.func.count()).where(
-            rp.c.root_provider_id != rp.c.id)) == 0
+        assert (
+            conn.scalar(
+                sa.select(sa.func.count()).where(rp.c.root_provider_id != rp.c.id)
+            )
+            == 0
+        )
         rows = conn.execute(
-            sa.select(tables.consumers.c.uuid, tables.projects.c.external_id,
-                      tables.users.c.external_id.label("user"))
-            .join(tables.projects,
-                  tables.projects.c.id == tables.consumers.c.project_id)
-            .join(tables.users,
-                  tables.users.c.id == tables.consumers.c.user_id)).all()
-    assert sorted(rows) == [("c1", INCOMPLETE, INCOMPLETE),
-                            ("c2", INCOMPLETE, INCOMPLETE)]
+            sa.select(
+                tables.consumers.c.uuid,
+                tables.projects.c.external_id,
+                tables.users.c.external_id.label("user"),
+            )
+            .join(
+                tables.projects, tables.projects.c.id == tables.consumers.c.project_id
+            )
+            .join(tables.users, tables.users.c.id == tables.consumers.c.user_id)
+        ).all()
+    assert sorted(rows) == [
+        ("c1", INCOMPLETE, INCOMPLETE),
+        ("c2", INCOMPLETE, INCOMPLETE),
+    ]
 
 
 FAILING = """
@@ -171,12 +198,16 @@ def test_online_migration_that_raises_exits_2(url):
 
 # -- placement-status --------------------------------------------------------
 
+
 def test_status_all_passed(url):
     run(["placement-manage", "db", "sync"], url)
     result = run(["placement-status", "upgrade", "check"], url)
     assert result.returncode == 0, result.stdout + result.stderr
-    for check in ("Missing Root Provider IDs", "Incomplete Consumers",
-                  "Policy File JSON to YAML Migration"):
+    for check in (
+        "Missing Root Provider IDs",
+        "Incomplete Consumers",
+        "Policy File JSON to YAML Migration",
+    ):
         assert "Check: %s" % check in result.stdout
     assert "Result: Failure" not in result.stdout
 
@@ -184,9 +215,15 @@ def test_status_all_passed(url):
 def test_status_warns_about_incomplete_consumers(url, engine):
     _seed(engine, roots_missing=0)
     with engine.begin() as conn:
-        conn.execute(tables.resource_providers.insert().values(
-            id=1, uuid="00000000-0000-0000-0000-000000000001", name="rp",
-            generation=0, root_provider_id=1))
+        conn.execute(
+            tables.resource_providers.insert().values(
+                id=1,
+                uuid="00000000-0000-0000-0000-000000000001",
+                name="rp",
+                generation=0,
+                root_provider_id=1,
+            )
+        )
     result = run(["placement-status", "upgrade", "check"], url)
     assert result.returncode == 1, result.stdout
     assert "Result: Warning" in result.stdout

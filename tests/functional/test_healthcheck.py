@@ -1,4 +1,5 @@
 """``/healthcheck`` reports whether the app's database answers."""
+
 import httpx
 import pytest
 import sqlalchemy as sa
@@ -10,9 +11,11 @@ from tests import fixtures
 
 
 def _client(wsgi_app):
-    return httpx.Client(transport=httpx.WSGITransport(app=wsgi_app),
-                        base_url="http://localhost",
-                        headers={"accept": "application/json"})
+    return httpx.Client(
+        transport=httpx.WSGITransport(app=wsgi_app),
+        base_url="http://localhost",
+        headers={"accept": "application/json"},
+    )
 
 
 @pytest.mark.parametrize("backend", fixtures.BACKENDS)
@@ -21,15 +24,13 @@ def test_reachable_database_is_healthy(backend):
     with fixtures.app(backend) as (app, _db):
         resp = _client(app).get("/healthcheck")
     assert resp.status_code == 200
-    assert resp.json() == {"detailed": False,
-                           "reasons": ["database reachable"]}
+    assert resp.json() == {"detailed": False, "reasons": ["database reachable"]}
 
 
 def _unreachable_app(tmp_path):
     conf = fixtures.configure()
     # A SQLite file in a directory that does not exist cannot be opened.
-    engine = sa.create_engine("sqlite:///%s/missing/placement.sqlite"
-                              % tmp_path)
+    engine = sa.create_engine("sqlite:///%s/missing/placement.sqlite" % tmp_path)
     return api_app.build_pipeline(conf, db_api.Database(engine))
 
 
@@ -37,8 +38,7 @@ def test_unreachable_database_is_unhealthy(tmp_path):
     client = _client(_unreachable_app(tmp_path))
     resp = client.get("/healthcheck")
     assert resp.status_code == 503
-    assert resp.json() == {"detailed": False,
-                           "reasons": ["database unreachable"]}
+    assert resp.json() == {"detailed": False, "reasons": ["database unreachable"]}
     assert client.head("/healthcheck").status_code == 503
 
 

@@ -1,5 +1,6 @@
 """``GET /metrics``: Prometheus counters and histograms, in-process and
 summed across the workers of a real gunicorn (multiprocess mode)."""
+
 import glob
 import os
 import socket
@@ -35,16 +36,23 @@ def value(text, name, **labels):
 
 
 def requests_total(text, route, method, status, microversion):
-    return value(text, "placement_http_requests_total", route=route,
-                 method=method, status=status, microversion=microversion)
+    return value(
+        text,
+        "placement_http_requests_total",
+        route=route,
+        method=method,
+        status=status,
+        microversion=microversion,
+    )
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
 def client(request):
     fixtures.require_backend(request.param)
     with fixtures.app(request.param) as (app, _db):
-        yield httpx.Client(transport=httpx.WSGITransport(app=app),
-                           base_url="http://localhost")
+        yield httpx.Client(
+            transport=httpx.WSGITransport(app=app), base_url="http://localhost"
+        )
 
 
 def test_metrics_open_without_token(client):
@@ -64,11 +72,10 @@ def test_metrics_rejects_other_methods(client):
 def test_requests_counted_by_route_template_and_microversion(client):
     before = client.get("/metrics").text
     rp = "/resource_providers/%s" % uuid.uuid4()
-    client.get(rp, headers=dict(ADMIN, **{
-        "openstack-api-version": "placement 1.20"}))
+    client.get(rp, headers=dict(ADMIN, **{"openstack-api-version": "placement 1.20"}))
     client.get(rp, headers=ADMIN)
-    client.get("/resource_classes", headers=ADMIN)          # 404 below 1.2
-    client.get("/traits")                                   # 401, no token
+    client.get("/resource_classes", headers=ADMIN)  # 404 below 1.2
+    client.get("/traits")  # 401, no token
     client.get("/no/such/%s" % uuid.uuid4(), headers=ADMIN)
     after = client.get("/metrics").text
 
@@ -84,8 +91,10 @@ def test_requests_counted_by_route_template_and_microversion(client):
     assert delta(metrics.UNMATCHED, "GET", "404", "1.0") == 1
     assert delta("/metrics", "GET", "200", "-") == 1
     hist = "placement_http_request_duration_seconds_count"
-    assert (value(after, hist, route=tmpl, method="GET")
-            - value(before, hist, route=tmpl, method="GET")) == 2
+    assert (
+        value(after, hist, route=tmpl, method="GET")
+        - value(before, hist, route=tmpl, method="GET")
+    ) == 2
 
 
 def test_domain_counters(client):
@@ -103,28 +112,31 @@ def test_domain_counters(client):
     assert delta("placement_generation_conflicts_total") == 1
     assert delta("placement_allocation_candidates_returned_count") == 1
     assert delta("placement_allocation_candidates_returned_sum") == 7
-    assert delta("placement_allocation_candidates_returned_bucket",
-                 le="10.0") == 1
-    assert delta("placement_allocation_candidates_returned_bucket",
-                 le="5.0") == 0
+    assert delta("placement_allocation_candidates_returned_bucket", le="10.0") == 1
+    assert delta("placement_allocation_candidates_returned_bucket", le="5.0") == 0
 
 
 def test_concurrent_update_409_is_counted(client):
     """A lost provider generation answered 409 bumps the conflict count."""
     rp = str(uuid.uuid4())
     headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
-    created = client.post("/resource_providers", headers=headers,
-                          json={"name": "conflict-rp", "uuid": rp})
-    if created.status_code != 200:
-        pytest.skip("resource provider API not available yet")
+    created = client.post(
+        "/resource_providers", headers=headers, json={"name": "conflict-rp", "uuid": rp}
+    )
+    assert created.status_code == 200, created.text
     before = client.get("/metrics").text
-    resp = client.put("/resource_providers/%s/traits" % rp, headers=headers,
-                      json={"traits": [], "resource_provider_generation": 99})
+    resp = client.put(
+        "/resource_providers/%s/traits" % rp,
+        headers=headers,
+        json={"traits": [], "resource_provider_generation": 99},
+    )
     assert resp.status_code == 409
     assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
     after = client.get("/metrics").text
-    assert (value(after, "placement_generation_conflicts_total")
-            - value(before, "placement_generation_conflicts_total")) == 1
+    assert (
+        value(after, "placement_generation_conflicts_total")
+        - value(before, "placement_generation_conflicts_total")
+    ) == 1
 
 
 def _served_by_both_workers(url, n):
@@ -139,14 +151,14 @@ def _served_by_both_workers(url, n):
     time.sleep(0.5)
     for _ in range(n - 1):
         assert requests.get(url + "/", headers=VERSION_17).status_code == 200
-    held.sendall(b"openstack-api-version: placement 1.7\r\n"
-                 b"connection: close\r\n\r\n")
+    held.sendall(b"openstack-api-version: placement 1.7\r\nconnection: close\r\n\r\n")
     assert held.recv(100).startswith(b"HTTP/1.1 200")
     held.close()
     # The readiness probe at start-up also hits "/", but at 1.0.
-    return [requests_total(requests.get(url + "/metrics").text,
-                           "/", "GET", "200", "1.7")
-            for _ in range(4)]
+    return [
+        requests_total(requests.get(url + "/metrics").text, "/", "GET", "200", "1.7")
+        for _ in range(4)
+    ]
 
 
 def test_counts_add_up_across_gunicorn_workers(tmp_path):
@@ -155,11 +167,11 @@ def test_counts_add_up_across_gunicorn_workers(tmp_path):
     mpdir = str(tmp_path / "prom")
     os.makedirs(mpdir)
     n = 30
-    with live_server.gunicorn(workers=2, env={
-            multiproc.ENV: mpdir}) as url:
+    with live_server.gunicorn(workers=2, env={multiproc.ENV: mpdir}) as url:
         assert _served_by_both_workers(url, n) == [n] * 4
-    per_worker = [worker_total(path)
-                  for path in glob.glob(os.path.join(mpdir, "counter_*.db"))]
+    per_worker = [
+        worker_total(path) for path in glob.glob(os.path.join(mpdir, "counter_*.db"))
+    ]
     assert sorted(per_worker) == [1, n - 1]
 
 
@@ -178,22 +190,36 @@ def worker_total(path):
     """GET / at 1.7 counted in one worker's own file."""
     for family in multiprocess.MultiProcessCollector.merge([path]):
         for s in family.samples:
-            if (s.name == "placement_http_requests_total"
-                    and s.labels.get("route") == "/"
-                    and s.labels.get("microversion") == "1.7"):
+            if (
+                s.name == "placement_http_requests_total"
+                and s.labels.get("route") == "/"
+                and s.labels.get("microversion") == "1.7"
+            ):
                 return s.value
     return 0
 
 
 def _provider_with_vcpu(client, headers):
     rp = str(uuid.uuid4())
-    assert client.post("/resource_providers", headers=headers, json={
-        "name": "m-%s" % rp, "uuid": rp}).status_code == 200
-    assert client.put("/resource_providers/%s/inventories" % rp,
-                      headers=headers, json={
-                          "resource_provider_generation": 0,
-                          "inventories": {"VCPU": {"total": 4}}}
-                      ).status_code == 200
+    assert (
+        client.post(
+            "/resource_providers",
+            headers=headers,
+            json={"name": "m-%s" % rp, "uuid": rp},
+        ).status_code
+        == 200
+    )
+    assert (
+        client.put(
+            "/resource_providers/%s/inventories" % rp,
+            headers=headers,
+            json={
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 4}},
+            },
+        ).status_code
+        == 200
+    )
     return rp
 
 
@@ -203,8 +229,10 @@ def test_candidates_returned_per_request(client):
     _provider_with_vcpu(client, headers)
     before = client.get("/metrics").text
     for query in ("resources=VCPU:1", "resources=VCPU:99"):
-        assert client.get("/allocation_candidates?" + query,
-                          headers=headers).status_code == 200
+        assert (
+            client.get("/allocation_candidates?" + query, headers=headers).status_code
+            == 200
+        )
     after = client.get("/metrics").text
 
     def delta(name, **labels):
@@ -217,9 +245,38 @@ def test_candidates_returned_per_request(client):
     assert delta(name + "_bucket", le="2.0") == 2
 
 
+def test_catalog_use_counted(client):
+    """The first candidate request after a provider write reads the catalog
+    again, the next ones hit it; with the catalog off nothing is counted."""
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    _provider_with_vcpu(client, headers)
+    conf = fixtures.configure()
+    query = "/allocation_candidates?resources=VCPU:1"
+    counts = []
+    for catalog_on in (True, False):
+        conf.set_override("provider_catalog", catalog_on, group="placement")
+        try:
+            before = client.get("/metrics").text
+            for _ in range(3):
+                assert client.get(query, headers=headers).status_code == 200
+            after = client.get("/metrics").text
+        finally:
+            conf.clear_override("provider_catalog", group="placement")
+        name = "placement_catalog_requests_total"
+        counts.append(
+            {
+                outcome: value(after, name, outcome=outcome)
+                - value(before, name, outcome=outcome)
+                for outcome in ("hit", "read", "sql")
+            }
+        )
+    assert counts == [{"hit": 2, "read": 1, "sql": 0}, {"hit": 0, "read": 0, "sql": 0}]
+
+
 def test_allocation_conflict_retry_counted(client, monkeypatch):
     """A lost generation race re-runs the write and counts one retry."""
     from placement.objects import allocation
+
     headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
     rp = _provider_with_vcpu(client, headers)
     real = allocation._transaction
@@ -230,14 +287,20 @@ def test_allocation_conflict_retry_counted(client, monkeypatch):
             lost.append(True)
             raise allocation.ProviderRace("lost")
         return real(db, attempt, catalog)
+
     monkeypatch.setattr(allocation, "_transaction", lose_once)
     before = client.get("/metrics").text
-    resp = client.put("/allocations/%s" % uuid.uuid4(), headers=headers,
-                      json={"allocations": {rp: {"resources": {"VCPU": 1}}},
-                            "project_id": str(uuid.uuid4()),
-                            "user_id": str(uuid.uuid4()),
-                            "consumer_generation": None,
-                            "consumer_type": "INSTANCE"})
+    resp = client.put(
+        "/allocations/%s" % uuid.uuid4(),
+        headers=headers,
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": str(uuid.uuid4()),
+            "user_id": str(uuid.uuid4()),
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.text
     after = client.get("/metrics").text
     name = "placement_generation_conflict_retries_total"
@@ -260,3 +323,33 @@ def test_multiproc_prepare(tmp_path, monkeypatch):
         assert os.listdir(made) == []
     finally:
         os.rmdir(made)
+
+
+def test_label_values_stay_bounded(client):
+    """Made-up methods and paths add no series: they count as ``other``
+    and ``unmatched``."""
+    client.request("BREW", "/warm-up", headers=ADMIN)
+    client.request("BREW", "/resource_providers", headers=ADMIN)
+    client.get("/metrics")
+    before = client.get("/metrics").text
+    for i in range(100):
+        client.request("M%dX" % i, "/made/up/%d" % i, headers=ADMIN)
+        client.request("PROPFIND%d" % i, "/resource_providers", headers=ADMIN)
+    after = client.get("/metrics").text
+    assert samples(after).keys() == samples(before).keys()
+    total = "placement_http_requests_total"
+    methods = {
+        dict(labels)["method"] for (name, labels) in samples(after) if name == total
+    }
+    assert methods <= metrics.KNOWN_METHODS | {metrics.OTHER_METHOD}
+    count = [
+        sum(
+            v
+            for (name, labels), v in samples(text).items()
+            if name == total
+            and dict(labels)["method"] == metrics.OTHER_METHOD
+            and dict(labels)["route"] == metrics.UNMATCHED
+        )
+        for text in (before, after)
+    ]
+    assert count[1] - count[0] == 100

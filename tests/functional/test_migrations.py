@@ -1,5 +1,6 @@
 """The alembic chain builds exactly the schema the code uses, on SQLite and
 MySQL, and its guard revisions refuse to run over unmigrated data."""
+
 import alembic.autogenerate
 import alembic.migration
 import alembic.script
@@ -12,8 +13,14 @@ from placement.db import schema
 from placement.db import tables
 from tests import fixtures
 
-CHAIN = ["b4ed3a175331", "611cd6dffd7b", "b5c396305c25", "422ece571366",
-         "a082b8bb98d0", "c7d1e4f2a9b3"]
+CHAIN = [
+    "b4ed3a175331",
+    "611cd6dffd7b",
+    "b5c396305c25",
+    "422ece571366",
+    "a082b8bb98d0",
+    "c7d1e4f2a9b3",
+]
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
@@ -28,7 +35,8 @@ def engine(request):
 def _differences(engine):
     with engine.connect() as conn:
         context = alembic.migration.MigrationContext.configure(
-            conn, opts={"compare_type": True, "compare_server_default": True})
+            conn, opts={"compare_type": True, "compare_server_default": True}
+        )
         return alembic.autogenerate.compare_metadata(context, tables.metadata)
 
 
@@ -36,6 +44,8 @@ def test_revision_chain():
     script = alembic.script.ScriptDirectory(schema.MIGRATIONS_DIR)
     revisions = [r.revision for r in script.walk_revisions("base", "heads")]
     assert list(reversed(revisions)) == CHAIN
+    # Start-up compares the database with schema.HEAD without loading alembic.
+    assert schema.HEAD == CHAIN[-1]
 
 
 def test_upgrade_head_matches_models(engine):
@@ -57,17 +67,23 @@ def test_initial_revision_has_no_consumer_types(engine):
     inspector = sa.inspect(engine)
     assert "consumer_types" not in inspector.get_table_names()
     assert "consumer_type_id" not in [
-        c["name"] for c in inspector.get_columns("consumers")]
+        c["name"] for c in inspector.get_columns("consumers")
+    ]
     # The comparison sees the missing table and column (and extra indexes).
-    kinds = {d[0] if isinstance(d, tuple) else d[0][0]
-             for d in _differences(engine)}
+    kinds = {d[0] if isinstance(d, tuple) else d[0][0] for d in _differences(engine)}
     assert {"add_table", "add_column", "remove_index"} <= kinds
 
 
 def _provider(conn, root=True):
-    conn.execute(tables.resource_providers.insert().values(
-        id=1, uuid="7e9ac3d0-1b42-4e0e-8a4c-3f0f6a3b9b11", name="rp",
-        generation=0, root_provider_id=1 if root else None))
+    conn.execute(
+        tables.resource_providers.insert().values(
+            id=1,
+            uuid="7e9ac3d0-1b42-4e0e-8a4c-3f0f6a3b9b11",
+            name="rp",
+            generation=0,
+            root_provider_id=1 if root else None,
+        )
+    )
 
 
 def test_null_root_provider_blocks_upgrade(engine):
@@ -83,9 +99,14 @@ def test_allocation_without_consumer_blocks_upgrade(engine):
     schema.upgrade(engine, CHAIN[0])
     with engine.begin() as conn:
         _provider(conn)
-        conn.execute(tables.allocations.insert().values(
-            resource_provider_id=1, resource_class_id=0, used=1,
-            consumer_id="0c3e2a4e-9f4b-4d47-a3a5-63e2f6d0f1a2"))
+        conn.execute(
+            tables.allocations.insert().values(
+                resource_provider_id=1,
+                resource_class_id=0,
+                used=1,
+                consumer_id="0c3e2a4e-9f4b-4d47-a3a5-63e2f6d0f1a2",
+            )
+        )
     with pytest.raises(Exception, match="missing a consumer record"):
         schema.upgrade(engine)
     assert schema.current_revision(engine) == CHAIN[1]
@@ -94,8 +115,10 @@ def test_allocation_without_consumer_blocks_upgrade(engine):
 def test_names_compare_case_sensitively(engine):
     schema.upgrade(engine)
     with engine.begin() as conn:
-        conn.execute(tables.traits.insert(), [{"name": "CUSTOM_A"},
-                                              {"name": "custom_a"}])
-        found = conn.scalars(sa.select(tables.traits.c.name).where(
-            tables.traits.c.name == "CUSTOM_A")).all()
+        conn.execute(
+            tables.traits.insert(), [{"name": "CUSTOM_A"}, {"name": "custom_a"}]
+        )
+        found = conn.scalars(
+            sa.select(tables.traits.c.name).where(tables.traits.c.name == "CUSTOM_A")
+        ).all()
     assert found == ["CUSTOM_A"]

@@ -7,6 +7,7 @@ osc_batch.py: one interpreter, a fresh ``OpenStackShell`` per command) to
 keep the CLI's start-up cost bounded; one test runs the ``openstack``
 executable itself.
 """
+
 import json
 import os
 import shlex
@@ -21,8 +22,7 @@ from tests.functional import live_server
 pytest.importorskip("osc_placement")
 
 OPENSTACK = os.path.join(os.path.dirname(sys.executable), "openstack")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Only the command line configures the client: no OS_* settings or
 # clouds.yaml choice leaks in from the environment.
 CLIENT_ENV = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
@@ -36,8 +36,14 @@ def server():
 
 class Osc:
     def __init__(self, url):
-        self.auth = ["--os-auth-type", "admin_token", "--os-token", "admin",
-                     "--os-endpoint", url]
+        self.auth = [
+            "--os-auth-type",
+            "admin_token",
+            "--os-token",
+            "admin",
+            "--os-endpoint",
+            url,
+        ]
 
     def batch(self, commands, version=None):
         """Run ``commands`` (strings, without ``openstack``); return their
@@ -77,8 +83,12 @@ class Osc:
         for v in dict.fromkeys(versions):
             procs[v] = subprocess.Popen(
                 [sys.executable, "-m", "tests.functional.osc_batch"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                cwd=ROOT, env=CLIENT_ENV)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+                env=CLIENT_ENV,
+            )
         outs = {}
         for v, proc in procs.items():
             mine = [a for a, av in zip(argvs, versions) if av == v]
@@ -91,8 +101,7 @@ class Osc:
         """One batch running ``make_commands(version)`` at each version;
         {version: its results}."""
         commands = {v: make_commands(v) for v in versions}
-        results = iter(self.batch(
-            [(v, c) for v in versions for c in commands[v]]))
+        results = iter(self.batch([(v, c) for v in versions for c in commands[v]]))
         return {v: [next(results) for _ in commands[v]] for v in versions}
 
 
@@ -131,8 +140,7 @@ def test_resource_providers(osc):
     runs = osc.per_version(["1.0", "1.14", "1.39", None], commands)
     for version, results in runs.items():
         root, child = ids[version]
-        created, child_created, listed, shown, renamed, deleted, gone, _ = (
-            results)
+        created, child_created, listed, shown, renamed, deleted, gone, _ = results
         assert created["uuid"] == root
         assert created["name"] == "rp-%s" % root
         assert created["generation"] == 0
@@ -153,19 +161,21 @@ def test_resource_providers(osc):
 
 def test_provider_tree_and_in_tree(osc):
     root, mid, leaf = uid(), uid(), uid()
-    results = osc.batch([
-        "resource provider create --uuid %s tree-root-%s -f json"
-        % (root, root),
-        "resource provider create --uuid %s --parent-provider %s tree-mid-%s"
-        " -f json" % (mid, root, mid),
-        "resource provider create --uuid %s --parent-provider %s tree-leaf-%s"
-        " -f json" % (leaf, mid, leaf),
-        "resource provider list --in-tree %s -f json" % leaf,
-        "!resource provider delete %s" % root,
-        "resource provider delete %s" % leaf,
-        "resource provider delete %s" % mid,
-        "resource provider delete %s" % root,
-    ], version="1.14")
+    results = osc.batch(
+        [
+            "resource provider create --uuid %s tree-root-%s -f json" % (root, root),
+            "resource provider create --uuid %s --parent-provider %s tree-mid-%s"
+            " -f json" % (mid, root, mid),
+            "resource provider create --uuid %s --parent-provider %s tree-leaf-%s"
+            " -f json" % (leaf, mid, leaf),
+            "resource provider list --in-tree %s -f json" % leaf,
+            "!resource provider delete %s" % root,
+            "resource provider delete %s" % leaf,
+            "resource provider delete %s" % mid,
+            "resource provider delete %s" % root,
+        ],
+        version="1.14",
+    )
     tree = by_key(results[3], "uuid")
     assert set(tree) == {root, mid, leaf}
     assert {r["root_provider_uuid"] for r in tree.values()} == {root}
@@ -195,8 +205,7 @@ def test_inventories(osc):
             "resource provider delete %s" % rp,
         ]
 
-    for results in osc.per_version(
-            ["1.0", "1.5", "1.39"], commands).values():
+    for results in osc.per_version(["1.0", "1.5", "1.39"], commands).values():
         _, inv_set, class_set, listed, shown, deleted, after, rp, _ = results
         by_class = by_key(inv_set, "resource_class")
         assert by_class["VCPU"]["total"] == 8
@@ -205,12 +214,10 @@ def test_inventories(osc):
         assert class_set["total"] == 100
         assert class_set["max_unit"] == 50
         assert class_set["step_size"] == 10
-        assert set(by_key(listed, "resource_class")) == {
-            "VCPU", "MEMORY_MB", "DISK_GB"}
+        assert set(by_key(listed, "resource_class")) == {"VCPU", "MEMORY_MB", "DISK_GB"}
         assert shown["total"] == 4096 and shown["reserved"] == 512
         assert deleted == ""
-        assert set(by_key(after, "resource_class")) == {
-            "MEMORY_MB", "DISK_GB"}
+        assert set(by_key(after, "resource_class")) == {"MEMORY_MB", "DISK_GB"}
         # Created at 0; one bump each for the set, class set and delete.
         assert rp["generation"] == 3
 
@@ -232,8 +239,7 @@ def test_aggregates(osc):
             "resource provider delete %s" % rp,
         ]
 
-    for version, results in osc.per_version(
-            ["1.1", "1.19", "1.39"], commands).items():
+    for version, results in osc.per_version(["1.1", "1.19", "1.39"], commands).items():
         rp, agg1, agg2 = ids[version]
         _, set_, listed, again, _ = results
         assert {r["uuid"] for r in set_} == {agg1, agg2}
@@ -250,19 +256,25 @@ def test_resource_classes(osc):
 
     def commands(version):
         name = names[version] = "CUSTOM_OSC_%s" % uuid.uuid4().hex[:8].upper()
-        idempotent = ["resource class set %s" % name,
-                      "resource class set %s" % name] if version != "1.2" else []
-        return [
-            "resource class create %s" % name,
-            "resource class list -f json",
-            "resource class show %s -f json" % name,
-        ] + idempotent + [
-            "resource class delete %s" % name,
-            "!resource class show %s -f json" % name,
-        ]
+        idempotent = (
+            ["resource class set %s" % name, "resource class set %s" % name]
+            if version != "1.2"
+            else []
+        )
+        return (
+            [
+                "resource class create %s" % name,
+                "resource class list -f json",
+                "resource class show %s -f json" % name,
+            ]
+            + idempotent
+            + [
+                "resource class delete %s" % name,
+                "!resource class show %s -f json" % name,
+            ]
+        )
 
-    for version, results in osc.per_version(
-            ["1.2", "1.7", "1.39"], commands).items():
+    for version, results in osc.per_version(["1.2", "1.7", "1.39"], commands).items():
         name = names[version]
         assert name in {r["name"] for r in results[1]}
         assert "VCPU" in {r["name"] for r in results[1]}
@@ -292,8 +304,7 @@ def test_traits(osc):
             "resource provider delete %s" % rp,
         ]
 
-    for version, results in osc.per_version(
-            ["1.6", "1.39", None], commands).items():
+    for version, results in osc.per_version(["1.6", "1.39", None], commands).items():
         trait = ids[version]
         assert trait in {r["name"] for r in results[1]}
         assert results[2] == {"name": trait}
@@ -309,22 +320,33 @@ def test_allocations_and_usages(osc):
 
     def commands(version):
         rp1, rp2, consumer, project, user = ids[version] = (
-            uid(), uid(), uid(), uid(), uid())
+            uid(),
+            uid(),
+            uid(),
+            uid(),
+            uid(),
+        )
         setup = []
         for rp in (rp1, rp2):
             setup += [
-                "resource provider create --uuid %s alloc-%s -f json"
-                % (rp, rp),
+                "resource provider create --uuid %s alloc-%s -f json" % (rp, rp),
                 "resource provider inventory set %s --resource VCPU=8"
-                " --resource MEMORY_MB=2048 -f json" % rp]
+                " --resource MEMORY_MB=2048 -f json" % rp,
+            ]
         return setup + [
             "resource provider allocation set %s"
             " --allocation rp=%s,VCPU=2,MEMORY_MB=512"
             " --allocation rp=%s,VCPU=1"
             " --project-id %s --user-id %s %s -f json"
-            % (consumer, rp1, rp2, project, user,
-               # 1.38+: the client requires a consumer type.
-               "--consumer-type INSTANCE" if version == "1.39" else ""),
+            % (
+                consumer,
+                rp1,
+                rp2,
+                project,
+                user,
+                # 1.38+: the client requires a consumer type.
+                "--consumer-type INSTANCE" if version == "1.39" else "",
+            ),
             "resource provider allocation show %s -f json" % consumer,
             "resource provider usage show %s -f json" % rp1,
             "resource usage show %s --user-id %s -f json" % (project, user),
@@ -339,8 +361,7 @@ def test_allocations_and_usages(osc):
             "resource provider delete %s" % rp2,
         ]
 
-    for version, results in osc.per_version(
-            ["1.12", "1.28", "1.39"], commands).items():
+    for version, results in osc.per_version(["1.12", "1.28", "1.39"], commands).items():
         rp1, rp2, consumer, project, user = ids[version]
         results = results[4:]
         set_ = by_key(results[0], "resource_provider")
@@ -356,8 +377,9 @@ def test_allocations_and_usages(osc):
         if version == "1.39":
             # 1.38+: usages per consumer type (the client names the column
             # resource_class), with a consumer count.
-            assert totals == {"INSTANCE": {
-                "VCPU": 3, "MEMORY_MB": 512, "consumer_count": 1}}
+            assert totals == {
+                "INSTANCE": {"VCPU": 3, "MEMORY_MB": 512, "consumer_count": 1}
+            }
         else:
             assert totals == {"VCPU": 3, "MEMORY_MB": 512}
         assert set(by_key(results[4], "resource_provider")) == {rp1}
@@ -370,31 +392,32 @@ def test_allocations_and_usages(osc):
 def test_allocation_candidates_with_groups(osc):
     root, numa0, numa1 = uid(), uid(), uid()
     trait = "CUSTOM_OSC_AC_%s" % uuid.uuid4().hex[:8].upper()
-    osc.batch([
-        "trait create %s" % trait,
-        "resource provider create --uuid %s ac-root-%s -f json"
-        % (root, root),
-        "resource provider create --uuid %s --parent-provider %s ac-n0-%s"
-        " -f json" % (numa0, root, numa0),
-        "resource provider create --uuid %s --parent-provider %s ac-n1-%s"
-        " -f json" % (numa1, root, numa1),
-        "resource provider inventory set %s --resource DISK_GB=100 -f json"
-        % root,
-        "resource provider inventory set %s --resource VCPU=4"
-        " --resource MEMORY_MB=1024 -f json" % numa0,
-        "resource provider inventory set %s --resource VCPU=4"
-        " --resource MEMORY_MB=1024 -f json" % numa1,
-        "resource provider trait set %s --trait %s -f json" % (numa1, trait),
-    ], version="1.39")
+    osc.batch(
+        [
+            "trait create %s" % trait,
+            "resource provider create --uuid %s ac-root-%s -f json" % (root, root),
+            "resource provider create --uuid %s --parent-provider %s ac-n0-%s"
+            " -f json" % (numa0, root, numa0),
+            "resource provider create --uuid %s --parent-provider %s ac-n1-%s"
+            " -f json" % (numa1, root, numa1),
+            "resource provider inventory set %s --resource DISK_GB=100 -f json" % root,
+            "resource provider inventory set %s --resource VCPU=4"
+            " --resource MEMORY_MB=1024 -f json" % numa0,
+            "resource provider inventory set %s --resource VCPU=4"
+            " --resource MEMORY_MB=1024 -f json" % numa1,
+            "resource provider trait set %s --trait %s -f json" % (numa1, trait),
+        ],
+        version="1.39",
+    )
 
     def commands(version):
-        groups = (" --resource DISK_GB=10 --group 1 --resource VCPU=2"
-                  " --group 2 --resource VCPU=2")
+        groups = (
+            " --resource DISK_GB=10 --group 1 --resource VCPU=2"
+            " --group 2 --resource VCPU=2"
+        )
         return [
-            "allocation candidate list %s --group-policy none -f json"
-            % groups,
-            "allocation candidate list %s --group-policy isolate -f json"
-            % groups,
+            "allocation candidate list %s --group-policy none -f json" % groups,
+            "allocation candidate list %s --group-policy isolate -f json" % groups,
             "allocation candidate list --group 1 --resource VCPU=1"
             " --required %s --group-policy none -f json" % trait,
         ]
@@ -403,13 +426,14 @@ def test_allocation_candidates_with_groups(osc):
         """Our tree's candidates: [{provider: allocation}]."""
         out = {}
         for row in rows:
-            out.setdefault(row["#"], {})[row["resource provider"]] = (
-                row["allocation"])
+            out.setdefault(row["#"], {})[row["resource provider"]] = row["allocation"]
         return [c for c in out.values() if set(c) <= {root, numa0, numa1}]
 
     for version, (grouped, isolated, required) in osc.per_version(
-            # osc-placement knows no version in 1.30-1.36.
-            ["1.25", "1.29", "1.39"], commands).items():
+        # osc-placement knows no version in 1.30-1.36.
+        ["1.25", "1.29", "1.39"],
+        commands,
+    ).items():
         # The trait-filtered group fits one provider: fine at any version.
         assert [set(c) for c in candidates(required)] == [{numa1}]
         if version == "1.25":
@@ -421,8 +445,11 @@ def test_allocation_candidates_with_groups(osc):
         # isolate: the two groups on different nodes only.
         iso = candidates(isolated)
         assert [set(c) for c in iso] == [{root, numa0, numa1}] * 2
-    osc.batch(["resource provider delete %s" % p for p in (numa0, numa1, root)]
-              + ["trait delete %s" % trait], version="1.39")
+    osc.batch(
+        ["resource provider delete %s" % p for p in (numa0, numa1, root)]
+        + ["trait delete %s" % trait],
+        version="1.39",
+    )
 
 
 def test_default_negotiation_with_the_openstack_executable(osc, server):
@@ -430,21 +457,44 @@ def test_default_negotiation_with_the_openstack_executable(osc, server):
     rp = uid()
     run = [OPENSTACK] + osc.auth
     created = subprocess.run(
-        run + ["resource", "provider", "create", "--uuid", rp,
-               "exe-%s" % rp, "-f", "json"],
-        capture_output=True, text=True, timeout=120, check=True,
-        env=CLIENT_ENV)
+        run
+        + ["resource", "provider", "create", "--uuid", rp, "exe-%s" % rp, "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=CLIENT_ENV,
+    )
     body = json.loads(created.stdout)
     assert body["uuid"] == rp and body["generation"] == 0
     # The client negotiates up past 1.14: the tree fields are printed.
     assert body["root_provider_uuid"] == rp
     listed = subprocess.run(
-        run + ["--os-placement-api-version", "1.0", "resource", "provider",
-               "list", "--uuid", rp, "-f", "json"],
-        capture_output=True, text=True, timeout=120, check=True,
-        env=CLIENT_ENV)
+        run
+        + [
+            "--os-placement-api-version",
+            "1.0",
+            "resource",
+            "provider",
+            "list",
+            "--uuid",
+            rp,
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=CLIENT_ENV,
+    )
     assert json.loads(listed.stdout) == [
-        {"uuid": rp, "name": "exe-%s" % rp, "generation": 0}]
-    subprocess.run(run + ["resource", "provider", "delete", rp],
-                   capture_output=True, timeout=120, check=True,
-                   env=CLIENT_ENV)
+        {"uuid": rp, "name": "exe-%s" % rp, "generation": 0}
+    ]
+    subprocess.run(
+        run + ["resource", "provider", "delete", rp],
+        capture_output=True,
+        timeout=120,
+        check=True,
+        env=CLIENT_ENV,
+    )

@@ -1,4 +1,5 @@
-"""Every policy rule's default for each kind of caller (policies.md), the
+"""Every policy rule's default for each kind of caller (doc/api.md
+"Policy"), the
 legacy fallback (enforce_new_defaults=False), enforce_scope=False and
 overrides from a policy file.
 
@@ -7,6 +8,7 @@ policy check runs before any lookup or validation, so an allowed caller gets
 some non-403 answer (200, 400, 404...) and a denied one the 403 naming the
 rule.
 """
+
 import pytest
 
 from placement import policies
@@ -29,13 +31,10 @@ REQUESTS = {
     "resource_classes:update": ("PUT", "/resource_classes/CUSTOM_P", None),
     "resource_classes:delete": ("DELETE", "/resource_classes/CUSTOM_N", None),
     "resource_providers:inventories:list": ("GET", RP + "/inventories", None),
-    "resource_providers:inventories:create": (
-        "POST", RP + "/inventories", {}),
-    "resource_providers:inventories:show": (
-        "GET", RP + "/inventories/VCPU", None),
+    "resource_providers:inventories:create": ("POST", RP + "/inventories", {}),
+    "resource_providers:inventories:show": ("GET", RP + "/inventories/VCPU", None),
     "resource_providers:inventories:update": ("PUT", RP + "/inventories", {}),
-    "resource_providers:inventories:delete": (
-        "DELETE", RP + "/inventories", None),
+    "resource_providers:inventories:delete": ("DELETE", RP + "/inventories", None),
     "resource_providers:aggregates:list": ("GET", RP + "/aggregates", None),
     "resource_providers:aggregates:update": ("PUT", RP + "/aggregates", {}),
     "resource_providers:usages": ("GET", RP + "/usages", None),
@@ -51,10 +50,12 @@ REQUESTS = {
     "allocations:list": ("GET", CONSUMER, None),
     "allocations:update": ("PUT", CONSUMER, {}),
     "allocations:delete": ("DELETE", CONSUMER, None),
-    "resource_providers:allocations:list": (
-        "GET", RP + "/allocations", None),
+    "resource_providers:allocations:list": ("GET", RP + "/allocations", None),
     "allocation_candidates:list": (
-        "GET", "/allocation_candidates?resources=VCPU:1", None),
+        "GET",
+        "/allocation_candidates?resources=VCPU:1",
+        None,
+    ),
     "reshaper:reshape": ("POST", "/reshaper", {}),
 }
 ALL = sorted(REQUESTS)
@@ -75,8 +76,14 @@ CALLERS = {
 
 def request(app, rule, caller):
     method, path, body = REQUESTS[rule]
-    return call(app, path, method, body=body,
-                openstack_api_version="placement latest", **CALLERS[caller])
+    return call(
+        app,
+        path,
+        method,
+        body=body,
+        openstack_api_version="placement latest",
+        **CALLERS[caller],
+    )
 
 
 def allowed(app, rule, caller):
@@ -92,18 +99,21 @@ def allowed(app, rule, caller):
 
 def test_every_rule_has_a_request():
     assert {r.name for r in policies.API_RULES} == {
-        "placement:" + rule for rule in REQUESTS}
+        "placement:" + rule for rule in REQUESTS
+    }
 
 
 def matrix(app, callers):
     """{(rule, caller): allowed?} for every rule."""
-    return {(rule, caller): allowed(app, rule, caller)
-            for rule in ALL for caller in callers}
+    return {
+        (rule, caller): allowed(app, rule, caller) for rule in ALL for caller in callers
+    }
 
 
 def expect(callers, rule_allows):
-    return {(rule, caller): rule_allows(rule, caller)
-            for rule in ALL for caller in callers}
+    return {
+        (rule, caller): rule_allows(rule, caller) for rule in ALL for caller in callers
+    }
 
 
 @pytest.fixture
@@ -121,14 +131,16 @@ def test_defaults(default_app):
         "reader": lambda rule: rule == "usages",
     }
     assert matrix(default_app, callers) == expect(
-        callers, lambda rule, caller: expected.get(
-            caller, lambda rule: False)(rule))
+        callers, lambda rule, caller: expected.get(caller, lambda rule: False)(rule)
+    )
 
 
 def test_denial_messages(default_app):
     response = request(default_app, "traits:list", "no-role")
-    assert ("Policy does not allow placement:traits:list to be performed."
-            in response.json()["errors"][0]["detail"])
+    assert (
+        "Policy does not allow placement:traits:list to be performed."
+        in response.json()["errors"][0]["detail"]
+    )
     # A scope mismatch names just the rule.
     response = request(default_app, "traits:list", "system-admin")
     detail = response.json()["errors"][0]["detail"]
@@ -137,10 +149,18 @@ def test_denial_messages(default_app):
 
 
 def test_reader_usages_only_for_own_project(default_app):
-    ok = call(default_app, "/usages?project_id=proj",
-              openstack_api_version="placement 1.9", **CALLERS["reader"])
-    other = call(default_app, "/usages?project_id=someone-else",
-                 openstack_api_version="placement 1.9", **CALLERS["reader"])
+    ok = call(
+        default_app,
+        "/usages?project_id=proj",
+        openstack_api_version="placement 1.9",
+        **CALLERS["reader"],
+    )
+    other = call(
+        default_app,
+        "/usages?project_id=someone-else",
+        openstack_api_version="placement 1.9",
+        **CALLERS["reader"],
+    )
     assert ok.status == 200
     assert other.status == 403
 
@@ -150,17 +170,21 @@ def test_legacy_defaults_add_admin():
     callers = ["admin", "service", "reader", "no-role", "system-admin"]
     with pipeline(**{"oslo_policy.enforce_new_defaults": False}) as app:
         found = matrix(app, callers)
-    assert found == expect(callers, lambda rule, caller: (
-        caller in ("admin", "service") or
-        (caller == "reader" and rule == "usages")))
+    assert found == expect(
+        callers,
+        lambda rule, caller: (
+            caller in ("admin", "service") or (caller == "reader" and rule == "usages")
+        ),
+    )
 
 
 def test_without_scope_enforcement_system_tokens_are_judged_by_roles():
     callers = ["system-admin", "no-role", "admin"]
     with pipeline(**{"oslo_policy.enforce_scope": False}) as app:
         found = matrix(app, callers)
-    assert found == expect(callers, lambda rule, caller: (
-        caller != "no-role" and rule not in SERVICE_ONLY))
+    assert found == expect(
+        callers, lambda rule, caller: caller != "no-role" and rule not in SERVICE_ONLY
+    )
 
 
 def test_policy_file_overrides(tmp_path):
@@ -169,14 +193,16 @@ def test_policy_file_overrides(tmp_path):
         '"placement:traits:list": "role:reader"\n'
         '"placement:reshaper:reshape": "rule:admin_or_service_api"\n'
         '"admin_or_service_api": "role:admin or role:service or '
-        'role:operator"\n')
+        'role:operator"\n'
+    )
     with pipeline(**{"oslo_policy.policy_file": str(policy_file)}) as app:
         assert allowed(app, "traits:list", "reader")
         assert not allowed(app, "traits:list", "admin")
         assert allowed(app, "reshaper:reshape", "admin")
         operator = {"x_auth_token": "op:proj", "x_roles": "operator"}
-        response = call(app, "/resource_classes",
-                        openstack_api_version="placement 1.2", **operator)
+        response = call(
+            app, "/resource_classes", openstack_api_version="placement 1.2", **operator
+        )
         assert response.status == 200
         # Untouched rules keep their defaults.
         assert not allowed(app, "traits:show", "reader")

@@ -1,4 +1,5 @@
 """One INFO line per request on ``placement.requestlog``."""
+
 import logging
 import re
 
@@ -10,8 +11,9 @@ from tests.functional import wsgi_call
 
 LINE = re.compile(
     r'^(?P<addr>\S+) "(?P<method>[A-Z]+) (?P<path>\S+)" status: (?P<status>\d+)'
-    r' len: (?P<len>\d+) microversion: (?P<version>\S+)'
-    r' time: (?P<time>\d+\.\d{6}) request_id: (?P<rid>req-[0-9a-f-]{36})$')
+    r" len: (?P<len>\d+) microversion: (?P<version>\S+)"
+    r" time: (?P<time>\d+\.\d{6}) request_id: (?P<rid>req-[0-9a-f-]{36})$"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,12 @@ ADMIN = {"x-auth-token": "admin"}
 def test_line_fields(app, caplog):
     caplog.set_level(logging.INFO, logger="placement.requestlog")
     status, headers, body = call(
-        app, "GET", "/resource_providers", query="name=a%20b&member_of=x",
-        headers=dict(ADMIN, **{"openstack-api-version": "placement 1.14"}))
+        app,
+        "GET",
+        "/resource_providers",
+        query="name=a%20b&member_of=x",
+        headers=dict(ADMIN, **{"openstack-api-version": "placement 1.14"}),
+    )
     line = logged(caplog)
     assert line["addr"] == "192.0.2.7"
     assert line["method"] == "GET"
@@ -54,8 +60,9 @@ def test_line_fields(app, caplog):
 
 def test_error_before_negotiation_has_no_version(app, caplog):
     caplog.set_level(logging.INFO, logger="placement.requestlog")
-    status, headers, body = call(app, "GET", "/", headers={
-        "openstack-api-version": "placement 2.0"})
+    status, headers, body = call(
+        app, "GET", "/", headers={"openstack-api-version": "placement 2.0"}
+    )
     line = logged(caplog)
     assert (line["status"], line["version"]) == ("406", "-")
     assert int(line["len"]) == len(body) > 0
@@ -66,7 +73,10 @@ def test_unauthenticated_request_is_logged(app, caplog):
     call(app, "DELETE", "/traits/CUSTOM_X")
     line = logged(caplog)
     assert (line["method"], line["path"], line["status"]) == (
-        "DELETE", "/traits/CUSTOM_X", "401")
+        "DELETE",
+        "/traits/CUSTOM_X",
+        "401",
+    )
 
 
 def test_no_content_length_logged_as_zero(app, caplog):
@@ -78,24 +88,32 @@ def test_no_content_length_logged_as_zero(app, caplog):
 
 def test_non_ascii_path_logged_percent_encoded(app, caplog):
     caplog.set_level(logging.INFO, logger="placement.requestlog")
-    call(app, "GET", "/resource_classes/CUSTOM_\u00c9", headers=dict(ADMIN, **{
-        "openstack-api-version": "placement 1.2"}))
+    call(
+        app,
+        "GET",
+        "/resource_classes/CUSTOM_\u00c9",
+        headers=dict(ADMIN, **{"openstack-api-version": "placement 1.2"}),
+    )
     assert logged(caplog)["path"] == "/resource_classes/CUSTOM_%C3%89"
 
 
 def test_mount_prefix_in_path(app, caplog):
     caplog.set_level(logging.INFO, logger="placement.requestlog")
-    status, _, _ = call(app, "GET", "/traits", query="name=startswith:X",
-                        script_name="/placement", headers=dict(ADMIN, **{
-                            "openstack-api-version": "placement 1.6"}))
+    status, _, _ = call(
+        app,
+        "GET",
+        "/traits",
+        query="name=startswith:X",
+        script_name="/placement",
+        headers=dict(ADMIN, **{"openstack-api-version": "placement 1.6"}),
+    )
     assert logged(caplog)["path"] == "/placement/traits?name=startswith:X"
 
 
 def test_nothing_below_info(app, caplog):
     caplog.set_level(logging.WARNING, logger="placement.requestlog")
     call(app, "GET", "/")
-    assert not [r for r in caplog.records
-                if r.name == "placement.requestlog"]
+    assert not [r for r in caplog.records if r.name == "placement.requestlog"]
 
 
 def test_exception_escaping_inner_layer_is_logged_as_500(caplog):
@@ -103,8 +121,8 @@ def test_exception_escaping_inner_layer_is_logged_as_500(caplog):
 
     def broken(environ, start_response):
         raise RuntimeError("boom")
+
     with pytest.raises(RuntimeError):
         call(middleware.RequestIdMiddleware(broken), "GET", "/x")
     line = logged(caplog)
-    assert (line["path"], line["status"], line["version"]) == (
-        "/x", "500", "-")
+    assert (line["path"], line["status"], line["version"]) == ("/x", "500", "-")

@@ -1,7 +1,9 @@
-"""Resource provider objects on real SQLite and MySQL databases: the list
-and tree moves issue a fixed number of statements whatever the number of
-providers, and concurrent creates of one name leave exactly one winner.
+"""Resource provider objects on real SQLite, MySQL and PostgreSQL databases:
+the list and tree moves issue a fixed number of statements whatever the
+number of providers, and concurrent creates of one name leave exactly one
+winner.
 """
+
 import contextlib
 import uuid
 
@@ -25,6 +27,7 @@ def statements(db):
 
     def record(conn, cursor, statement, *args):
         seen.append(statement)
+
     event.listen(db.engine, "before_cursor_execute", record)
     try:
         yield seen
@@ -33,8 +36,13 @@ def statements(db):
 
 
 def _queries(seen):
-    return [s for s in seen if s.lstrip().upper().startswith(
-        ("SELECT", "WITH", "UPDATE", "INSERT", "DELETE"))]
+    return [
+        s
+        for s in seen
+        if s.lstrip()
+        .upper()
+        .startswith(("SELECT", "WITH", "UPDATE", "INSERT", "DELETE"))
+    ]
 
 
 def _add_providers(db, count, parent_uuid=None, trait="CUSTOM_ANY"):
@@ -44,19 +52,37 @@ def _add_providers(db, count, parent_uuid=None, trait="CUSTOM_ANY"):
     for rp_uuid in uuids:
         rp_obj.create(db, rp_uuid, rp_uuid, parent_uuid)
     with db.writer() as conn:
-        trait_id = conn.execute(tables.traits.insert().values(
-            name=trait)).inserted_primary_key[0]
-        agg_id = conn.execute(tables.placement_aggregates.insert().values(
-            uuid=str(uuid.uuid4()))).inserted_primary_key[0]
+        trait_id = conn.execute(
+            tables.traits.insert().values(name=trait)
+        ).inserted_primary_key[0]
+        agg_id = conn.execute(
+            tables.placement_aggregates.insert().values(uuid=str(uuid.uuid4()))
+        ).inserted_primary_key[0]
         ids = [rp_obj.get(db, u)["id"] for u in uuids]
-        conn.execute(tables.inventories.insert(), [dict(
-            resource_provider_id=i, resource_class_id=0, total=8, reserved=0,
-            min_unit=1, max_unit=8, step_size=1, allocation_ratio=1.0)
-            for i in ids])
-        conn.execute(tables.resource_provider_traits.insert(), [
-            dict(resource_provider_id=i, trait_id=trait_id) for i in ids])
-        conn.execute(tables.resource_provider_aggregates.insert(), [
-            dict(resource_provider_id=i, aggregate_id=agg_id) for i in ids])
+        conn.execute(
+            tables.inventories.insert(),
+            [
+                dict(
+                    resource_provider_id=i,
+                    resource_class_id=0,
+                    total=8,
+                    reserved=0,
+                    min_unit=1,
+                    max_unit=8,
+                    step_size=1,
+                    allocation_ratio=1.0,
+                )
+                for i in ids
+            ],
+        )
+        conn.execute(
+            tables.resource_provider_traits.insert(),
+            [dict(resource_provider_id=i, trait_id=trait_id) for i in ids],
+        )
+        conn.execute(
+            tables.resource_provider_aggregates.insert(),
+            [dict(resource_provider_id=i, aggregate_id=agg_id) for i in ids],
+        )
     return uuids
 
 
@@ -64,9 +90,12 @@ def _list_everything(db, root_uuid, trait, version=LATEST):
     agg = "%s" % uuid.uuid4()
     with statements(db) as seen:
         found, _ = provider_list.list_providers(
-            db, resources={"VCPU": 1}, in_tree=root_uuid,
+            db,
+            resources={"VCPU": 1},
+            in_tree=root_uuid,
             member_of=query_params.parse_member_of(["!" + agg], version),
-            required=query_params.parse_required([trait], version))
+            required=query_params.parse_required([trait], version),
+        )
     return found, len(_queries(seen))
 
 
@@ -86,8 +115,9 @@ def test_moving_a_deep_subtree_is_a_fixed_number_of_statements(db):
         parent = None
         created = []
         for _ in range(length):
-            parent = rp_obj.create(db, str(uuid.uuid4()), str(uuid.uuid4()),
-                                   parent)["uuid"]
+            parent = rp_obj.create(db, str(uuid.uuid4()), str(uuid.uuid4()), parent)[
+                "uuid"
+            ]
             created.append(parent)
         return created
 
@@ -96,8 +126,9 @@ def test_moving_a_deep_subtree_is_a_fixed_number_of_statements(db):
         nodes = chain(length)
         new_root = chain(1)[0]
         with statements(db) as seen:
-            rp_obj.update(db, nodes[1], "moved-%d" % length, new_root,
-                          allow_reparenting=True)
+            rp_obj.update(
+                db, nodes[1], "moved-%d" % length, new_root, allow_reparenting=True
+            )
         counts.append(len(_queries(seen)))
         assert rp_obj.get(db, nodes[-1])["root_provider_uuid"] == new_root
         assert rp_obj.get(db, nodes[0])["root_provider_uuid"] == nodes[0]
@@ -107,7 +138,8 @@ def test_moving_a_deep_subtree_is_a_fixed_number_of_statements(db):
 def test_concurrent_creates_of_one_name_have_one_winner(db):
     writers = 6
     outcomes = helpers.run_together(
-        lambda i: rp_obj.create(db, str(uuid.uuid4()), "contended"), writers)
+        lambda i: rp_obj.create(db, str(uuid.uuid4()), "contended"), writers
+    )
     losers = [o for o in outcomes if isinstance(o, Exception)]
     assert len(losers) == writers - 1
     assert all(isinstance(e, exception.DuplicateName) for e in losers), losers

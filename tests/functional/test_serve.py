@@ -1,5 +1,6 @@
 """placement-api serving for real (gunicorn in a subprocess on a free port),
 and the configuration rules of the WSGI entry point."""
+
 import contextlib
 import json
 import socket
@@ -29,19 +30,22 @@ def server(tmp_path):
     """Starts placement-api; yields a function returning its base URL."""
     with contextlib.ExitStack() as running:
         yield lambda *args, **env: running.enter_context(
-            live_server.placement_api(tmp_path, *args, **env))
+            live_server.placement_api(tmp_path, *args, **env)
+        )
 
 
 def test_serves_the_api(server):
     base = server("--workers", "2", "--threads", "2")
-    status, headers, body = get(base + "/resource_providers",
-                                **{"x-auth-token": "admin"})
+    status, headers, body = get(
+        base + "/resource_providers", **{"x-auth-token": "admin"}
+    )
     assert status == 200
     assert body == {"resource_providers": []}
     assert headers["x-openstack-request-id"].startswith("req-")
-    status, _, body = get(base + "/resource_classes",
-                          **{"x-auth-token": "admin",
-                             "openstack-api-version": "placement 1.2"})
+    status, _, body = get(
+        base + "/resource_classes",
+        **{"x-auth-token": "admin", "openstack-api-version": "placement 1.2"},
+    )
     assert "VCPU" in [c["name"] for c in body["resource_classes"]]
     status, _, body = get(base + "/resource_providers")
     assert status == 401
@@ -52,12 +56,12 @@ def test_serves_under_a_prefix(server):
     status, _, body = get(base + "/placement/")
     assert status == 200
     assert body["versions"][0]["max_version"] == "1.39"
-    status, _, body = get(base + "/placement",
-                          **{"x-auth-token": "admin"})
+    status, _, body = get(base + "/placement", **{"x-auth-token": "admin"})
     assert body["versions"][0]["id"] == "v1.0"
-    status, _, body = get(base + "/placement/resource_classes/VCPU",
-                          **{"x-auth-token": "admin",
-                             "openstack-api-version": "placement 1.2"})
+    status, _, body = get(
+        base + "/placement/resource_classes/VCPU",
+        **{"x-auth-token": "admin", "openstack-api-version": "placement 1.2"},
+    )
     assert body["links"][0]["href"] == "/placement/resource_classes/VCPU"
 
 
@@ -86,7 +90,8 @@ def _write_conf(directory, connection):
         "[api]\nauth_strategy = noauth2\n"
         "[placement]\nmax_allocation_candidates = 7\n"
         "[placement_database]\nconnection = %s\n"
-        "sync_on_startup = True\n" % connection)
+        "sync_on_startup = True\n" % connection
+    )
 
 
 def test_wsgi_reads_os_placement_config_dir(tmp_path):
@@ -100,8 +105,10 @@ def test_wsgi_reads_os_placement_config_dir(tmp_path):
 
 def test_environment_overrides_the_file(tmp_path):
     _write_conf(tmp_path / "etc", "sqlite:///%s/p.sqlite" % tmp_path)
-    result = _probe(OS_PLACEMENT_CONFIG_DIR=str(tmp_path / "etc"),
-                    OS_PLACEMENT__MAX_ALLOCATION_CANDIDATES="9")
+    result = _probe(
+        OS_PLACEMENT_CONFIG_DIR=str(tmp_path / "etc"),
+        OS_PLACEMENT__MAX_ALLOCATION_CANDIDATES="9",
+    )
     assert result.stdout.splitlines()[-1].split() == ["noauth2", "9"], result.stderr
 
 
@@ -115,17 +122,28 @@ def test_wsgi_without_connection_fails_hard(tmp_path):
 # -- odd request lines through a real server ---------------------------------
 
 ODD_TARGETS = [
-    b"/resource_providers/%ff", b"/resource_providers/%ff/inventories",
-    b"/resource_providers/abc%00def/traits", b"/resource_providers/%2F",
-    b"/traits/%C3%A9", b"/traits/CUSTOM_%00", b"/traits/%ff",
-    b"/resource_classes/%ff", b"/resource_classes/CUSTOM_%C3%A9",
-    b"/allocations/%ff", b"/%ff", b"/usages?project_id=%ff",
-    b"/traits?name=in:%ff", b"/resource_providers?uuid=%00",
+    b"/resource_providers/%ff",
+    b"/resource_providers/%ff/inventories",
+    b"/resource_providers/abc%00def/traits",
+    b"/resource_providers/%2F",
+    b"/traits/%C3%A9",
+    b"/traits/CUSTOM_%00",
+    b"/traits/%ff",
+    b"/resource_classes/%ff",
+    b"/resource_classes/CUSTOM_%C3%A9",
+    b"/allocations/%ff",
+    b"/%ff",
+    b"/usages?project_id=%ff",
+    b"/traits?name=in:%ff",
+    b"/resource_providers?uuid=%00",
     b"/allocation_candidates?resources=VCPU:%ff",
     b"/traits/" + b"A" * 3000,
     # Over gunicorn's request-line limit, and raw bytes it refuses.
-    b"/resource_providers/" + b"a" * 5000, b"/" + b"a" * 9000,
-    b"/resource_providers/\x00", b"/traits/\xff", b"/traits/\xc3\xa9",
+    b"/resource_providers/" + b"a" * 5000,
+    b"/" + b"a" * 9000,
+    b"/resource_providers/\x00",
+    b"/traits/\xff",
+    b"/traits/\xc3\xa9",
     b"/resource_providers?name=\x00",
 ]
 
@@ -133,10 +151,12 @@ ODD_TARGETS = [
 def _raw_request(port, method, target):
     """Send one request exactly as given; (status, headers, body)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n"
-                     b"openstack-api-version: placement latest\r\n"
-                     b"content-type: application/json\r\ncontent-length: 2"
-                     b"\r\nconnection: close\r\n\r\n{}" % (method, target))
+        sock.sendall(
+            b"%s %s HTTP/1.1\r\nHost: x\r\nx-auth-token: admin\r\n"
+            b"openstack-api-version: placement latest\r\n"
+            b"content-type: application/json\r\ncontent-length: 2"
+            b"\r\nconnection: close\r\n\r\n{}" % (method, target)
+        )
         data = b"".join(iter(lambda: sock.recv(65536), b""))
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin1").split("\r\n")
@@ -145,7 +165,7 @@ def _raw_request(port, method, target):
 
 
 def test_odd_paths_never_get_a_5xx_or_html(server):
-    """Every answer is JSON; errors are the contract's error document.
+    """Every answer is JSON; errors are the JSON error document.
     (GET /allocations/{any consumer} is a 200 with no allocations.)"""
     port = int(server().rsplit(":", 1)[1])
     for target in ODD_TARGETS:

@@ -4,6 +4,7 @@ Every writer sends the provider generation it read; exactly one may win, the
 others must get a clean 409 placement.concurrent_update (never a 5xx), and
 the generation must have moved exactly once.
 """
+
 import uuid
 
 import httpx
@@ -13,18 +14,26 @@ from tests import fixtures
 from tests import helpers
 
 WRITERS = 6
-HEADERS = {"x-auth-token": "admin", "accept": "application/json",
-           "content-type": "application/json",
-           "openstack-api-version": "placement latest"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "content-type": "application/json",
+    "openstack-api-version": "placement latest",
+}
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
 def client_factory(request):
     fixtures.require_backend(request.param)
     with fixtures.app(request.param) as (app, _db):
+
         def make():
-            return httpx.Client(transport=httpx.WSGITransport(app=app),
-                                base_url="http://localhost", headers=HEADERS)
+            return httpx.Client(
+                transport=httpx.WSGITransport(app=app),
+                base_url="http://localhost",
+                headers=HEADERS,
+            )
+
         yield make
 
 
@@ -37,9 +46,11 @@ def _provider(client):
 
 def _race(client_factory, path, bodies, **kwargs):
     """PUT each body from its own thread at once; the responses."""
+
     def put(i):
         with client_factory() as client:
             return client.put(path, json=bodies[i], **kwargs)
+
     responses = helpers.run_together(put, len(bodies))
     for response in responses:
         if isinstance(response, Exception):
@@ -49,12 +60,10 @@ def _race(client_factory, path, bodies, **kwargs):
 
 def _assert_one_winner(responses):
     statuses = sorted(r.status_code for r in responses)
-    assert statuses == [200] + [409] * (len(responses) - 1), \
-        [r.text for r in responses]
+    assert statuses == [200] + [409] * (len(responses) - 1), [r.text for r in responses]
     for resp in responses:
         if resp.status_code == 409:
-            assert resp.json()["errors"][0]["code"] == \
-                "placement.concurrent_update"
+            assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
 
 
 def test_provider_traits_one_winner(client_factory):
@@ -64,9 +73,11 @@ def test_provider_traits_one_winner(client_factory):
         for name in names:
             assert client.put("/traits/" + name).status_code == 201
         path = "/resource_providers/%s/traits" % rp
-        responses = _race(client_factory, path, [
-            {"traits": [name], "resource_provider_generation": 0}
-            for name in names])
+        responses = _race(
+            client_factory,
+            path,
+            [{"traits": [name], "resource_provider_generation": 0} for name in names],
+        )
         _assert_one_winner(responses)
         winner = next(r.json() for r in responses if r.status_code == 200)
         assert client.get(path).json() == winner
@@ -77,9 +88,14 @@ def test_provider_aggregates_one_winner(client_factory):
     with client_factory() as client:
         rp = _provider(client)
         path = "/resource_providers/%s/aggregates" % rp
-        responses = _race(client_factory, path, [
-            {"aggregates": [str(uuid.uuid4())],
-             "resource_provider_generation": 0} for _ in range(WRITERS)])
+        responses = _race(
+            client_factory,
+            path,
+            [
+                {"aggregates": [str(uuid.uuid4())], "resource_provider_generation": 0}
+                for _ in range(WRITERS)
+            ],
+        )
         _assert_one_winner(responses)
         current = client.get(path).json()
         assert current["resource_provider_generation"] == 1
@@ -94,10 +110,12 @@ def test_unversioned_aggregates_never_fail_badly(client_factory):
         path = "/resource_providers/%s/aggregates" % rp
         aggregate = str(uuid.uuid4())
         responses = _race(
-            client_factory, path, [[aggregate]] * WRITERS,
-            headers={"openstack-api-version": "placement 1.18"})
+            client_factory,
+            path,
+            [[aggregate]] * WRITERS,
+            headers={"openstack-api-version": "placement 1.18"},
+        )
         assert {r.status_code for r in responses} <= {200, 409}
         assert 200 in {r.status_code for r in responses}
         current = client.get(path).json()
-        assert current == {"aggregates": [aggregate],
-                           "resource_provider_generation": 0}
+        assert current == {"aggregates": [aggregate], "resource_provider_generation": 0}

@@ -1,6 +1,8 @@
 """The candidate engine (stages 2-5) on real databases, rows inserted
-directly. Layouts are the contract's worked examples (D1, D2) plus the
+directly. Layouts are two small worked deployments (D1: flat with one
+sharing provider, D2: one nested host) plus the
 capacity rules and wide trees."""
+
 import itertools
 import time
 import uuid as uuidlib
@@ -31,15 +33,18 @@ class Layout:
         self.aggs = {}
 
     def _rc(self, conn, name):
-        return conn.execute(sa.select(T.resource_classes.c.id).where(
-            T.resource_classes.c.name == name)).scalar_one()
+        return conn.execute(
+            sa.select(T.resource_classes.c.id).where(T.resource_classes.c.name == name)
+        ).scalar_one()
 
     def _trait(self, conn, name):
-        tid = conn.execute(sa.select(T.traits.c.id).where(
-            T.traits.c.name == name)).scalar()
+        tid = conn.execute(
+            sa.select(T.traits.c.id).where(T.traits.c.name == name)
+        ).scalar()
         if tid is None:
-            tid = conn.execute(T.traits.insert().values(name=name)
-                               ).inserted_primary_key[0]
+            tid = conn.execute(
+                T.traits.insert().values(name=name)
+            ).inserted_primary_key[0]
         return tid
 
     def agg(self, name):
@@ -47,70 +52,113 @@ class Layout:
             self.aggs[name] = str(uuidlib.uuid4())
         return self.aggs[name]
 
-    def add(self, name, parent=None, inventory=None, traits=(), aggs=(),
-            used=None):
+    def add(self, name, parent=None, inventory=None, traits=(), aggs=(), used=None):
         uuid = str(uuidlib.uuid4())
         with self.db.writer() as conn:
             pid = self.ids.get(parent)
-            root = (conn.execute(sa.select(T.resource_providers.c.root_provider_id)
-                                 .where(T.resource_providers.c.id == pid))
-                    .scalar_one() if parent else None)
-            rid = conn.execute(T.resource_providers.insert().values(
-                uuid=uuid, name=name, generation=0, parent_provider_id=pid,
-                root_provider_id=root)).inserted_primary_key[0]
+            root = (
+                conn.execute(
+                    sa.select(T.resource_providers.c.root_provider_id).where(
+                        T.resource_providers.c.id == pid
+                    )
+                ).scalar_one()
+                if parent
+                else None
+            )
+            rid = conn.execute(
+                T.resource_providers.insert().values(
+                    uuid=uuid,
+                    name=name,
+                    generation=0,
+                    parent_provider_id=pid,
+                    root_provider_id=root,
+                )
+            ).inserted_primary_key[0]
             if root is None:
-                conn.execute(T.resource_providers.update().where(
-                    T.resource_providers.c.id == rid).values(
-                        root_provider_id=rid))
+                conn.execute(
+                    T.resource_providers.update()
+                    .where(T.resource_providers.c.id == rid)
+                    .values(root_provider_id=rid)
+                )
             for rc, spec in (inventory or {}).items():
                 spec = spec if isinstance(spec, dict) else {"total": spec}
-                conn.execute(T.inventories.insert().values(
-                    resource_provider_id=rid, resource_class_id=self._rc(conn, rc),
-                    total=spec["total"], reserved=spec.get("reserved", 0),
-                    min_unit=spec.get("min_unit", 1),
-                    max_unit=spec.get("max_unit", spec["total"]),
-                    step_size=spec.get("step_size", 1),
-                    allocation_ratio=spec.get("allocation_ratio", 1.0)))
+                conn.execute(
+                    T.inventories.insert().values(
+                        resource_provider_id=rid,
+                        resource_class_id=self._rc(conn, rc),
+                        total=spec["total"],
+                        reserved=spec.get("reserved", 0),
+                        min_unit=spec.get("min_unit", 1),
+                        max_unit=spec.get("max_unit", spec["total"]),
+                        step_size=spec.get("step_size", 1),
+                        allocation_ratio=spec.get("allocation_ratio", 1.0),
+                    )
+                )
             for trait in traits:
-                conn.execute(T.resource_provider_traits.insert().values(
-                    resource_provider_id=rid, trait_id=self._trait(conn, trait)))
+                conn.execute(
+                    T.resource_provider_traits.insert().values(
+                        resource_provider_id=rid, trait_id=self._trait(conn, trait)
+                    )
+                )
             for agg in aggs:
                 agg_uuid = self.agg(agg)
-                aid = conn.execute(sa.select(T.placement_aggregates.c.id).where(
-                    T.placement_aggregates.c.uuid == agg_uuid)).scalar()
+                aid = conn.execute(
+                    sa.select(T.placement_aggregates.c.id).where(
+                        T.placement_aggregates.c.uuid == agg_uuid
+                    )
+                ).scalar()
                 if aid is None:
-                    aid = conn.execute(T.placement_aggregates.insert().values(
-                        uuid=agg_uuid)).inserted_primary_key[0]
-                conn.execute(T.resource_provider_aggregates.insert().values(
-                    resource_provider_id=rid, aggregate_id=aid))
+                    aid = conn.execute(
+                        T.placement_aggregates.insert().values(uuid=agg_uuid)
+                    ).inserted_primary_key[0]
+                conn.execute(
+                    T.resource_provider_aggregates.insert().values(
+                        resource_provider_id=rid, aggregate_id=aid
+                    )
+                )
             for rc, amount in (used or {}).items():
-                conn.execute(T.allocations.insert().values(
-                    resource_provider_id=rid, consumer_id=str(uuidlib.uuid4()),
-                    resource_class_id=self._rc(conn, rc), used=amount))
+                conn.execute(
+                    T.allocations.insert().values(
+                        resource_provider_id=rid,
+                        consumer_id=str(uuidlib.uuid4()),
+                        resource_class_id=self._rc(conn, rc),
+                        used=amount,
+                    )
+                )
         self.ids[name], self.uuids[name], self.names[uuid] = rid, uuid, name
         return uuid
 
 
-def group(suffix="", resources=None, required=None, member_of=None,
-          in_tree=None, version="1.39"):
+def group(
+    suffix="",
+    resources=None,
+    required=None,
+    member_of=None,
+    in_tree=None,
+    version="1.39",
+):
     from placement.api import microversion
+
     v = microversion.Version.parse(version)
     return ac_request.RequestGroup(
-        suffix=suffix, resources=tuple((resources or {}).items()),
+        suffix=suffix,
+        resources=tuple((resources or {}).items()),
         required=query_params.parse_required(required, v) if required else None,
-        member_of=query_params.parse_member_of(member_of, v)
-        if member_of else None,
-        in_tree=in_tree)
+        member_of=query_params.parse_member_of(member_of, v) if member_of else None,
+        in_tree=in_tree,
+    )
 
 
 def run(layout, groups, version="1.39", options=None, **kw):
     """Rendered document with uuids replaced by provider names."""
     from placement.api import microversion
+
     v = microversion.Version.parse(version)
     req = ac_request.Request(groups=tuple(groups), **kw)
     ac_request.check_structure(req, v)
-    result = engine.find(layout.db, req, options or engine.Options(
-        nested_aware=v >= "1.29"))
+    result = engine.find(
+        layout.db, req, options or engine.Options(nested_aware=v >= "1.29")
+    )
     return render.document(result, v)
 
 
@@ -121,16 +169,28 @@ def names(layout, doc):
         allocs = ar["allocations"]
         if isinstance(allocs, list):
             allocs = {a["resource_provider"]["uuid"]: a for a in allocs}
-        out.append(tuple(sorted(
-            (layout.names[u], rc, n) for u, a in allocs.items()
-            for rc, n in a["resources"].items())))
+        out.append(
+            tuple(
+                sorted(
+                    (layout.names[u], rc, n)
+                    for u, a in allocs.items()
+                    for rc, n in a["resources"].items()
+                )
+            )
+        )
     return sorted(out)
 
 
 def mapped(layout, doc):
-    return sorted(tuple(sorted((s, tuple(sorted(layout.names[u] for u in us)))
-                               for s, us in ar["mappings"].items()))
-                  for ar in doc["allocation_requests"])
+    return sorted(
+        tuple(
+            sorted(
+                (s, tuple(sorted(layout.names[u] for u in us)))
+                for s, us in ar["mappings"].items()
+            )
+        )
+        for ar in doc["allocation_requests"]
+    )
 
 
 def summary_names(layout, doc):
@@ -148,26 +208,39 @@ def db(request):
 @pytest.fixture
 def d1(db):
     lay = Layout(db)
-    lay.add("HOST_A", inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
-            aggs=["AGG1"])
+    lay.add(
+        "HOST_A",
+        inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
+        aggs=["AGG1"],
+    )
     lay.add("HOST_B", inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggs=["AGG1"])
-    lay.add("HOST_C", inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
-            traits=["CUSTOM_GOLD"])
-    lay.add("SAN", inventory={"DISK_GB": 2000}, aggs=["AGG1"],
-            traits=["MISC_SHARES_VIA_AGGREGATE"])
+    lay.add(
+        "HOST_C",
+        inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
+        traits=["CUSTOM_GOLD"],
+    )
+    lay.add(
+        "SAN",
+        inventory={"DISK_GB": 2000},
+        aggs=["AGG1"],
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+    )
     return lay
 
 
 @pytest.fixture
 def d2(db):
     lay = Layout(db)
-    lay.add("CN", inventory={"DISK_GB": 500}, aggs=["AGG2"],
-            traits=["CUSTOM_LICENSED"])
+    lay.add("CN", inventory={"DISK_GB": 500}, aggs=["AGG2"], traits=["CUSTOM_LICENSED"])
     lay.add("NUMA0", "CN", {"VCPU": 4, "MEMORY_MB": 2048}, ["HW_NUMA_ROOT"])
     lay.add("NIC0", "NUMA0", {"SRIOV_NET_VF": 8}, ["CUSTOM_PHYSNET_RED"])
     lay.add("NUMA1", "CN", {"VCPU": 4, "MEMORY_MB": 2048}, ["HW_NUMA_ROOT"])
-    lay.add("NIC1", "NUMA1", {"SRIOV_NET_VF": 8},
-            ["CUSTOM_PHYSNET_RED", "CUSTOM_PHYSNET_BLUE"])
+    lay.add(
+        "NIC1",
+        "NUMA1",
+        {"SRIOV_NET_VF": 8},
+        ["CUSTOM_PHYSNET_RED", "CUSTOM_PHYSNET_BLUE"],
+    )
     return lay
 
 
@@ -177,14 +250,19 @@ VMD = {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 50}
 def test_d1_sharing_spread(d1):
     doc = run(d1, [group(resources=VMD)])
     assert names(d1, doc) == [
-        (("HOST_A", "DISK_GB", 50), ("HOST_A", "MEMORY_MB", 1024),
-         ("HOST_A", "VCPU", 2)),
-        (("HOST_A", "MEMORY_MB", 1024), ("HOST_A", "VCPU", 2),
-         ("SAN", "DISK_GB", 50)),
-        (("HOST_B", "MEMORY_MB", 1024), ("HOST_B", "VCPU", 2),
-         ("SAN", "DISK_GB", 50)),
-        (("HOST_C", "DISK_GB", 50), ("HOST_C", "MEMORY_MB", 1024),
-         ("HOST_C", "VCPU", 2))]
+        (
+            ("HOST_A", "DISK_GB", 50),
+            ("HOST_A", "MEMORY_MB", 1024),
+            ("HOST_A", "VCPU", 2),
+        ),
+        (("HOST_A", "MEMORY_MB", 1024), ("HOST_A", "VCPU", 2), ("SAN", "DISK_GB", 50)),
+        (("HOST_B", "MEMORY_MB", 1024), ("HOST_B", "VCPU", 2), ("SAN", "DISK_GB", 50)),
+        (
+            ("HOST_C", "DISK_GB", 50),
+            ("HOST_C", "MEMORY_MB", 1024),
+            ("HOST_C", "VCPU", 2),
+        ),
+    ]
     assert summary_names(d1, doc) == ["HOST_A", "HOST_B", "HOST_C", "SAN"]
 
 
@@ -192,22 +270,25 @@ def test_d1_variations(d1):
     big = dict(VMD, DISK_GB=150)
     doc = run(d1, [group(resources=big)])
     assert [sorted({n for n, _, _ in r}) for r in names(d1, doc)] == [
-        ["HOST_A", "SAN"], ["HOST_B", "SAN"]]
+        ["HOST_A", "SAN"],
+        ["HOST_B", "SAN"],
+    ]
     assert summary_names(d1, doc) == ["HOST_A", "HOST_B", "SAN"]
     doc = run(d1, [group(resources=VMD, member_of=[d1.agg("AGG1")])])
     assert len(doc["allocation_requests"]) == 3
     doc = run(d1, [group(resources=VMD, required=["CUSTOM_GOLD"])])
-    assert [sorted({n for n, _, _ in r}) for r in names(d1, doc)] == [
-        ["HOST_C"]]
+    assert [sorted({n for n, _, _ in r}) for r in names(d1, doc)] == [["HOST_C"]]
     doc = run(d1, [group(resources=VMD, required=["!CUSTOM_GOLD"])])
     assert len(doc["allocation_requests"]) == 3
 
 
 def test_d1_disk_only_collapses_duplicates(d1):
     doc = run(d1, [group(resources={"DISK_GB": 50})])
-    assert names(d1, doc) == [(("HOST_A", "DISK_GB", 50),),
-                              (("HOST_C", "DISK_GB", 50),),
-                              (("SAN", "DISK_GB", 50),)]
+    assert names(d1, doc) == [
+        (("HOST_A", "DISK_GB", 50),),
+        (("HOST_C", "DISK_GB", 50),),
+        (("SAN", "DISK_GB", 50),),
+    ]
     assert "HOST_B" not in summary_names(d1, doc)
 
 
@@ -215,11 +296,17 @@ def test_d1_in_tree(d1):
     host_a = d1.uuids["HOST_A"]
     doc = run(d1, [group(resources={"VCPU": 1, "DISK_GB": 10}, in_tree=host_a)])
     assert names(d1, doc) == [(("HOST_A", "DISK_GB", 10), ("HOST_A", "VCPU", 1))]
-    doc = run(d1, [group(resources={"VCPU": 1}, in_tree=host_a),
-                   group("1", resources={"DISK_GB": 10})])
+    doc = run(
+        d1,
+        [
+            group(resources={"VCPU": 1}, in_tree=host_a),
+            group("1", resources={"DISK_GB": 10}),
+        ],
+    )
     assert names(d1, doc) == [
         (("HOST_A", "DISK_GB", 10), ("HOST_A", "VCPU", 1)),
-        (("HOST_A", "VCPU", 1), ("SAN", "DISK_GB", 10))]
+        (("HOST_A", "VCPU", 1), ("SAN", "DISK_GB", 10)),
+    ]
 
 
 def test_d2_spread_and_versions(d2):
@@ -232,75 +319,136 @@ def test_d2_spread_and_versions(d2):
     assert nic0["parent_provider_uuid"] == d2.uuids["NUMA0"]
     assert nic0["root_provider_uuid"] == d2.uuids["CN"]
     assert run(d2, req, version="1.28")["allocation_requests"] == []
-    doc = run(d2, [group(resources={"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10},
-                         member_of=[d2.agg("AGG2")])])
+    doc = run(
+        d2,
+        [
+            group(
+                resources={"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10},
+                member_of=[d2.agg("AGG2")],
+            )
+        ],
+    )
     assert len(doc["allocation_requests"]) == 4
 
 
 def test_d2_root_traits(d2):
     doc = run(d2, [group(resources={"VCPU": 1}, required=["CUSTOM_LICENSED"])])
     assert doc["allocation_requests"] == []
-    doc = run(d2, [group(resources={"VCPU": 1})],
-              root_required=frozenset(["CUSTOM_LICENSED"]))
+    doc = run(
+        d2, [group(resources={"VCPU": 1})], root_required=frozenset(["CUSTOM_LICENSED"])
+    )
     assert names(d2, doc) == [(("NUMA0", "VCPU", 1),), (("NUMA1", "VCPU", 1),)]
-    doc = run(d2, [group(resources={"VCPU": 1})],
-              root_forbidden=frozenset(["CUSTOM_LICENSED"]))
+    doc = run(
+        d2,
+        [group(resources={"VCPU": 1})],
+        root_forbidden=frozenset(["CUSTOM_LICENSED"]),
+    )
     assert doc["allocation_requests"] == []
-    doc = run(d2, [group("1", resources={"VCPU": 1},
-                         member_of=[d2.agg("AGG2")])])
+    doc = run(d2, [group("1", resources={"VCPU": 1}, member_of=[d2.agg("AGG2")])])
     assert doc["allocation_requests"] == []
 
 
 def test_d2_same_subtree(d2):
-    doc = run(d2, [group("_CPU", resources={"VCPU": 2, "MEMORY_MB": 1024}),
-                   group("_NET", resources={"SRIOV_NET_VF": 1},
-                         required=["CUSTOM_PHYSNET_RED"])],
-              group_policy="none", same_subtree=(("_CPU", "_NET"),))
-    assert mapped(d2, doc) == [(("_CPU", ("NUMA0",)), ("_NET", ("NIC0",))),
-                               (("_CPU", ("NUMA1",)), ("_NET", ("NIC1",)))]
+    doc = run(
+        d2,
+        [
+            group("_CPU", resources={"VCPU": 2, "MEMORY_MB": 1024}),
+            group(
+                "_NET", resources={"SRIOV_NET_VF": 1}, required=["CUSTOM_PHYSNET_RED"]
+            ),
+        ],
+        group_policy="none",
+        same_subtree=(("_CPU", "_NET"),),
+    )
+    assert mapped(d2, doc) == [
+        (("_CPU", ("NUMA0",)), ("_NET", ("NIC0",))),
+        (("_CPU", ("NUMA1",)), ("_NET", ("NIC1",))),
+    ]
 
 
 def test_d2_resourceless_group(d2):
-    doc = run(d2, [group("_NUMA", required=["HW_NUMA_ROOT"]),
-                   group("_NET", resources={"SRIOV_NET_VF": 1},
-                         required=["CUSTOM_PHYSNET_BLUE"])],
-              group_policy="none", same_subtree=(("_NUMA", "_NET"),))
+    doc = run(
+        d2,
+        [
+            group("_NUMA", required=["HW_NUMA_ROOT"]),
+            group(
+                "_NET", resources={"SRIOV_NET_VF": 1}, required=["CUSTOM_PHYSNET_BLUE"]
+            ),
+        ],
+        group_policy="none",
+        same_subtree=(("_NUMA", "_NET"),),
+    )
     assert mapped(d2, doc) == [(("_NET", ("NIC1",)), ("_NUMA", ("NUMA1",)))]
     assert names(d2, doc) == [(("NIC1", "SRIOV_NET_VF", 1),)]
 
 
-@pytest.mark.parametrize("policy,expected", [
-    ("isolate", [(("1", ("NIC0",)), ("2", ("NIC1",))),
-                 (("1", ("NIC1",)), ("2", ("NIC0",)))]),
-    ("none", [(("1", ("NIC0",)), ("2", ("NIC0",))),
-              (("1", ("NIC0",)), ("2", ("NIC1",))),
-              (("1", ("NIC1",)), ("2", ("NIC0",))),
-              (("1", ("NIC1",)), ("2", ("NIC1",)))]),
-])
+@pytest.mark.parametrize(
+    "policy,expected",
+    [
+        (
+            "isolate",
+            [
+                (("1", ("NIC0",)), ("2", ("NIC1",))),
+                (("1", ("NIC1",)), ("2", ("NIC0",))),
+            ],
+        ),
+        (
+            "none",
+            [
+                (("1", ("NIC0",)), ("2", ("NIC0",))),
+                (("1", ("NIC0",)), ("2", ("NIC1",))),
+                (("1", ("NIC1",)), ("2", ("NIC0",))),
+                (("1", ("NIC1",)), ("2", ("NIC1",))),
+            ],
+        ),
+    ],
+)
 def test_d2_group_policy(d2, policy, expected):
-    groups = [group("1", resources={"SRIOV_NET_VF": 1}),
-              group("2", resources={"SRIOV_NET_VF": 1})]
+    groups = [
+        group("1", resources={"SRIOV_NET_VF": 1}),
+        group("2", resources={"SRIOV_NET_VF": 1}),
+    ]
     assert mapped(d2, run(d2, groups, group_policy=policy)) == expected
 
 
 def test_d2_group_policy_below_1_29(d2):
-    groups = [group("1", resources={"SRIOV_NET_VF": 1}),
-              group("2", resources={"SRIOV_NET_VF": 1})]
+    groups = [
+        group("1", resources={"SRIOV_NET_VF": 1}),
+        group("2", resources={"SRIOV_NET_VF": 1}),
+    ]
     doc = run(d2, groups, version="1.28", group_policy="isolate")
     assert doc["allocation_requests"] == []
     doc = run(d2, groups, version="1.28", group_policy="none")
-    assert names(d2, doc) == [(("NIC0", "SRIOV_NET_VF", 2),),
-                              (("NIC1", "SRIOV_NET_VF", 2),)]
+    assert names(d2, doc) == [
+        (("NIC0", "SRIOV_NET_VF", 2),),
+        (("NIC1", "SRIOV_NET_VF", 2),),
+    ]
     assert summary_names(d2, doc) == ["NIC0", "NIC1"]
 
 
 def test_d2_collective_traits(d2):
-    doc = run(d2, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1},
-                         required=["CUSTOM_PHYSNET_BLUE"])])
-    assert names(d2, doc) == [(("NIC1", "SRIOV_NET_VF", 1), ("NUMA0", "VCPU", 1)),
-                              (("NIC1", "SRIOV_NET_VF", 1), ("NUMA1", "VCPU", 1))]
-    doc = run(d2, [group(resources={"VCPU": 1, "SRIOV_NET_VF": 1}, required=[
-        "in:CUSTOM_PHYSNET_RED,CUSTOM_PHYSNET_BLUE"])])
+    doc = run(
+        d2,
+        [
+            group(
+                resources={"VCPU": 1, "SRIOV_NET_VF": 1},
+                required=["CUSTOM_PHYSNET_BLUE"],
+            )
+        ],
+    )
+    assert names(d2, doc) == [
+        (("NIC1", "SRIOV_NET_VF", 1), ("NUMA0", "VCPU", 1)),
+        (("NIC1", "SRIOV_NET_VF", 1), ("NUMA1", "VCPU", 1)),
+    ]
+    doc = run(
+        d2,
+        [
+            group(
+                resources={"VCPU": 1, "SRIOV_NET_VF": 1},
+                required=["in:CUSTOM_PHYSNET_RED,CUSTOM_PHYSNET_BLUE"],
+            )
+        ],
+    )
     assert len(doc["allocation_requests"]) == 4
 
 
@@ -314,8 +462,10 @@ def test_capacity_rules(db):
     lay = Layout(db)
     lay.add("USED", inventory={"VCPU": 8}, used={"VCPU": 7})
     lay.add("RESERVED", inventory={"VCPU": {"total": 8, "reserved": 7}})
-    lay.add("RATIO", inventory={"VCPU": {"total": 1, "max_unit": 2,
-                                        "allocation_ratio": 2.0}})
+    lay.add(
+        "RATIO",
+        inventory={"VCPU": {"total": 1, "max_unit": 2, "allocation_ratio": 2.0}},
+    )
     lay.add("STEP", inventory={"VCPU": {"total": 8, "step_size": 4}})
     lay.add("MAXU", inventory={"VCPU": {"total": 8, "max_unit": 1}})
     lay.add("MINU", inventory={"VCPU": {"total": 8, "min_unit": 4}})
@@ -325,8 +475,7 @@ def test_capacity_rules(db):
     assert got == {"STEP", "MINU"}
     doc = run(lay, [group(resources={"VCPU": 1})], version="1.26")
     summary = doc["provider_summaries"][lay.uuids["USED"]]
-    assert summary == {"resources": {"VCPU": {"capacity": 8, "used": 7}},
-                       "traits": []}
+    assert summary == {"resources": {"VCPU": {"capacity": 8, "used": 7}}, "traits": []}
 
 
 def test_consolidated_amounts_rechecked(db):
@@ -357,8 +506,9 @@ def test_generation_cap_and_strategies(db):
     req = [group(resources={"VCPU": 1})]
     capped = run(lay, req, options=engine.Options(max_candidates=4))
     assert len(capped["allocation_requests"]) == 4
-    first = names(lay, run(lay, req, limit=3, options=engine.Options(
-        strategy="breadth-first")))
+    first = names(
+        lay, run(lay, req, limit=3, options=engine.Options(strategy="breadth-first"))
+    )
     assert sorted(r[0][0][:2] for r in first) == ["H0", "H1", "H2"]
     first = names(lay, run(lay, req, limit=2))
     assert sorted(r[0][0][:2] for r in first) == ["H0", "H0"]
@@ -395,40 +545,54 @@ def _forest():
     used), FPGA on 3 and 4; trait 7 on 2."""
     tree = {1: None, 2: 1, 3: 1, 4: 2}
     snap = providers.Snapshot(
-        providers={rp: providers.Provider(rp, parent, 1)
-                   for rp, parent in tree.items()},
-        inventories={(2, VCPU): _inventory(4, max_unit=3),
-                     (3, VCPU): _inventory(4, used=2),
-                     (3, FPGA): _inventory(1), (4, FPGA): _inventory(1)},
-        traits={2: frozenset({7})}, aggregates={}, serves={}, nested=True)
+        providers={
+            rp: providers.Provider(rp, parent, 1) for rp, parent in tree.items()
+        },
+        inventories={
+            (2, VCPU): _inventory(4, max_unit=3),
+            (3, VCPU): _inventory(4, used=2),
+            (3, FPGA): _inventory(1),
+            (4, FPGA): _inventory(1),
+        },
+        traits={2: frozenset({7})},
+        aggregates={},
+        serves={},
+        nested=True,
+    )
     return trees.Trees(snap)
 
 
 @pytest.mark.parametrize("isolate", [False, True])
 @pytest.mark.parametrize("same_subtree", [(), (("_A", "_F"),)])
 @pytest.mark.parametrize("any_traits", [(), (frozenset({7}),)])
-def test_single_option_plans_match_the_walk(isolate, same_subtree,
-                                            any_traits):
+def test_single_option_plans_match_the_walk(isolate, same_subtree, any_traits):
     forest = _forest()
-    groups = [trees.Group("", ((VCPU, 1),), any_traits=any_traits),
-              trees.Group("_A", ((VCPU, 2),)),
-              trees.Group("_F", ((FPGA, 1),))]
+    groups = [
+        trees.Group("", ((VCPU, 1),), any_traits=any_traits),
+        trees.Group("_A", ((VCPU, 2),)),
+        trees.Group("_F", ((FPGA, 1),)),
+    ]
     engine = search.Search(forest, groups, same_subtree, isolate)
-    slots = (trees.Slot(0, True, True), trees.Slot(1, True),
-             trees.Slot(2, True))
-    choices = [[(2, ((VCPU, 1),)), (3, ((VCPU, 1),))],
-               [(2, ((VCPU, 2),)), (3, ((VCPU, 2),))],
-               [(3, ((FPGA, 1),)), (4, ((FPGA, 1),))]]
+    slots = (trees.Slot(0, True, True), trees.Slot(1, True), trees.Slot(2, True))
+    choices = [
+        [(2, ((VCPU, 1),)), (3, ((VCPU, 1),))],
+        [(2, ((VCPU, 2),)), (3, ((VCPU, 2),))],
+        [(3, ((FPGA, 1),)), (4, ((FPGA, 1),))],
+    ]
     whole = trees.Plan(1, slots, tuple(map(tuple, choices)))
     walked = list(engine.candidates(whole))
     # One plan per combination, in the walk's order: the same candidates.
-    singles = [trees.Plan(1, slots, tuple((option,) for option in combo))
-               for combo in itertools.product(*choices)]
+    singles = [
+        trees.Plan(1, slots, tuple((option,) for option in combo))
+        for combo in itertools.product(*choices)
+    ]
     shortcut = [c for plan in singles for c in engine.candidates(plan)]
     assert shortcut == walked
-    assert walked      # the layout leaves something to compare
-    assert list(search.breadth_first(
-        engine.candidates(plan) for plan in singles)) == walked
+    assert walked  # the layout leaves something to compare
+    assert (
+        list(search.breadth_first(engine.candidates(plan) for plan in singles))
+        == walked
+    )
 
 
 def test_consolidated_room_is_capacity_and_max_unit():
@@ -442,9 +606,21 @@ def test_consolidated_room_is_capacity_and_max_unit():
         assert list(engine.candidates(trees.Plan(1, slots, options))) == []
 
 
-@pytest.mark.parametrize("text", [
-    "", "3f2a9c1e-8b7d-4e6f-a5c4-2d1b0e9f8a7c", "_GPU", 'say "hi"',
-    "back\\slash", "tab\there", "new\nline", "del\x7f", "ümlaut", "a/b",
-    "\u2028"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "3f2a9c1e-8b7d-4e6f-a5c4-2d1b0e9f8a7c",
+        "_GPU",
+        'say "hi"',
+        "back\\slash",
+        "tab\there",
+        "new\nline",
+        "del\x7f",
+        "ümlaut",
+        "a/b",
+        "\u2028",
+    ],
+)
 def test_quoted_strings_match_orjson(text):
     assert render._quoted(text) == orjson.dumps(text)

@@ -2,6 +2,7 @@
 the first ``limit`` candidates of the unlimited search, in both generation
 strategies, across page boundaries, with trees that offer nothing, and
 unpaged when sharing providers exist."""
+
 import pytest
 
 from placement.objects import allocation_candidates as engine
@@ -19,10 +20,12 @@ def forest(db, monkeypatch):  # noqa: F811
     for i in range(9):
         lay.add("CN%d" % i, inventory={"DISK_GB": 100})
         # Every third tree has no VCPU left: whole pages may offer nothing.
-        lay.add("NUMA%d_0" % i, "CN%d" % i, {"VCPU": 4},
-                used={"VCPU": 4} if i % 3 else None)
-        lay.add("NUMA%d_1" % i, "CN%d" % i, {"VCPU": 4},
-                used={"VCPU": 4} if i % 3 else None)
+        lay.add(
+            "NUMA%d_0" % i, "CN%d" % i, {"VCPU": 4}, used={"VCPU": 4} if i % 3 else None
+        )
+        lay.add(
+            "NUMA%d_1" % i, "CN%d" % i, {"VCPU": 4}, used={"VCPU": 4} if i % 3 else None
+        )
     return lay
 
 
@@ -40,26 +43,28 @@ def test_limit_is_a_prefix_of_the_full_answer(forest, strategy, limit):
     got = mapped(forest, limited)
     assert set(got) <= set(full)
     # Summaries cover exactly the trees used.
-    roots = {s["root_provider_uuid"]
-             for s in limited["provider_summaries"].values()}
-    used = {u for ar in limited["allocation_requests"]
-            for u in ar["allocations"]}
-    assert {limited["provider_summaries"][u]["root_provider_uuid"]
-            for u in used} == roots
+    roots = {s["root_provider_uuid"] for s in limited["provider_summaries"].values()}
+    used = {u for ar in limited["allocation_requests"] for u in ar["allocations"]}
+    assert {
+        limited["provider_summaries"][u]["root_provider_uuid"] for u in used
+    } == roots
 
 
 def test_breadth_first_visits_each_tree_once_before_any_twice(forest):
     options = engine.Options(strategy="breadth-first")
     doc = run(forest, GROUPS, options=options, limit=3)
-    roots = [doc["provider_summaries"][u]["root_provider_uuid"]
-             for ar in doc["allocation_requests"] for u in ar["allocations"]
-             if "DISK_GB" in ar["allocations"][u]["resources"]]
+    roots = [
+        doc["provider_summaries"][u]["root_provider_uuid"]
+        for ar in doc["allocation_requests"]
+        for u in ar["allocations"]
+        if "DISK_GB" in ar["allocations"][u]["resources"]
+    ]
     assert len(set(roots)) == 3
 
 
 def test_depth_first_exhausts_a_tree_first(forest):
     doc = run(forest, GROUPS, options=engine.Options(), limit=2)
-    assert len(doc["provider_summaries"]) == 3      # one tree of 3
+    assert len(doc["provider_summaries"]) == 3  # one tree of 3
 
 
 def test_sharing_provider_serves_across_pages(db, monkeypatch):  # noqa: F811
@@ -67,8 +72,12 @@ def test_sharing_provider_serves_across_pages(db, monkeypatch):  # noqa: F811
     lay = Layout(db)
     for i in range(4):
         lay.add("CN%d" % i, inventory={"VCPU": 8}, aggs=["AGG"])
-    lay.add("SAN", inventory={"DISK_GB": 1000}, aggs=["AGG"],
-            traits=["MISC_SHARES_VIA_AGGREGATE"])
+    lay.add(
+        "SAN",
+        inventory={"DISK_GB": 1000},
+        aggs=["AGG"],
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+    )
     groups = [group("", {"VCPU": 1, "DISK_GB": 10})]
     full = run(lay, groups)
     assert len(full["allocation_requests"]) == 4

@@ -1,4 +1,5 @@
 """Stage 1: query pairs to a Request, and the structural rules (pure)."""
+
 import pytest
 
 from placement import exception
@@ -18,8 +19,10 @@ def parse(query, version="1.39"):
 
 
 def test_groups_in_query_order_with_suffixes():
-    req = parse("resources_B=VCPU:1&resources=DISK_GB:5&resources_A=VF:1"
-                "&group_policy=isolate&group_policy=none&limit=3&limit=9")
+    req = parse(
+        "resources_B=VCPU:1&resources=DISK_GB:5&resources_A=VF:1"
+        "&group_policy=isolate&group_policy=none&limit=3&limit=9"
+    )
     assert [g.suffix for g in req.groups] == ["_B", "", "_A"]
     assert req.groups[1].resources == (("DISK_GB", 5),)
     assert req.group_policy == "isolate" and req.limit == 3
@@ -36,50 +39,92 @@ def test_last_resources_wins_and_required_repeats_from_1_39():
 
 
 def test_root_required_and_same_subtree():
-    req = parse("resources_A=VCPU:1&required_B=X&group_policy=none"
-                "&root_required=R,!F&same_subtree=_A, _B&same_subtree=_A")
+    req = parse(
+        "resources_A=VCPU:1&required_B=X&group_policy=none"
+        "&root_required=R,!F&same_subtree=_A, _B&same_subtree=_A"
+    )
     assert req.root_required == {"R"} and req.root_forbidden == {"F"}
     assert req.same_subtree == (("_A", "_B"), ("_A",))
 
 
 def test_in_tree_is_stripped():
     uuid = "c0000000-0000-4000-8000-000000000001"
-    assert parse("resources=VCPU:1&in_tree= %s " % uuid).groups[0].in_tree \
-        == uuid
+    assert parse("resources=VCPU:1&in_tree= %s " % uuid).groups[0].in_tree == uuid
 
 
-@pytest.mark.parametrize("query,version,code,message", [
-    ("resources=VCPU:1&root_required=A&root_required=B", "1.39",
-     errors.QUERY_DUPLICATE_KEY, "may be specified only once"),
-    ("resources=VCPU:1&root_required=A,!A", "1.39", errors.QUERY_BAD_VALUE,
-     "found in root_required: A"),
-    ("resources_A=VCPU:1&same_subtree=_A,", "1.39", errors.QUERY_BAD_VALUE,
-     "Empty string (unsuffixed group)"),
-    ("resources=VCPU:1&in_tree=x", "1.39", None, "format of uuid. Got: x"),
-])
+@pytest.mark.parametrize(
+    "query,version,code,message",
+    [
+        (
+            "resources=VCPU:1&root_required=A&root_required=B",
+            "1.39",
+            errors.QUERY_DUPLICATE_KEY,
+            "may be specified only once",
+        ),
+        (
+            "resources=VCPU:1&root_required=A,!A",
+            "1.39",
+            errors.QUERY_BAD_VALUE,
+            "found in root_required: A",
+        ),
+        (
+            "resources_A=VCPU:1&same_subtree=_A,",
+            "1.39",
+            errors.QUERY_BAD_VALUE,
+            "Empty string (unsuffixed group)",
+        ),
+        ("resources=VCPU:1&in_tree=x", "1.39", None, "format of uuid. Got: x"),
+    ],
+)
 def test_value_errors(query, version, code, message):
     with pytest.raises(errors.BadRequest) as e:
         parse(query, version)
     assert message in e.value.message and e.value.code == code
 
 
-@pytest.mark.parametrize("query,version,code,message", [
-    ("required_A=X&same_subtree=_A", "1.39", errors.QUERY_MISSING_VALUE,
-     "at least one resources"),
-    ("resources_A=VCPU:1&required=X", "1.39", errors.QUERY_BAD_VALUE,
-     "bad group(s) - ['']"),
-    ("resources_A=VCPU:1&same_subtree=_A,_Z", "1.39", errors.QUERY_BAD_VALUE,
-     "['_Z'] not found in"),
-    ("resources=VCPU:1&required1=X", "1.35", None, "orphaned traits keys: "
-     "required1"),
-    ("resources=VCPU:1&member_of1=aaaaaaaa-0000-4000-8000-00000000000a",
-     "1.35", None, "orphaned member_of keys: member_of1"),
-    ("resources=VCPU:1&in_tree1=aaaaaaaa-0000-4000-8000-00000000000a",
-     "1.35", None, "All request groups must specify resources."),
-    ("resources=VCPU:1&required=A,!A", "1.39", None,
-     "traits keys: required: (A)"),
-    ("resources1=VCPU:1&resources2=VCPU:1", "1.25", None, "group_policy"),
-])
+@pytest.mark.parametrize(
+    "query,version,code,message",
+    [
+        (
+            "required_A=X&same_subtree=_A",
+            "1.39",
+            errors.QUERY_MISSING_VALUE,
+            "at least one resources",
+        ),
+        (
+            "resources_A=VCPU:1&required=X",
+            "1.39",
+            errors.QUERY_BAD_VALUE,
+            "bad group(s) - ['']",
+        ),
+        (
+            "resources_A=VCPU:1&same_subtree=_A,_Z",
+            "1.39",
+            errors.QUERY_BAD_VALUE,
+            "['_Z'] not found in",
+        ),
+        (
+            "resources=VCPU:1&required1=X",
+            "1.35",
+            None,
+            "orphaned traits keys: required1",
+        ),
+        (
+            "resources=VCPU:1&member_of1=aaaaaaaa-0000-4000-8000-00000000000a",
+            "1.35",
+            None,
+            "orphaned member_of keys: member_of1",
+        ),
+        (
+            "resources=VCPU:1&in_tree1=aaaaaaaa-0000-4000-8000-00000000000a",
+            "1.35",
+            None,
+            "All request groups must specify resources.",
+        ),
+        ("resources=VCPU:1&required=A,!A", "1.39", None, "traits keys: required: (A)"),
+        ("resources1=VCPU:1&resources2=VCPU:1", "1.25", None, "group_policy"),
+    ],
+)
 def test_structural_errors(query, version, code, message):
     with pytest.raises(exception.BadRequest) as e:
         parse(query, version)

@@ -1,6 +1,7 @@
 """placement.api.gate.Gate (placement-api --active): at most ``active``
 requests of a worker run at once, and of those at most one CPU-heavy read
 (candidates, provider list)."""
+
 import threading
 import time
 
@@ -16,8 +17,10 @@ class Recorder:
         self.running = self.heavy = self.max_running = self.max_heavy = 0
 
     def __call__(self, environ, start_response):
-        heavy = environ["PATH_INFO"] in ("/allocation_candidates",
-                                         "/resource_providers")
+        heavy = environ["PATH_INFO"] in (
+            "/allocation_candidates",
+            "/resource_providers",
+        )
         with self.lock:
             self.running += 1
             self.heavy += heavy
@@ -31,9 +34,12 @@ class Recorder:
 
 
 def _run(gate, requests):
-    threads = [threading.Thread(target=gate, args=(
-        {"REQUEST_METHOD": method, "PATH_INFO": path}, None))
-        for method, path in requests]
+    threads = [
+        threading.Thread(
+            target=gate, args=({"REQUEST_METHOD": method, "PATH_INFO": path}, None)
+        )
+        for method, path in requests
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -43,9 +49,12 @@ def _run(gate, requests):
 def test_heavy_reads_take_turns_but_writes_overlap():
     app = Recorder()
     gated = gate.Gate(app, 3)
-    _run(gated, [("GET", "/allocation_candidates")] * 4
-         + [("GET", "/resource_providers")] * 2
-         + [("PUT", "/allocations/x")] * 4)
+    _run(
+        gated,
+        [("GET", "/allocation_candidates")] * 4
+        + [("GET", "/resource_providers")] * 2
+        + [("PUT", "/allocations/x")] * 4,
+    )
     assert app.max_heavy == 1
     assert app.max_running == 3
 

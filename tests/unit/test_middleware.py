@@ -1,5 +1,7 @@
-"""The WSGI layers around the falcon app (README §1, §7): request ids,
+"""The WSGI layers around the falcon app (doc/architecture.md "Request
+path"): request ids,
 noauth2, the context 401, keystone auth_token and CORS."""
+
 import re
 
 import pytest
@@ -22,8 +24,10 @@ def noauth():
 
 # -- request id --------------------------------------------------------------
 
-REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
-                        r"[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+REQUEST_ID = re.compile(
+    r"^req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+    r"[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+)
 
 
 def test_every_response_has_a_fresh_request_id(noauth):
@@ -31,15 +35,19 @@ def test_every_response_has_a_fresh_request_id(noauth):
     second = call(noauth, "/resource_classes")  # a 401
     assert REQUEST_ID.match(first.headers["x-openstack-request-id"])
     assert REQUEST_ID.match(second.headers["x-openstack-request-id"])
-    assert (first.headers["x-openstack-request-id"] !=
-            second.headers["x-openstack-request-id"])
+    assert (
+        first.headers["x-openstack-request-id"]
+        != second.headers["x-openstack-request-id"]
+    )
 
 
 def test_error_body_request_id_matches_header(noauth):
     response = call(noauth, "/nowhere", x_auth_token="admin")
     assert response.status == 404
-    assert (response.json()["errors"][0]["request_id"] ==
-            response.headers["x-openstack-request-id"])
+    assert (
+        response.json()["errors"][0]["request_id"]
+        == response.headers["x-openstack-request-id"]
+    )
 
 
 def _global_id(inbound):
@@ -50,8 +58,9 @@ def _global_id(inbound):
         start_response("200 OK", [("X-Openstack-Request-Id", inbound)])
         return [b""]
 
-    response = call(middleware.RequestIdMiddleware(app), "/",
-                    x_openstack_request_id=inbound)
+    response = call(
+        middleware.RequestIdMiddleware(app), "/", x_openstack_request_id=inbound
+    )
     assert response.headers["x-openstack-request-id"] != inbound
     return seen.get(middleware.GLOBAL_REQUEST_ID_ENV)
 
@@ -80,6 +89,7 @@ def test_missing_or_any_accept_becomes_json(accept):
 
 # -- noauth2 and the context -------------------------------------------------
 
+
 def _identity(**headers):
     """The identity NoAuthMiddleware hands on for a request."""
     seen = {}
@@ -106,13 +116,16 @@ def test_noauth_other_paths_need_a_token(noauth, path):
     assert "openstack-api-version" not in response.headers
 
 
-@pytest.mark.parametrize("token,user,project,roles", [
-    ("admin", "admin", "admin", "admin"),
-    ("alice", "alice", "alice", ""),
-    ("alice:proj1", "alice", "proj1", ""),
-    ("admin:proj2", "admin", "proj2", "admin"),
-    ("bob:", "bob", "bob", ""),
-])
+@pytest.mark.parametrize(
+    "token,user,project,roles",
+    [
+        ("admin", "admin", "admin", "admin"),
+        ("alice", "alice", "alice", ""),
+        ("alice:proj1", "alice", "proj1", ""),
+        ("admin:proj2", "admin", "proj2", "admin"),
+        ("bob:", "bob", "bob", ""),
+    ],
+)
 def test_noauth_token_is_user_and_project(token, user, project, roles):
     _, env = _identity(x_auth_token=token)
     assert env["HTTP_X_USER_ID"] == user
@@ -125,9 +138,33 @@ def test_noauth_x_roles_replaces_roles():
     assert env["HTTP_X_ROLES"] == "reader,service"
 
 
+@pytest.mark.parametrize(
+    "headers,user,project",
+    [
+        ({"x_project_id": "P"}, "alice", "P"),
+        ({"x_tenant_id": "T"}, "alice", "T"),
+        ({"x_project_id": "P", "x_tenant_id": "T"}, "alice", "P"),
+        ({"x_user_id": "U"}, "U", "proj1"),
+        ({"x_user_id": "U", "x_project_id": "P"}, "U", "P"),
+    ],
+)
+def test_noauth_identity_headers_win_over_the_token(headers, user, project):
+    seen = {}
+
+    def app(environ, start_response):
+        seen["ctx"] = environ[middleware.CONTEXT_ENV]
+        start_response("204 No Content", [])
+        return [b""]
+
+    app = middleware.NoAuthMiddleware(middleware.ContextMiddleware(app, db=None))
+    call(app, "/x", x_auth_token="alice:proj1", **headers)
+    assert (seen["ctx"].user_id, seen["ctx"].project_id) == (user, project)
+
+
 def test_noauth_system_scope_drops_the_project():
-    _, env = _identity(x_auth_token="admin", openstack_system_scope="all",
-                       x_project_id="sneaky")
+    _, env = _identity(
+        x_auth_token="admin", openstack_system_scope="all", x_project_id="sneaky"
+    )
     assert "HTTP_X_PROJECT_ID" not in env
 
 
@@ -135,9 +172,11 @@ def test_context_needs_a_user():
     app = middleware.ContextMiddleware(lambda e, s: [], db=None)
     response = call(app, "/resource_providers")
     assert response.status == 401
-    assert response.json() == {"message": "Unauthorized",
-                               "code": "401 Unauthorized",
-                               "title": "Unauthorized"}
+    assert response.json() == {
+        "message": "Unauthorized",
+        "code": "401 Unauthorized",
+        "title": "Unauthorized",
+    }
 
 
 def test_context_carries_identity():
@@ -148,12 +187,22 @@ def test_context_carries_identity():
         start_response("204 No Content", [])
         return [b""]
 
-    call(middleware.ContextMiddleware(app, db="db"), "/x", x_user_id="u",
-         x_project_id="p", x_roles="reader, service",
-         openstack_system_scope="all")
+    call(
+        middleware.ContextMiddleware(app, db="db"),
+        "/x",
+        x_user_id="u",
+        x_project_id="p",
+        x_roles="reader, service",
+        openstack_system_scope="all",
+    )
     ctx = seen["ctx"]
-    assert (ctx.user_id, ctx.project_id, ctx.roles, ctx.system_scope,
-            ctx.db) == ("u", "p", ["reader", "service"], "all", "db")
+    assert (ctx.user_id, ctx.project_id, ctx.roles, ctx.system_scope, ctx.db) == (
+        "u",
+        "p",
+        ["reader", "service"],
+        "all",
+        "db",
+    )
 
 
 # -- keystone ----------------------------------------------------------------
@@ -161,19 +210,22 @@ def test_context_carries_identity():
 TOKENS = {}
 _DOMAIN = {"id": "default", "name": "Default"}
 # What keystone's token validation answers for a project-scoped admin.
-V3_TOKEN = {"token": {
-    "methods": ["password"],
-    "issued_at": "2026-01-01T00:00:00.000000Z",
-    "expires_at": "2999-01-01T00:00:00.000000Z",
-    "user": {"id": "u1", "name": "user", "domain": _DOMAIN},
-    "project": {"id": "p1", "name": "project", "domain": _DOMAIN},
-    "roles": [{"id": "r1", "name": "admin"}],
-}}
+V3_TOKEN = {
+    "token": {
+        "methods": ["password"],
+        "issued_at": "2026-01-01T00:00:00.000000Z",
+        "expires_at": "2999-01-01T00:00:00.000000Z",
+        "user": {"id": "u1", "name": "user", "domain": _DOMAIN},
+        "project": {"id": "p1", "name": "project", "domain": _DOMAIN},
+        "roles": [{"id": "r1", "name": "admin"}],
+    }
+}
 
 
 @pytest.fixture
 def keystone(monkeypatch):
     """auth_strategy=keystone, with token validation answered locally."""
+
     def fetch_token(self, token, **kwargs):
         if token in TOKENS:
             return TOKENS[token]
@@ -181,9 +233,12 @@ def keystone(monkeypatch):
 
     monkeypatch.setattr(auth_token.AuthProtocol, "fetch_token", fetch_token)
     TOKENS["good"] = V3_TOKEN
-    with pipeline(**{"api.auth_strategy": "keystone",
-                     "keystone_authtoken.www_authenticate_uri": KEYSTONE}
-                  ) as app:
+    with pipeline(
+        **{
+            "api.auth_strategy": "keystone",
+            "keystone_authtoken.www_authenticate_uri": KEYSTONE,
+        }
+    ) as app:
         yield app
 
 
@@ -200,27 +255,30 @@ def test_keystone_401_is_its_own_format(keystone, headers):
     assert response.status == 401
     assert response.json()["error"]["code"] == 401
     assert response.json()["error"]["title"] == "Unauthorized"
-    assert response.headers["www-authenticate"] == 'Keystone uri="%s"' % (
-        KEYSTONE)
+    assert response.headers["www-authenticate"] == 'Keystone uri="%s"' % (KEYSTONE)
     assert "openstack-api-version" not in response.headers
     assert "x-openstack-request-id" in response.headers
 
 
 def test_keystone_valid_token_reaches_placement(keystone):
-    response = call(keystone, "/resource_classes", x_auth_token="good",
-                    openstack_api_version="placement 1.2")
+    response = call(
+        keystone,
+        "/resource_classes",
+        x_auth_token="good",
+        openstack_api_version="placement 1.2",
+    )
     assert response.status == 200
     assert "VCPU" in [c["name"] for c in response.json()["resource_classes"]]
 
 
 def test_keystone_client_identity_headers_without_token(keystone):
     # auth_token strips client-sent identity headers: still no entry.
-    response = call(keystone, "/resource_classes", x_user_id="admin",
-                    x_roles="admin")
+    response = call(keystone, "/resource_classes", x_user_id="admin", x_roles="admin")
     assert response.status == 401
 
 
 # -- CORS --------------------------------------------------------------------
+
 
 @pytest.fixture
 def cors():
@@ -229,20 +287,28 @@ def cors():
 
 
 def test_cors_preflight(cors):
-    response = call(cors, "/resource_providers", "OPTIONS", origin=ORIGIN,
-                    access_control_request_method="PUT",
-                    access_control_request_headers="openstack-api-version")
+    response = call(
+        cors,
+        "/resource_providers",
+        "OPTIONS",
+        origin=ORIGIN,
+        access_control_request_method="PUT",
+        access_control_request_headers="openstack-api-version",
+    )
     assert response.status == 200
     assert response.headers["access-control-allow-origin"] == ORIGIN
     assert response.headers["access-control-allow-methods"] == "PUT"
-    assert (response.headers["access-control-allow-headers"] ==
-            "openstack-api-version")
+    assert response.headers["access-control-allow-headers"] == "openstack-api-version"
 
 
 def test_cors_preflight_unknown_origin_gets_no_grant(cors):
-    response = call(cors, "/resource_providers", "OPTIONS",
-                    origin="http://evil.example",
-                    access_control_request_method="GET")
+    response = call(
+        cors,
+        "/resource_providers",
+        "OPTIONS",
+        origin="http://evil.example",
+        access_control_request_method="GET",
+    )
     assert "access-control-allow-origin" not in response.headers
 
 
@@ -261,36 +327,43 @@ def test_no_cors_without_allowed_origin(noauth):
 
 # -- HTTP proxy headers ([oslo_middleware] enable_proxy_headers_parsing) -----
 
-PROXIED = {"x_forwarded_proto": "https",
-           "x_forwarded_host": "placement.example"}
+PROXIED = {"x_forwarded_proto": "https", "x_forwarded_host": "placement.example"}
 
 
 def _created_location(app, **headers):
-    response = call(app, "/resource_providers", "POST", body={"name": "rp"},
-                    x_auth_token="admin", accept="application/json",
-                    openstack_api_version="placement 1.19", **headers)
+    response = call(
+        app,
+        "/resource_providers",
+        "POST",
+        body={"name": "rp"},
+        x_auth_token="admin",
+        accept="application/json",
+        openstack_api_version="placement 1.19",
+        **headers,
+    )
     assert response.status == 201, response.body
     return response
 
 
 @pytest.fixture
 def proxied():
-    with pipeline(**{"oslo_middleware.enable_proxy_headers_parsing": True}
-                  ) as app:
+    with pipeline(**{"oslo_middleware.enable_proxy_headers_parsing": True}) as app:
         yield app
 
 
 def test_proxy_headers_ignored_by_default(noauth):
     location = _created_location(noauth, **PROXIED).headers["location"]
-    assert re.fullmatch(r"http://127\.0\.0\.1/resource_providers/[-0-9a-f]+",
-                        location), location
+    assert re.fullmatch(
+        r"http://127\.0\.0\.1/resource_providers/[-0-9a-f]+", location
+    ), location
 
 
 def test_proxy_headers_set_scheme_and_host(proxied):
     response = _created_location(proxied, **PROXIED)
     assert re.fullmatch(
         r"https://placement\.example/resource_providers/[-0-9a-f]+",
-        response.headers["location"]), response.headers["location"]
+        response.headers["location"],
+    ), response.headers["location"]
     # The layer is outside request-id: every response still carries one.
     assert response.headers["x-openstack-request-id"].startswith("req-")
     # An empty 201 passes the webob round trip without gaining a type.
@@ -299,11 +372,13 @@ def test_proxy_headers_set_scheme_and_host(proxied):
 
 def test_rfc7239_forwarded_header_and_prefix(proxied):
     location = _created_location(
-        proxied, forwarded="for=192.0.2.60;proto=https;host=lb.example",
-        x_forwarded_prefix="/placement").headers["location"]
+        proxied,
+        forwarded="for=192.0.2.60;proto=https;host=lb.example",
+        x_forwarded_prefix="/placement",
+    ).headers["location"]
     assert re.fullmatch(
-        r"https://lb\.example/placement/resource_providers/[-0-9a-f]+",
-        location), location
+        r"https://lb\.example/placement/resource_providers/[-0-9a-f]+", location
+    ), location
 
 
 def test_without_proxy_headers_nothing_changes(proxied):

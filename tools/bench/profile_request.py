@@ -23,6 +23,7 @@ client threads over HTTP: requests/s, latency and the server's CPU time per
 request (its process group, from /proc), like the shared benchmark's
 throughput phase but without loading through the API.
 """
+
 import argparse
 import concurrent.futures
 import contextlib
@@ -42,8 +43,8 @@ import wsgiref.util
 import sqlalchemy as sa
 
 from placement import conf as placement_conf
-from placement.cmd import api
 from placement import deploy
+from placement.cmd import api
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
@@ -51,25 +52,33 @@ from placement.db import tables
 sys.path.insert(0, __file__.rsplit("/", 3)[0])
 from tests import fixtures  # noqa: E402  (fresh SQLite/MySQL databases)
 
-FLAT_AGGREGATES = ["14a5c8a3-5a99-4e8f-88be-00d85fcb1c17",
-                   "66d98e7c-3c25-485d-a0dc-1cea651884de",
-                   "a59dbb28-fd98-4c6e-9ec5-ae5f3d04b0aa"]
+FLAT_AGGREGATES = [
+    "14a5c8a3-5a99-4e8f-88be-00d85fcb1c17",
+    "66d98e7c-3c25-485d-a0dc-1cea651884de",
+    "a59dbb28-fd98-4c6e-9ec5-ae5f3d04b0aa",
+]
 FLAT_TRAITS = ["HW_CPU_X86_AVX2", "HW_CPU_X86_SSE2", "STORAGE_DISK_SSD"]
 
 QUERIES = {
-    "flat": ["resources=VCPU:1,DISK_GB:10,MEMORY_MB:256"
-             "&member_of=14a5c8a3-5a99-4e8f-88be-00d85fcb1c17"
-             "&required=HW_CPU_X86_AVX2",
-             "resources=VCPU:8&limit=5"],
-    "nested": ["resources=DISK_GB:10&required=COMPUTE_VOLUME_MULTI_ATTACH"
-               "&resources_COMPUTE=VCPU:1,MEMORY_MB:256"
-               "&required_COMPUTE=CUSTOM_FOO&resources_FPGA=FPGA:1"
-               "&group_policy=none&same_subtree=_COMPUTE,_FPGA"],
-    "wide": ["resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10%s"
-             "&group_policy=isolate%s" % (
-                 "".join("&resources%d=VGPU:1" % g for g in range(1, n + 1)),
-                 limit)
-             for n in (1, 2, 3, 4, 5) for limit in ("", "&limit=10")],
+    "flat": [
+        "resources=VCPU:1,DISK_GB:10,MEMORY_MB:256"
+        "&member_of=14a5c8a3-5a99-4e8f-88be-00d85fcb1c17"
+        "&required=HW_CPU_X86_AVX2",
+        "resources=VCPU:8&limit=5",
+    ],
+    "nested": [
+        "resources=DISK_GB:10&required=COMPUTE_VOLUME_MULTI_ATTACH"
+        "&resources_COMPUTE=VCPU:1,MEMORY_MB:256"
+        "&required_COMPUTE=CUSTOM_FOO&resources_FPGA=FPGA:1"
+        "&group_policy=none&same_subtree=_COMPUTE,_FPGA"
+    ],
+    "wide": [
+        "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10%s"
+        "&group_policy=isolate%s"
+        % ("".join("&resources%d=VGPU:1" % g for g in range(1, n + 1)), limit)
+        for n in (1, 2, 3, 4, 5)
+        for limit in ("", "&limit=10")
+    ],
     "rp-list": [],
 }
 PATHS = {"rp-list": ["/resource_providers"]}
@@ -84,64 +93,84 @@ class Loader:
         self.providers, self.inventories = [], []
         self.traits, self.aggregates = [], []
         with db.reader() as conn:
-            self.class_ids = dict(conn.execute(sa.select(
-                tables.resource_classes.c.name, tables.resource_classes.c.id)).all())
-            self.trait_ids = dict(conn.execute(sa.select(
-                tables.traits.c.name, tables.traits.c.id)).all())
+            self.class_ids = dict(
+                conn.execute(
+                    sa.select(
+                        tables.resource_classes.c.name, tables.resource_classes.c.id
+                    )
+                ).all()
+            )
+            self.trait_ids = dict(
+                conn.execute(sa.select(tables.traits.c.name, tables.traits.c.id)).all()
+            )
         self.agg_ids = {}
 
     def trait(self, name):
         if name not in self.trait_ids:
             with self.db.writer() as conn:
                 conn.execute(tables.traits.insert(), {"name": name})
-                self.trait_ids[name] = conn.scalar(sa.select(
-                    tables.traits.c.id).where(tables.traits.c.name == name))
+                self.trait_ids[name] = conn.scalar(
+                    sa.select(tables.traits.c.id).where(tables.traits.c.name == name)
+                )
         return self.trait_ids[name]
 
     def aggregate(self, agg_uuid):
         if agg_uuid not in self.agg_ids:
             with self.db.writer() as conn:
-                conn.execute(tables.placement_aggregates.insert(),
-                             {"uuid": agg_uuid})
-                self.agg_ids[agg_uuid] = conn.scalar(sa.select(
-                    tables.placement_aggregates.c.id).where(
-                        tables.placement_aggregates.c.uuid == agg_uuid))
+                conn.execute(tables.placement_aggregates.insert(), {"uuid": agg_uuid})
+                self.agg_ids[agg_uuid] = conn.scalar(
+                    sa.select(tables.placement_aggregates.c.id).where(
+                        tables.placement_aggregates.c.uuid == agg_uuid
+                    )
+                )
         return self.agg_ids[agg_uuid]
 
-    def provider(self, name, inventories, parent=None, traits=(),
-                 aggregates=()):
+    def provider(self, name, inventories, parent=None, traits=(), aggregates=()):
         rp_id = self.next_id
         self.next_id += 1
         root = parent[1] if parent else rp_id
-        self.providers.append({
-            "id": rp_id, "uuid": str(uuid.uuid4()), "name": name,
-            "generation": 1, "root_provider_id": root,
-            "parent_provider_id": parent[0] if parent else None})
+        self.providers.append(
+            {
+                "id": rp_id,
+                "uuid": str(uuid.uuid4()),
+                "name": name,
+                "generation": 1,
+                "root_provider_id": root,
+                "parent_provider_id": parent[0] if parent else None,
+            }
+        )
         for rc, inv in inventories.items():
-            self.inventories.append({
-                "resource_provider_id": rp_id,
-                "resource_class_id": self.class_ids[rc],
-                "total": inv["total"], "reserved": inv.get("reserved", 0),
-                "min_unit": inv.get("min_unit", 1),
-                "max_unit": inv.get("max_unit", inv["total"]),
-                "step_size": inv.get("step_size", 1),
-                "allocation_ratio": inv.get("allocation_ratio", 1.0)})
-        self.traits.extend({"resource_provider_id": rp_id,
-                            "trait_id": self.trait(t)} for t in traits)
-        self.aggregates.extend({"resource_provider_id": rp_id,
-                                "aggregate_id": self.aggregate(a)}
-                               for a in aggregates)
+            self.inventories.append(
+                {
+                    "resource_provider_id": rp_id,
+                    "resource_class_id": self.class_ids[rc],
+                    "total": inv["total"],
+                    "reserved": inv.get("reserved", 0),
+                    "min_unit": inv.get("min_unit", 1),
+                    "max_unit": inv.get("max_unit", inv["total"]),
+                    "step_size": inv.get("step_size", 1),
+                    "allocation_ratio": inv.get("allocation_ratio", 1.0),
+                }
+            )
+        self.traits.extend(
+            {"resource_provider_id": rp_id, "trait_id": self.trait(t)} for t in traits
+        )
+        self.aggregates.extend(
+            {"resource_provider_id": rp_id, "aggregate_id": self.aggregate(a)}
+            for a in aggregates
+        )
         return rp_id, root
 
     def flush(self):
         with self.db.writer() as conn:
-            for table, rows in ((tables.resource_providers, self.providers),
-                                (tables.inventories, self.inventories),
-                                (tables.resource_provider_traits, self.traits),
-                                (tables.resource_provider_aggregates,
-                                 self.aggregates)):
+            for table, rows in (
+                (tables.resource_providers, self.providers),
+                (tables.inventories, self.inventories),
+                (tables.resource_provider_traits, self.traits),
+                (tables.resource_provider_aggregates, self.aggregates),
+            ):
                 for start in range(0, len(rows), 5000):
-                    conn.execute(table.insert(), rows[start:start + 5000])
+                    conn.execute(table.insert(), rows[start : start + 5000])
         first = self.providers[0]["uuid"] if self.providers else None
         self.providers, self.inventories = [], []
         self.traits, self.aggregates = [], []
@@ -150,40 +179,61 @@ class Loader:
 
 def load_flat(loader, n):
     for i in range(n):
-        loader.provider("flat-%d" % i, {
-            "VCPU": {"total": 32, "max_unit": 16},
-            "MEMORY_MB": {"total": 8192, "min_unit": 128},
-            "DISK_GB": {"total": 8192, "min_unit": 5}},
-            traits=FLAT_TRAITS[:i % 3 + 1],
-            aggregates=FLAT_AGGREGATES[:i % 3 + 1])
+        loader.provider(
+            "flat-%d" % i,
+            {
+                "VCPU": {"total": 32, "max_unit": 16},
+                "MEMORY_MB": {"total": 8192, "min_unit": 128},
+                "DISK_GB": {"total": 8192, "min_unit": 5},
+            },
+            traits=FLAT_TRAITS[: i % 3 + 1],
+            aggregates=FLAT_AGGREGATES[: i % 3 + 1],
+        )
 
 
 def load_nested(loader, n):
     for i in range(n):
-        cn = loader.provider("cn-%d" % i, {"DISK_GB": {"total": 20480}},
-                             traits=["COMPUTE_VOLUME_MULTI_ATTACH"])
-        numa0 = loader.provider("numa0-%d" % i, {
-            "VCPU": {"total": 4, "reserved": 2},
-            "MEMORY_MB": {"total": 2048, "min_unit": 512, "step_size": 256}},
-            cn, ["HW_NUMA_ROOT"])
+        cn = loader.provider(
+            "cn-%d" % i,
+            {"DISK_GB": {"total": 20480}},
+            traits=["COMPUTE_VOLUME_MULTI_ATTACH"],
+        )
+        numa0 = loader.provider(
+            "numa0-%d" % i,
+            {
+                "VCPU": {"total": 4, "reserved": 2},
+                "MEMORY_MB": {"total": 2048, "min_unit": 512, "step_size": 256},
+            },
+            cn,
+            ["HW_NUMA_ROOT"],
+        )
         loader.provider("fpga0-%d" % i, {"FPGA": {"total": 1}}, numa0)
         loader.provider("pgpu0-%d" % i, {"VGPU": {"total": 8}}, numa0)
-        numa1 = loader.provider("numa1-%d" % i, {
-            "VCPU": {"total": 4},
-            "MEMORY_MB": {"total": 2048, "min_unit": 256, "max_unit": 1024}},
-            cn, ["HW_NUMA_ROOT", "CUSTOM_FOO"])
+        numa1 = loader.provider(
+            "numa1-%d" % i,
+            {
+                "VCPU": {"total": 4},
+                "MEMORY_MB": {"total": 2048, "min_unit": 256, "max_unit": 1024},
+            },
+            cn,
+            ["HW_NUMA_ROOT", "CUSTOM_FOO"],
+        )
         loader.provider("fpga1-0-%d" % i, {"FPGA": {"total": 1}}, numa1)
         loader.provider("fpga1-1-%d" % i, {"FPGA": {"total": 1}}, numa1)
 
 
 def load_wide(loader, n, children=8, vgpus=4):
     for i in range(n):
-        root = loader.provider("wide-%d" % i, {
-            "VCPU": {"total": 64}, "MEMORY_MB": {"total": 262144},
-            "DISK_GB": {"total": 4096}})
+        root = loader.provider(
+            "wide-%d" % i,
+            {
+                "VCPU": {"total": 64},
+                "MEMORY_MB": {"total": 262144},
+                "DISK_GB": {"total": 4096},
+            },
+        )
         for j in range(children):
-            loader.provider("wide-%d-pgpu%d" % (i, j),
-                            {"VGPU": {"total": vgpus}}, root)
+            loader.provider("wide-%d-pgpu%d" % (i, j), {"VGPU": {"total": vgpus}}, root)
 
 
 def load_rp_list(loader, n):
@@ -192,12 +242,15 @@ def load_rp_list(loader, n):
         for numa in range(2):
             node = loader.provider("list-%d-numa%d" % (i, numa), {}, root)
             for dev in range(2):
-                loader.provider("list-%d-numa%d-dev%d" % (i, numa, dev), {},
-                                node)
+                loader.provider("list-%d-numa%d-dev%d" % (i, numa, dev), {}, node)
 
 
-LOADERS = {"flat": load_flat, "nested": load_nested, "wide": load_wide,
-           "rp-list": load_rp_list}
+LOADERS = {
+    "flat": load_flat,
+    "nested": load_nested,
+    "wide": load_wide,
+    "rp-list": load_rp_list,
+}
 
 
 class StatementCounter:
@@ -211,10 +264,14 @@ class StatementCounter:
 
 def call(app, path, version):
     path, _, query = path.partition("?")
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path,
-               "QUERY_STRING": query, "HTTP_X_AUTH_TOKEN": "admin",
-               "HTTP_ACCEPT": "application/json",
-               "HTTP_OPENSTACK_API_VERSION": "placement %s" % version}
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "HTTP_X_AUTH_TOKEN": "admin",
+        "HTTP_ACCEPT": "application/json",
+        "HTTP_OPENSTACK_API_VERSION": "placement %s" % version,
+    }
     wsgiref.util.setup_testing_defaults(environ)
     status = []
     body = b"".join(app(environ, lambda s, h, e=None: status.append(s)))
@@ -233,18 +290,30 @@ def measure(app, counter, path, version, repeat, profile):
     cands = ""
     if status.startswith("200") and path.startswith("/allocation_cand"):
         cands = " candidates=%d" % len(json.loads(body)["allocation_requests"])
-    print("%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs statements=%s "
-          "bytes=%d%s" % (
-        path, status, statistics.median(times), min(times),
-        statistics.median(cpu),
-        sorted(set(statements)), len(body), cands), flush=True)
+    print(
+        "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs statements=%s "
+        "bytes=%d%s"
+        % (
+            path,
+            status,
+            statistics.median(times),
+            min(times),
+            statistics.median(cpu),
+            sorted(set(statements)),
+            len(body),
+            cands,
+        ),
+        flush=True,
+    )
     if profile:
         import pyinstrument
+
         profiler = pyinstrument.Profiler(interval=0.0005)
         with profiler:
             call(app, path, version)
-        print(profiler.output_text(unicode=False, color=False,
-                                   show_all=False), flush=True)
+        print(
+            profiler.output_text(unicode=False, color=False, show_all=False), flush=True
+        )
 
 
 def _group(pgid):
@@ -263,7 +332,8 @@ def _group(pgid):
 def _group_cpu(pgid):
     """CPU seconds of every process in the process group ``pgid``."""
     return sum(int(f[11]) + int(f[12]) for _, f in _group(pgid)) / (
-        os.sysconf("SC_CLK_TCK"))
+        os.sysconf("SC_CLK_TCK")
+    )
 
 
 def _peak_rss_mb(pgid):
@@ -282,14 +352,28 @@ def server(url, workers, threads, active):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url,
-               OS_API__AUTH_STRATEGY="noauth2")
+    env = dict(
+        os.environ,
+        OS_PLACEMENT_DATABASE__CONNECTION=url,
+        OS_API__AUTH_STRATEGY="noauth2",
+    )
     proc = subprocess.Popen(
-        [os.path.join(os.path.dirname(sys.executable), "placement-api"),
-         "--port", str(port), "--workers", str(workers),
-         "--threads", str(threads), "--active", str(active)],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        [
+            os.path.join(os.path.dirname(sys.executable), "placement-api"),
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--active",
+            str(active),
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = "http://127.0.0.1:%d" % port
     try:
         for _ in range(600):
@@ -305,9 +389,14 @@ def server(url, workers, threads, active):
 
 
 def throughput(base, pgid, path, version, total, concurrency):
-    request = urllib.request.Request(base + path, headers={
-        "x-auth-token": "admin", "accept": "application/json",
-        "openstack-api-version": "placement %s" % version})
+    request = urllib.request.Request(
+        base + path,
+        headers={
+            "x-auth-token": "admin",
+            "accept": "application/json",
+            "openstack-api-version": "placement %s" % version,
+        },
+    )
 
     def one(_):
         start = time.perf_counter()
@@ -320,10 +409,17 @@ def throughput(base, pgid, path, version, total, concurrency):
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         latencies = sorted(pool.map(one, range(total)))
     wall = time.perf_counter() - start
-    print("  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.1f ms/req"
-          % (concurrency, total / wall, latencies[len(latencies) // 2],
-             latencies[int(len(latencies) * 0.95)],
-             (_group_cpu(pgid) - cpu) * 1000 / total), flush=True)
+    print(
+        "  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.1f ms/req"
+        % (
+            concurrency,
+            total / wall,
+            latencies[len(latencies) // 2],
+            latencies[int(len(latencies) * 0.95)],
+            (_group_cpu(pgid) - cpu) * 1000 / total,
+        ),
+        flush=True,
+    )
 
 
 @contextlib.contextmanager
@@ -343,22 +439,28 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("sqlite", "mysql"), default="sqlite")
     parser.add_argument("--shape", choices=sorted(LOADERS), default="nested")
-    parser.add_argument("--scale", type=int, default=1000,
-                        help="providers (flat), trees (nested, wide, rp-list)")
-    parser.add_argument("--query", action="append",
-                        help="allocation candidate query (default: the "
-                        "shape's benchmark queries)")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1000,
+        help="providers (flat), trees (nested, wide, rp-list)",
+    )
+    parser.add_argument(
+        "--query",
+        action="append",
+        help="allocation candidate query (default: the shape's benchmark queries)",
+    )
     parser.add_argument("--path", action="append", help="any GET path")
     parser.add_argument("--version", default="1.39")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--serve", type=int, metavar="N",
-                        help="also N requests per path over HTTP")
+    parser.add_argument(
+        "--serve", type=int, metavar="N", help="also N requests per path over HTTP"
+    )
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=10)
-    parser.add_argument("--active", type=int, default=2,
-                        help="placement-api --active")
+    parser.add_argument("--active", type=int, default=2, help="placement-api --active")
     args = parser.parse_args()
 
     conf = placement_conf.CONF
@@ -370,32 +472,34 @@ def main():
         start = time.perf_counter()
         LOADERS[args.shape](loader, args.scale)
         root = loader.flush()
-        print("loaded %s x %d in %.1fs" % (args.shape, args.scale,
-                                            time.perf_counter() - start))
+        print(
+            "loaded %s x %d in %.1fs"
+            % (args.shape, args.scale, time.perf_counter() - start)
+        )
         app = deploy.build_app(conf, db=db, sync_schema=False)
-        api.tune_gc()           # as placement-api does in every worker
+        api.tune_gc()  # as placement-api does in every worker
         counter = StatementCounter(db.engine)
         paths = (args.path or []) + [
-            "/allocation_candidates?" + q
-            for q in (args.query or QUERIES[args.shape])]
+            "/allocation_candidates?" + q for q in (args.query or QUERIES[args.shape])
+        ]
         if not args.path and not args.query:
             paths = PATHS.get(args.shape, []) + paths
         paths = [path.replace("{root}", root) for path in paths]
         for path in paths:
-            measure(app, counter, path, args.version, args.repeat,
-                    args.profile)
+            measure(app, counter, path, args.version, args.repeat, args.profile)
         if args.serve:
             db.engine.dispose()
-            with server(url, args.workers, args.threads,
-                        args.active) as (base, pgid):
+            with server(url, args.workers, args.threads, args.active) as (base, pgid):
                 for path in paths:
                     print(path)
-                    throughput(base, pgid, path, args.version, args.serve,
-                               args.concurrency)
-                print("server peak RSS per process (MB): %s"
-                      % _peak_rss_mb(pgid))
-        print("peak RSS %.0f MB" % (
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+                    throughput(
+                        base, pgid, path, args.version, args.serve, args.concurrency
+                    )
+                print("server peak RSS per process (MB): %s" % _peak_rss_mb(pgid))
+        print(
+            "peak RSS %.0f MB"
+            % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        )
 
 
 if __name__ == "__main__":

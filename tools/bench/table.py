@@ -6,32 +6,41 @@ One row per (scenario, figure, database): ours, the reference, and the gain
 (reference/ours for times, ours/reference for rates), medians over the
 runs in each file.
 """
+
 import json
 import re
 import sys
 
 FIGURES = {
-    "flat": [("load_s", "load 1000 providers (s)"),
-             ("get_p50_s", "single GET p50 (s)"),
-             ("tput_rps", "c=10 throughput (req/s)"),
-             ("tput_p95_s", "c=10 p95 (s)"),
-             ("tput_server_cpu_ms_per_req", "server CPU per request (ms)")],
-    "nested": [("load_s", "load 7000 providers (s)"),
-               ("get_p50_s", "single GET p50 (s)"),
-               ("tput_rps", "c=10 throughput (req/s)"),
-               ("tput_p95_s", "c=10 p95 (s)"),
-               ("tput_server_cpu_ms_per_req", "server CPU per request (ms)")],
+    "flat": [
+        ("load_s", "load 1000 providers (s)"),
+        ("get_p50_s", "single GET p50 (s)"),
+        ("tput_rps", "c=10 throughput (req/s)"),
+        ("tput_p95_s", "c=10 p95 (s)"),
+        ("tput_server_cpu_ms_per_req", "server CPU per request (ms)"),
+    ],
+    "nested": [
+        ("load_s", "load 7000 providers (s)"),
+        ("get_p50_s", "single GET p50 (s)"),
+        ("tput_rps", "c=10 throughput (req/s)"),
+        ("tput_p95_s", "c=10 p95 (s)"),
+        ("tput_server_cpu_ms_per_req", "server CPU per request (ms)"),
+    ],
     "wide": [("load_s", "load hosts x (1+8) providers (s)")],  # + _wide()
-    "claims": [("claims_per_s", "successful claims/s"),
-               ("claim_p50_s", "claim p50, GET+PUT (s)"),
-               ("claims_server_cpu_ms_per_claim", "server CPU per claim (ms)"),
-               ("claims_ok", "claims acknowledged (800 fit)"),
-               ("providers_over_capacity", "providers over capacity"),
-               ("integrity", "integrity")],
-    "rp-list": [("load1_s", "create 1000 providers (s)"),
-                ("list1000_p50_s", "GET /resource_providers 1000, p50 (s)"),
-                ("load2_s", "create 6000 more (s)"),
-                ("list7000_p50_s", "GET /resource_providers 7000, p50 (s)")],
+    "claims": [
+        ("claims_per_s", "successful claims/s"),
+        ("claim_p50_s", "claim p50, GET+PUT (s)"),
+        ("claims_server_cpu_ms_per_claim", "server CPU per claim (ms)"),
+        ("claims_ok", "claims acknowledged (800 fit)"),
+        ("providers_over_capacity", "providers over capacity"),
+        ("integrity", "integrity"),
+    ],
+    "rp-list": [
+        ("load1_s", "create 1000 providers (s)"),
+        ("list1000_p50_s", "GET /resource_providers 1000, p50 (s)"),
+        ("load2_s", "create 6000 more (s)"),
+        ("list7000_p50_s", "GET /resource_providers 7000, p50 (s)"),
+    ],
 }
 RATES = ("_rps", "_per_s", "claims_ok")
 
@@ -43,9 +52,12 @@ def fmt(value):
 
 
 def gain(key, ours, ref):
-    if not all(isinstance(v, (int, float)) for v in (ours, ref)) or \
-            key in ("claims_ok", "providers_over_capacity") or not ours \
-            or not ref:
+    if (
+        not all(isinstance(v, (int, float)) for v in (ours, ref))
+        or key in ("claims_ok", "providers_over_capacity")
+        or not ours
+        or not ref
+    ):
         return ""
     return "%.1fx" % ((ours / ref) if key.endswith(RATES) else (ref / ours))
 
@@ -58,8 +70,14 @@ def _wide(figures):
         match = re.fullmatch(r"g(\d+)(?:_limit(\d+))?_s", key)
         if match:
             groups, limit = int(match[1]), match[2]
-            found.append(((groups, int(limit or 0)), key, "%d group(s)%s (s)"
-                          % (groups, ", limit=%s" % limit if limit else "")))
+            found.append(
+                (
+                    (groups, int(limit or 0)),
+                    key,
+                    "%d group(s)%s (s)"
+                    % (groups, ", limit=%s" % limit if limit else ""),
+                )
+            )
     return [(key, label) for _, key, label in sorted(found)]
 
 
@@ -80,9 +98,17 @@ def main(paths):
                     fig = figures[key]
                     ref = fig.get("upstream")
                     ours = fig.get("ours")
-                    print("| %s | %s | %s | %s | %s | %s |" % (
-                        scenario, label, db, fmt(ours), fmt(ref),
-                        gain(key, ours, ref)))
+                    print(
+                        "| %s | %s | %s | %s | %s | %s |"
+                        % (
+                            scenario,
+                            label,
+                            db,
+                            fmt(ours),
+                            fmt(ref),
+                            gain(key, ours, ref),
+                        )
+                    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ anchor), ``search`` (lazy combinations) and ``render`` (JSON per
 microversion); ``catalog`` answers stage 2 from a per-worker cache while it
 is current. ``find`` runs stages 2-4 in one read transaction.
 """
+
 import dataclasses
 import functools
 import itertools
@@ -19,24 +20,24 @@ from placement.objects.allocation_candidates import trees
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    nested_aware: bool = True        # 1.29+: one request may use many
-                                     # providers of one tree
+    nested_aware: bool = True  # 1.29+: one request may use many
+    # providers of one tree
     strategy: str = "depth-first"
-    max_candidates: int = -1         # generation cap, -1 unlimited
+    max_candidates: int = -1  # generation cap, -1 unlimited
     randomize: bool = False
 
 
 @dataclasses.dataclass
 class Result:
-    candidates: list            # search.Candidate
-    summaries: dict             # provider id -> providers.Summary
-    uuids: dict                 # provider id -> uuid
-    class_names: dict           # class id -> name (requested classes)
+    candidates: list  # search.Candidate
+    summaries: dict  # provider id -> providers.Summary
+    uuids: dict  # provider id -> uuid
+    class_names: dict  # class id -> name (requested classes)
 
 
 EMPTY = Result([], {}, {}, {})
-FIRST_PAGE = 16         # trees read first by a limited search (at least
-                        # twice the limit)
+FIRST_PAGE = 16  # trees read first by a limited search (at least
+# twice the limit)
 
 
 def find(db, request, options=Options()):
@@ -50,58 +51,146 @@ def find(db, request, options=Options()):
 
 
 def _resolve(source, request):
-    """Names to ids, in the contract's order; TraitNotFound or
+    """Names to ids, in upstream's order (it decides which unknown name is
+    reported); TraitNotFound or
     ResourceClassNotFound for unknown names."""
-    trait_ids = source.trait_ids(request.root_required
-                                 | request.root_forbidden)
+    trait_ids = source.trait_ids(request.root_required | request.root_forbidden)
     groups, aggregate_ids, class_ids = [], set(), {}
     for group in request.groups:
         classes = source.class_ids([name for name, _ in group.resources])
         class_ids.update(classes)
         member_of = group.member_of
-        known = source.aggregate_ids(set().union(
-            *group.any_aggregates, group.forbidden_aggregates))
-        any_aggs = tuple(frozenset(known[u] for u in any_of if u in known)
-                         for any_of in group.any_aggregates)
-        traits = source.trait_ids(
-            group.required.names if group.required else ())
+        known = source.aggregate_ids(
+            set().union(*group.any_aggregates, group.forbidden_aggregates)
+        )
+        any_aggs = tuple(
+            frozenset(known[u] for u in any_of if u in known)
+            for any_of in group.any_aggregates
+        )
+        traits = source.trait_ids(group.required.names if group.required else ())
         trait_ids.update(traits)
-        groups.append(trees.Group(
-            suffix=group.suffix,
-            resources=tuple((classes[n], a) for n, a in group.resources),
-            any_traits=tuple(frozenset(traits[t] for t in any_of)
-                             for any_of in group.any_traits),
-            forbidden_traits=frozenset(traits[t]
-                                       for t in group.forbidden_traits),
-            any_aggregates=any_aggs,
-            forbidden_aggregates=frozenset(
-                known[u] for u in group.forbidden_aggregates if u in known),
-            in_tree_root=(source.root_of(group.in_tree)
-                          if group.in_tree else None)))
+        groups.append(
+            trees.Group(
+                suffix=group.suffix,
+                resources=tuple((classes[n], a) for n, a in group.resources),
+                any_traits=tuple(
+                    frozenset(traits[t] for t in any_of) for any_of in group.any_traits
+                ),
+                forbidden_traits=frozenset(traits[t] for t in group.forbidden_traits),
+                any_aggregates=any_aggs,
+                forbidden_aggregates=frozenset(
+                    known[u] for u in group.forbidden_aggregates if u in known
+                ),
+                in_tree_root=_root_of(source, group),
+            )
+        )
         aggregate_ids.update(known.values())
         # An any-of set naming only unknown aggregates matches nothing.
         if member_of and not all(any_aggs):
-            raise providers.NoCandidates()
+            raise providers.NoCandidates(group.suffix, "member_of")
     return groups, class_ids, trait_ids, aggregate_ids
 
 
+def _root_of(source, group):
+    if not group.in_tree:
+        return None
+    try:
+        return source.root_of(group.in_tree)
+    except providers.NoCandidates:
+        raise providers.NoCandidates(group.suffix, "in_tree")
+
+
+class Stream:
+    """Allocation candidates as the search finds them, then the summaries
+    of the providers they used: memory follows the providers involved, not
+    the number of candidates. For requests without a limit or randomised
+    order (those need every candidate first). Names are resolved, and
+    their errors raised, when it is opened; its read transaction stays
+    open until ``close()``, which also stops the search."""
+
+    def __init__(self, db, request, options):
+        self._reader = db.reader()
+        conn = self._reader.__enter__()
+        try:
+            self._source = catalog.reader(db, conn) or providers.Reader(conn)
+            try:
+                search_ = _search(self._source, request, options)
+            except providers.NoCandidates:
+                search_ = (iter(()), _Seen(), {}, False)
+            self._found, self._seen, self._class_ids, self._one_per_tree = search_
+        except BaseException:
+            self.close()
+            raise
+        self.allocated, self.mapped = set(), set()
+        self.count = 0
+        self.class_names = {i: n for n, i in self._class_ids.items()}
+
+    def candidates(self):
+        for candidate in self._found:
+            self.allocated.update(rp for rp, _, _ in candidate.allocations)
+            for _, rps in candidate.mappings:
+                self.mapped.update(rps)
+            self.count += 1
+            yield candidate
+
+    def uuids(self, provider_ids):
+        """{id: uuid} of providers candidates name, in one lookup."""
+        return self._source.uuids(provider_ids)
+
+    def summaries(self):
+        """A Result with no candidates: the summaries of the providers the
+        candidates used, once they are all out."""
+        return _summaries(
+            self._source,
+            (),
+            self._seen,
+            self._class_ids,
+            self._one_per_tree,
+            self.allocated,
+            self.mapped,
+        )
+
+    def close(self):
+        self._found = iter(())
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.__exit__(None, None, None)
+
+
 def _find(source, request, options):
+    found, seen, class_ids, one_per_tree = _search(source, request, options)
+    found = _limit(found, request.limit, options.randomize)
+    allocated = {rp for c in found for rp, _, _ in c.allocations}
+    mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
+    return _summaries(source, found, seen, class_ids, one_per_tree, allocated, mapped)
+
+
+def _search(source, request, options):
+    """(candidates, lazily, in answer order before any limit; what the
+    snapshots read; {class name: id}; whether one provider per tree)."""
     groups, class_ids, trait_ids, aggregate_ids = _resolve(source, request)
     load = functools.partial(
-        source.snapshot, class_ids.values(),
-        set(trait_ids.values()), aggregate_ids,
-        whole_trees=bool(request.same_subtree)
-        or not all(g.resources for g in groups))
-    paged = (request.limit is not None and not options.randomize
-             and not source.sharing_holds(class_ids.values()))
+        source.snapshot,
+        class_ids.values(),
+        set(trait_ids.values()),
+        aggregate_ids,
+        whole_trees=bool(request.same_subtree) or not all(g.resources for g in groups),
+    )
+    paged = (
+        request.limit is not None
+        and not options.randomize
+        and not source.sharing_holds(class_ids.values())
+    )
     if paged:
-        snapshots = (load(roots=page) for page in
-                     _pages(source.root_ids(), request.limit))
+        snapshots = (
+            load(roots=page) for page in _pages(source.root_ids(), request.limit)
+        )
     else:
         snapshots = [load()]
     seen = _Seen()
     found = search.STRATEGIES[options.strategy](
-        _streams(snapshots, groups, request, trait_ids, seen))
+        _streams(snapshots, groups, request, trait_ids, seen)
+    )
     if not paged and snapshots[0].serves:
         # Only a sharing provider can put one candidate under two anchors:
         # within an anchor every choice differs in allocations or mappings.
@@ -111,8 +200,7 @@ def _find(source, request, options):
     one_per_tree = not options.nested_aware and source.is_nested()
     if one_per_tree:
         found = (c for c in found if _one_provider_per_tree(c, seen))
-    found = _limit(found, request.limit, options.randomize)
-    return _with_summaries(source, found, seen, class_ids, one_per_tree)
+    return found, seen, class_ids, one_per_tree
 
 
 def _pages(roots, limit):
@@ -121,7 +209,7 @@ def _pages(roots, limit):
     candidates come from its own tree)."""
     start, size = 0, max(FIRST_PAGE, 2 * limit)
     while start < len(roots):
-        yield roots[start:start + size]
+        yield roots[start : start + size]
         start += size
         size = min(2 * size, providers.CHUNK)
 
@@ -154,14 +242,14 @@ def _streams(snapshots, groups, request, trait_ids, seen):
     for snapshot in snapshots:
         seen.snapshots.append(snapshot)
         forest = trees.Trees(snapshot, root_required, root_forbidden)
-        engine = search.Search(forest, groups, request.same_subtree,
-                               request.isolate)
+        engine = search.Search(forest, groups, request.same_subtree, request.isolate)
         for plan in forest.plans(groups):
             yield engine.candidates(plan)
 
 
 def _one_provider_per_tree(candidate, seen):
-    """Below 1.29 a nested deployment allows one provider per tree (§5.8)."""
+    """Below 1.29 a nested deployment allows one provider per tree
+    (doc/api.md "Combining groups")."""
     rps = candidate.providers()
     return len({seen.root(rp) for rp in rps}) == len(rps)
 
@@ -176,16 +264,19 @@ def _limit(found, limit, randomize):
     return found
 
 
-def _with_summaries(source, found, seen, class_ids, allocated_only):
-    allocated = {rp for c in found for rp, _, _ in c.allocations}
+def _summaries(source, found, seen, class_ids, allocated_only, allocated, mapped):
+    """The Result of ``found``: ``allocated`` and ``mapped`` are the
+    providers its candidates allocate from and map."""
     roots = {seen.root(rp) for rp in allocated}
     class_names = {i: n for n, i in class_ids.items()}
     summaries = source.summaries(
-        roots, seen.inventories(roots), class_names,
-        allocated if allocated_only else None)
+        roots,
+        seen.inventories(roots),
+        class_names,
+        allocated if allocated_only else None,
+    )
     uuids = {rp: s.uuid for rp, s in summaries.items()}
     # Resourceless groups may map providers outside the summarised trees.
-    mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     if not mapped <= uuids.keys():
         uuids.update(source.uuids(mapped - uuids.keys()))
     return Result(found, summaries, uuids, class_names)

@@ -6,6 +6,7 @@ sharing providers and the roots they serve, the providers of the trees
 involved, and their traits/aggregates of interest. Long id lists are bound
 in chunks so neither SQLite nor MySQL hits a parameter limit.
 """
+
 import dataclasses
 import typing
 import uuid as uuidlib
@@ -13,6 +14,7 @@ import uuid as uuidlib
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects import catalog
 from placement.objects import common
 
 RP = tables.resource_providers
@@ -24,7 +26,7 @@ AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
 RC_NAME = tables.resource_classes.c.name
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+SHARING_TRAIT = catalog.SHARING_TRAIT
 # Ids bound per IN list: well under SQLite's 32766 variables.
 CHUNK = 10000
 
@@ -33,56 +35,28 @@ class NoCandidates(Exception):
     """Some name or filter can match nothing: the answer is empty (200)."""
 
 
-class Inventory(typing.NamedTuple):
-    # A tuple: hundreds of thousands are built per request on big trees.
-    total: int
-    reserved: int
-    allocation_ratio: float
-    min_unit: int
-    max_unit: int
-    step_size: int
-    used: int
-
-    @property
-    def capacity(self):
-        """Capacity as reported (truncated)."""
-        return int((self.total - self.reserved) * self.allocation_ratio)
-
-    def fits(self, amount):
-        """One group's amount: every inventory constraint (contract §3)."""
-        return (self.used + amount
-                <= (self.total - self.reserved) * self.allocation_ratio
-                and self.min_unit <= amount <= self.max_unit
-                and amount % self.step_size == 0)
-
-    def fits_sum(self, amount):
-        """A consolidated amount: capacity and max_unit only (§5.5)."""
-        return (self.used + amount <= self.capacity
-                and amount <= self.max_unit)
-
-
-class Provider(typing.NamedTuple):
-    id: int
-    parent_id: int
-    root_id: int
+# The catalog keeps providers and inventories as the engine reads them.
+Inventory = catalog.Inventory
+Provider = catalog.Provider
 
 
 @dataclasses.dataclass
 class Snapshot:
     """What the search needs to know, keyed by database ids."""
-    providers: dict          # id -> Provider: every holder and anchor root;
-                             # every provider of the trees with ``whole_trees``
-    inventories: dict        # (provider id, class id) -> Inventory
-    traits: dict             # provider id -> frozenset of trait ids of interest
-    aggregates: dict         # provider id -> frozenset of aggregate ids of interest
-    serves: dict             # sharing provider id -> frozenset of root ids
-    nested: bool             # some provider in the database has a parent
+
+    providers: dict  # id -> Provider: every holder and anchor root;
+    # every provider of the trees with ``whole_trees``
+    inventories: dict  # (provider id, class id) -> Inventory
+    traits: dict  # provider id -> frozenset of trait ids of interest
+    aggregates: dict  # provider id -> frozenset of aggregate ids of interest
+    serves: dict  # sharing provider id -> frozenset of root ids
+    nested: bool  # some provider in the database has a parent
 
 
 def _chunks(ids, size=CHUNK):
     ids = sorted(ids)
     for start in range(0, len(ids), size):
-        yield ids[start:start + size]
+        yield ids[start : start + size]
 
 
 def _uuid_spellings(values):
@@ -98,18 +72,24 @@ def _uuid_spellings(values):
 
 def resolve_aggregates(conn, uuids):
     """{uuid: id} for the aggregates that exist. Aggregates are stored and
-    matched exactly as the client spelled them (aggregates.md), as the
+    matched exactly as the client spelled them (as upstream does), as the
     provider list does."""
     if not uuids:
         return {}
-    return dict(conn.execute(sa.select(AGG.c.uuid, AGG.c.id).where(
-        AGG.c.uuid.in_(set(uuids)))).all())
+    return dict(
+        conn.execute(
+            sa.select(AGG.c.uuid, AGG.c.id).where(AGG.c.uuid.in_(set(uuids)))
+        ).all()
+    )
 
 
 def resolve_root(conn, provider_uuid):
     """Root id of the named provider; NoCandidates when unknown."""
-    root = conn.execute(sa.select(RP.c.root_provider_id).where(
-        RP.c.uuid.in_(_uuid_spellings([provider_uuid])))).scalar()
+    root = conn.execute(
+        sa.select(RP.c.root_provider_id).where(
+            RP.c.uuid.in_(_uuid_spellings([provider_uuid]))
+        )
+    ).scalar()
     if root is None:
         raise NoCandidates()
     return root
@@ -121,31 +101,37 @@ def _used():
     (provider, class, used) index; a grouped derived table joined instead
     made SQLite build a temporary index per request."""
     # CAST: MySQL sums integers into DECIMAL.
-    return (sa.select(sa.cast(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0),
-                              sa.Integer))
-            .where(ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
-                   ALLOC.c.resource_class_id == INV.c.resource_class_id)
-            .scalar_subquery())
+    return (
+        sa.select(sa.cast(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0), sa.Integer))
+        .where(
+            ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
+            ALLOC.c.resource_class_id == INV.c.resource_class_id,
+        )
+        .scalar_subquery()
+    )
 
 
-INVENTORY_COLUMNS = (INV.c.total, INV.c.reserved, INV.c.allocation_ratio,
-                     INV.c.min_unit, INV.c.max_unit, INV.c.step_size, _used())
+INVENTORY_COLUMNS = (*catalog.STOCK_COLUMNS, _used())
 
 # Holders of the requested classes with their tree position, in one pass.
-HOLDERS = (sa.select(INV.c.resource_provider_id, RP.c.parent_provider_id,
-                     RP.c.root_provider_id, INV.c.resource_class_id,
-                     *INVENTORY_COLUMNS)
-           .join(RP, RP.c.id == INV.c.resource_provider_id)
-           .where(INV.c.resource_class_id.in_(
-               sa.bindparam("classes", expanding=True))))
+HOLDERS = (
+    sa.select(
+        INV.c.resource_provider_id,
+        RP.c.parent_provider_id,
+        RP.c.root_provider_id,
+        INV.c.resource_class_id,
+        *INVENTORY_COLUMNS,
+    )
+    .join(RP, RP.c.id == INV.c.resource_provider_id)
+    .where(INV.c.resource_class_id.in_(sa.bindparam("classes", expanding=True)))
+)
 
 IN_ROOTS = RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True))
 HOLDERS_IN_TREES = HOLDERS.where(IN_ROOTS)
 
-TREE_PROVIDERS = (sa.select(RP.c.id, RP.c.parent_provider_id,
-                            RP.c.root_provider_id)
-                  .where(RP.c.root_provider_id.in_(
-                      sa.bindparam("roots", expanding=True))))
+TREE_PROVIDERS = sa.select(
+    RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id
+).where(RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True)))
 
 
 def _pairs(conn, table, column, wanted, roots=None):
@@ -154,19 +140,21 @@ def _pairs(conn, table, column, wanted, roots=None):
     ``roots`` if given."""
     into = {}
     if wanted:
-        query = (sa.select(table.c.resource_provider_id, column)
-                 .where(column.in_(sorted(wanted))))
+        query = sa.select(table.c.resource_provider_id, column).where(
+            column.in_(sorted(wanted))
+        )
         if roots is not None:
-            query = query.join(
-                RP, RP.c.id == table.c.resource_provider_id).where(
-                    RP.c.root_provider_id.in_(roots))
+            query = query.join(RP, RP.c.id == table.c.resource_provider_id).where(
+                RP.c.root_provider_id.in_(roots)
+            )
         for rp, value in conn.execute(query):
             into.setdefault(rp, set()).add(value)
     return into
 
 
-def load_snapshot(conn, class_ids, trait_ids, aggregate_ids,
-                  whole_trees=False, roots=None):
+def load_snapshot(
+    conn, class_ids, trait_ids, aggregate_ids, whole_trees=False, roots=None
+):
     """One consistent read of everything the search looks at.
 
     ``class_ids``: requested classes; ``trait_ids``/``aggregate_ids``: the
@@ -180,8 +168,7 @@ def load_snapshot(conn, class_ids, trait_ids, aggregate_ids,
     params = {"classes": sorted(class_ids)}
     if roots is not None:
         params["roots"] = roots
-    for row in conn.execute(HOLDERS if roots is None else HOLDERS_IN_TREES,
-                            params):
+    for row in conn.execute(HOLDERS if roots is None else HOLDERS_IN_TREES, params):
         rp = row[0]
         if rp not in providers:
             providers[rp] = Provider(rp, row[1], row[2])
@@ -191,44 +178,62 @@ def load_snapshot(conn, class_ids, trait_ids, aggregate_ids,
     anchors.update(*serves.values())
     if whole_trees:
         for ids in _chunks(anchors):
-            providers.update((row[0], Provider._make(row)) for row in
-                             conn.execute(TREE_PROVIDERS, {"roots": ids}))
+            providers.update(
+                (row[0], Provider._make(row))
+                for row in conn.execute(TREE_PROVIDERS, {"roots": ids})
+            )
     else:
         for root in anchors:
             if root not in providers:
                 providers[root] = Provider(root, None, root)
     traits = _pairs(conn, RPT, RPT.c.trait_id, trait_ids, roots)
     aggregates = _pairs(conn, RPA, RPA.c.aggregate_id, aggregate_ids, roots)
-    return Snapshot(providers=providers,
-                    inventories=inventories,
-                    traits={k: frozenset(v) for k, v in traits.items()
-                            if k in providers},
-                    aggregates={k: frozenset(v) for k, v in aggregates.items()
-                                if k in providers},
-                    serves=serves, nested=is_nested(conn))
+    return Snapshot(
+        providers=providers,
+        inventories=inventories,
+        traits={k: frozenset(v) for k, v in traits.items() if k in providers},
+        aggregates={k: frozenset(v) for k, v in aggregates.items() if k in providers},
+        serves=serves,
+        nested=is_nested(conn),
+    )
 
 
 def is_nested(conn):
     """True when some provider in the database has a parent."""
-    return conn.execute(sa.select(RP.c.id).where(
-        RP.c.parent_provider_id.is_not(None)).limit(1)).first() is not None
+    return (
+        conn.execute(
+            sa.select(RP.c.id).where(RP.c.parent_provider_id.is_not(None)).limit(1)
+        ).first()
+        is not None
+    )
 
 
 def root_ids(conn):
     """Every root provider id, ascending (the pages of a limited search)."""
-    return list(conn.scalars(sa.select(RP.c.id).where(
-        RP.c.parent_provider_id.is_(None)).order_by(RP.c.id)))
+    return list(
+        conn.scalars(
+            sa.select(RP.c.id)
+            .where(RP.c.parent_provider_id.is_(None))
+            .order_by(RP.c.id)
+        )
+    )
 
 
 def sharing_holds(conn, class_ids):
     """True when some sharing provider has inventory of these classes."""
-    return conn.execute(
-        sa.select(INV.c.id)
-        .join(RPT, RPT.c.resource_provider_id == INV.c.resource_provider_id)
-        .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
-        .where(TRAIT.c.name == SHARING_TRAIT,
-               INV.c.resource_class_id.in_(sorted(class_ids)))
-        .limit(1)).first() is not None
+    return (
+        conn.execute(
+            sa.select(INV.c.id)
+            .join(RPT, RPT.c.resource_provider_id == INV.c.resource_provider_id)
+            .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
+            .where(
+                TRAIT.c.name == SHARING_TRAIT,
+                INV.c.resource_class_id.in_(sorted(class_ids)),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    )
 
 
 def _sharing_serves(conn, holders):
@@ -236,22 +241,30 @@ def _sharing_serves(conn, holders):
     Provider by id).
 
     A sharing provider serves its own root and the root of every provider
-    that shares an aggregate with it (contract §3 "Serves").
+    that shares an aggregate with it (doc/api.md "Terms").
     """
-    sharing = [rp for rp in conn.scalars(
-        sa.select(RPT.c.resource_provider_id).join(
-            TRAIT, TRAIT.c.id == RPT.c.trait_id)
-        .where(TRAIT.c.name == SHARING_TRAIT)) if rp in holders]
+    sharing = [
+        rp
+        for rp in conn.scalars(
+            sa.select(RPT.c.resource_provider_id)
+            .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
+            .where(TRAIT.c.name == SHARING_TRAIT)
+        )
+        if rp in holders
+    ]
     serves = {rp: {holders[rp].root_id} for rp in sharing}
     mine, other = RPA.alias("mine"), RPA.alias("other")
     for ids in _chunks(sharing):
         for rp, root in conn.execute(
-                sa.select(mine.c.resource_provider_id, RP.c.root_provider_id)
-                .distinct()
-                .select_from(mine.join(
-                    other, other.c.aggregate_id == mine.c.aggregate_id)
-                    .join(RP, RP.c.id == other.c.resource_provider_id))
-                .where(mine.c.resource_provider_id.in_(ids))):
+            sa.select(mine.c.resource_provider_id, RP.c.root_provider_id)
+            .distinct()
+            .select_from(
+                mine.join(other, other.c.aggregate_id == mine.c.aggregate_id).join(
+                    RP, RP.c.id == other.c.resource_provider_id
+                )
+            )
+            .where(mine.c.resource_provider_id.in_(ids))
+        ):
             serves[rp].add(root)
     return {rp: frozenset(roots) for rp, roots in serves.items()}
 
@@ -260,32 +273,35 @@ class Summary(typing.NamedTuple):
     uuid: str
     parent_uuid: str
     root_uuid: str
-    inventories: dict        # class name -> Inventory
-    traits: tuple            # trait names, sorted
+    inventories: dict  # class name -> Inventory
+    traits: tuple  # trait names, in trait id order
 
 
-TREES = (sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id,
-                   RP.c.root_provider_id)
-         .where(RP.c.root_provider_id.in_(
-             sa.bindparam("roots", expanding=True))))
+TREES = sa.select(
+    RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id
+).where(RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True)))
 
 # Inventories of the other classes: the requested ones are in the snapshot.
-TREE_INVENTORIES = (sa.select(INV.c.resource_provider_id, RC_NAME,
-                              *INVENTORY_COLUMNS)
-                    .join(RP, RP.c.id == INV.c.resource_provider_id)
-                    .join(tables.resource_classes,
-                          tables.resource_classes.c.id ==
-                          INV.c.resource_class_id)
-                    .where(RP.c.root_provider_id.in_(
-                        sa.bindparam("roots", expanding=True)),
-                        INV.c.resource_class_id.not_in(
-                            sa.bindparam("classes", expanding=True))))
+TREE_INVENTORIES = (
+    sa.select(INV.c.resource_provider_id, RC_NAME, *INVENTORY_COLUMNS)
+    .join(RP, RP.c.id == INV.c.resource_provider_id)
+    .join(
+        tables.resource_classes, tables.resource_classes.c.id == INV.c.resource_class_id
+    )
+    .where(
+        RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True)),
+        INV.c.resource_class_id.not_in(sa.bindparam("classes", expanding=True)),
+    )
+)
 
-TREE_TRAITS = (sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
-               .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
-               .join(RP, RP.c.id == RPT.c.resource_provider_id)
-               .where(RP.c.root_provider_id.in_(
-                   sa.bindparam("roots", expanding=True))))
+# In trait id order: the order a provider's traits are listed in.
+TREE_TRAITS = (
+    sa.select(RPT.c.resource_provider_id, TRAIT.c.name)
+    .join(TRAIT, TRAIT.c.id == RPT.c.trait_id)
+    .join(RP, RP.c.id == RPT.c.resource_provider_id)
+    .where(RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True)))
+    .order_by(RPT.c.trait_id)
+)
 
 
 def load_summaries(conn, root_ids, known, class_names, provider_ids=None):
@@ -304,24 +320,31 @@ def load_summaries(conn, root_ids, known, class_names, provider_ids=None):
         params = {"roots": ids, "classes": sorted(class_names)}
         rows.update((row[0], row[1:]) for row in conn.execute(TREES, params))
         for row in conn.execute(TREE_INVENTORIES, params):
-            inventories.setdefault(row[0], {})[row[1]] = Inventory._make(
-                row[2:])
+            inventories.setdefault(row[0], {})[row[1]] = Inventory._make(row[2:])
         for rp, name in conn.execute(TREE_TRAITS, params):
             traits.setdefault(rp, []).append(name)
     uuids = {rp: row[0] for rp, row in rows.items()}
     if provider_ids is not None:
         rows = {k: v for k, v in rows.items() if k in provider_ids}
-    return {rp: Summary(uuid, uuids.get(parent), uuids[root],
-                        inventories.get(rp, {}), tuple(sorted(traits.get(rp, ()))))
-            for rp, (uuid, parent, root) in rows.items()}
+    return {
+        rp: Summary(
+            uuid,
+            uuids.get(parent),
+            uuids[root],
+            inventories.get(rp, {}),
+            tuple(traits.get(rp, ())),
+        )
+        for rp, (uuid, parent, root) in rows.items()
+    }
 
 
 def load_uuids(conn, provider_ids):
     """{id: uuid} of the given providers."""
     out = {}
     for ids in _chunks(provider_ids):
-        out.update(conn.execute(sa.select(RP.c.id, RP.c.uuid)
-                                .where(RP.c.id.in_(ids))).all())
+        out.update(
+            conn.execute(sa.select(RP.c.id, RP.c.uuid).where(RP.c.id.in_(ids))).all()
+        )
     return out
 
 
@@ -356,11 +379,12 @@ class Reader:
     def uuids(self, provider_ids):
         return load_uuids(self.conn, provider_ids)
 
-    def snapshot(self, class_ids, trait_ids, aggregate_ids,
-                 whole_trees=False, roots=None):
-        return load_snapshot(self.conn, class_ids, trait_ids, aggregate_ids,
-                             whole_trees, roots)
+    def snapshot(
+        self, class_ids, trait_ids, aggregate_ids, whole_trees=False, roots=None
+    ):
+        return load_snapshot(
+            self.conn, class_ids, trait_ids, aggregate_ids, whole_trees, roots
+        )
 
     def summaries(self, root_ids, known, class_names, provider_ids=None):
-        return load_summaries(self.conn, root_ids, known, class_names,
-                              provider_ids)
+        return load_summaries(self.conn, root_ids, known, class_names, provider_ids)

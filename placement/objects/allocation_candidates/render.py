@@ -1,4 +1,5 @@
-"""Stage 5: the response document for the request's microversion (§6).
+"""Stage 5: the response document for the request's microversion
+(doc/api.md "Answer").
 
 A response can hold hundreds of thousands of candidates that reuse a few
 thousand (provider, resources) pairs, so the document is written as JSON
@@ -6,6 +7,9 @@ directly: each provider's uuid, each distinct resources object, mapping
 and allocations object is encoded once and candidates are joined from
 those fragments. The version is looked at once per document.
 """
+
+import itertools
+
 import orjson
 
 from placement.api import microversion
@@ -19,9 +23,16 @@ MAPPINGS_SINCE = "1.34"
 # (one provider's entry from its quoted uuid and resources object,
 # opening, closing) of "allocations".
 ALLOCATIONS = microversion.VersionTable(
-    (None, (b'{"resource_provider":{"uuid":%s},"resources":%s}',
-            b'{"allocations":[', b']')),
-    (DICT_FORM_SINCE, (b'%s:{"resources":%s}', b'{"allocations":{', b'}')))
+    (
+        None,
+        (
+            b'{"resource_provider":{"uuid":%s},"resources":%s}',
+            b'{"allocations":[',
+            b"]",
+        ),
+    ),
+    (DICT_FORM_SINCE, (b'%s:{"resources":%s}', b'{"allocations":{', b"}")),
+)
 
 
 def _quoted(text):
@@ -30,8 +41,7 @@ def _quoted(text):
     Printable ASCII without quotes or backslashes needs no escape. Built
     here because keeping thousands of orjson's own small outputs alive is
     ~10x slower per string (each holds a large allocation)."""
-    if (text.isascii() and text.isprintable() and '"' not in text
-            and "\\" not in text):
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
         return b'"%s"' % text.encode()
     return orjson.dumps([text])[1:-1]
 
@@ -39,16 +49,16 @@ def _quoted(text):
 class _Writer:
     """Candidates to JSON, one cached fragment per distinct piece."""
 
-    def __init__(self, result, version):
-        self.uuids = result.uuids
-        self.names = result.class_names
+    def __init__(self, uuids, class_names, version):
+        self.uuids = uuids
+        self.names = class_names
         self.entry, self.open, self.close = ALLOCATIONS(version)
         self.with_mappings = version >= MAPPINGS_SINCE
-        self.quoted = {}        # provider -> b'"uuid"'
-        self.resources = {}     # ((class, amount), ...) -> b'{"VCPU":1}'
-        self.allocations = {}   # Candidate.allocations -> bytes; isolated
-                                # groups repeat them in every permutation
-        self.mappings = {}      # (suffix, (provider, ...)) -> bytes
+        self.quoted = {}  # provider -> b'"uuid"'
+        self.resources = {}  # ((class, amount), ...) -> b'{"VCPU":1}'
+        self.allocations = {}  # Candidate.allocations -> bytes; isolated
+        # groups repeat them in every permutation
+        self.mappings = {}  # (suffix, (provider, ...)) -> bytes
 
     def uuid(self, rp):
         fragment = self.quoted.get(rp)
@@ -61,13 +71,14 @@ class _Writer:
         fragment = self.resources.get(resources)
         if fragment is None:
             fragment = self.resources[resources] = orjson.dumps(
-                [{self.names[rc]: n for rc, n in resources}])[1:-1]
+                [{self.names[rc]: n for rc, n in resources}]
+            )[1:-1]
         return self.entry % (self.uuid(rp), fragment)
 
     def allocations_of(self, allocations):
         parts = []
         current, resources = None, []
-        for rp, rc, amount in allocations:      # sorted by provider
+        for rp, rc, amount in allocations:  # sorted by provider
             if rp != current:
                 if resources:
                     parts.append(self.entry_of(current, resources))
@@ -82,18 +93,23 @@ class _Writer:
         if fragment is None:
             suffix, rps = suffix_rps
             fragment = self.mappings[suffix_rps] = b"%s:[%s]" % (
-                _quoted(suffix), b",".join([self.uuid(rp) for rp in rps]))
+                _quoted(suffix),
+                b",".join([self.uuid(rp) for rp in rps]),
+            )
         return fragment
 
     def candidate(self, candidate):
         allocations = self.allocations.get(candidate.allocations)
         if allocations is None:
-            allocations = self.allocations[candidate.allocations] = (
-                self.allocations_of(candidate.allocations))
+            allocations = self.allocations[candidate.allocations] = self.allocations_of(
+                candidate.allocations
+            )
         if not self.with_mappings:
             return allocations + b"}"
-        return b'%s,"mappings":{%s}}' % (allocations, b",".join(
-            [self.mapping(m) for m in candidate.mappings]))
+        return b'%s,"mappings":{%s}}' % (
+            allocations,
+            b",".join([self.mapping(m) for m in candidate.mappings]),
+        )
 
 
 def provider_summaries(result, version):
@@ -102,7 +118,7 @@ def provider_summaries(result, version):
     with_traits = version >= TRAITS_SINCE
     with_tree = version >= TREE_UUIDS_SINCE
     # Identical inventories (same hardware, same usage) share one entry.
-    usage = {}              # Inventory -> {"capacity": ..., "used": ...}
+    usage = {}  # Inventory -> {"capacity": ..., "used": ...}
     out = {}
     for _, summary in sorted(result.summaries.items()):
         resources = {}
@@ -112,7 +128,8 @@ def provider_summaries(result, version):
                 if entry is None:
                     entry = usage[inventory] = {
                         "capacity": inventory.capacity,
-                        "used": inventory.used}
+                        "used": inventory.used,
+                    }
                 resources[rc] = entry
         body = {"resources": resources}
         if with_traits:
@@ -124,15 +141,60 @@ def provider_summaries(result, version):
     return out
 
 
+OPEN = b'{"allocation_requests":['
+SUMMARIES = b'],"provider_summaries":'
+
+
 def document_json(result, version):
     """The response body (bytes)."""
-    writer = _Writer(result, version)
-    return b"".join((
-        b'{"allocation_requests":[',
-        b",".join([writer.candidate(c) for c in result.candidates]),
-        b'],"provider_summaries":',
-        orjson.dumps(provider_summaries(result, version)),
-        b"}"))
+    writer = _Writer(result.uuids, result.class_names, version)
+    return b"".join(
+        (
+            OPEN,
+            b",".join([writer.candidate(c) for c in result.candidates]),
+            SUMMARIES,
+            orjson.dumps(provider_summaries(result, version)),
+            b"}",
+        )
+    )
+
+
+# Candidates written per piece of a streamed body, and how many distinct
+# allocations/mappings the writer remembers before starting afresh (they
+# can be as many as the candidates).
+BATCH = 2000
+CACHE_ENTRIES = 100_000
+
+
+def document_stream(stream, version):
+    """The response body of an ``allocation_candidates.Stream`` in pieces,
+    byte for byte ``document_json`` of the same answer. Closing it (the
+    client went away) stops the search."""
+    try:
+        writer = _Writer({}, stream.class_names, version)
+        candidates = stream.candidates()
+        head = OPEN
+        while True:
+            batch = list(itertools.islice(candidates, BATCH))
+            if not batch:
+                break
+            named = {rp for c in batch for rp, _, _ in c.allocations}
+            named.update(rp for c in batch for _, rps in c.mappings for rp in rps)
+            missing = named - writer.uuids.keys()
+            if missing:
+                writer.uuids.update(stream.uuids(missing))
+            yield head + b",".join([writer.candidate(c) for c in batch])
+            head = b","
+            for cache in (writer.allocations, writer.mappings):
+                if len(cache) > CACHE_ENTRIES:
+                    cache.clear()
+        yield b"%s%s%s}" % (
+            OPEN if head == OPEN else b"",
+            SUMMARIES,
+            orjson.dumps(provider_summaries(stream.summaries(), version)),
+        )
+    finally:
+        stream.close()
 
 
 def document(result, version):

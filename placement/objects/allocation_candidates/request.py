@@ -1,9 +1,10 @@
 """Stage 1: the request as groups plus request-wide options, and the
-structural rules the contract checks before any search (§2).
+structural rules checked before any search (doc/api.md "Structure errors").
 
 Pure: no database. Per-key value grammars are parsed by the handler with
 ``placement.handlers.query_params``; this module only assembles and checks.
 """
+
 import dataclasses
 
 from placement import exception
@@ -20,11 +21,12 @@ class RequestGroup:
     ``required``/``member_of`` are ``query_params.RequiredTraits`` /
     ``MemberOf`` (``any_of`` tuple of frozensets, ``forbidden`` frozenset).
     """
+
     suffix: str
-    resources: tuple = ()        # ((class name, amount), ...)
+    resources: tuple = ()  # ((class name, amount), ...)
     required: object = None
     member_of: object = None
-    in_tree: str = None
+    in_tree: str | None = None
 
     @property
     def any_traits(self):
@@ -45,12 +47,12 @@ class RequestGroup:
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    groups: tuple                       # RequestGroup, query-string order
-    group_policy: str = None            # None | "none" | "isolate"
-    same_subtree: tuple = ()            # (tuple of suffixes, ...)
+    groups: tuple  # RequestGroup, query-string order
+    group_policy: str | None = None  # None | "none" | "isolate"
+    same_subtree: tuple = ()  # (tuple of suffixes, ...)
     root_required: frozenset = frozenset()
     root_forbidden: frozenset = frozenset()
-    limit: int = None
+    limit: int | None = None
 
     @property
     def suffixed(self):
@@ -66,7 +68,8 @@ def _param(name, suffix):
 
 
 def check_structure(request, version):
-    """§2 structural rules, trait conflicts and group_policy, in order."""
+    """Structural rules, trait conflicts and group_policy, in upstream's
+    order (it decides which 400 a client sees)."""
     if version >= RESOURCELESS_GROUPS_SINCE:
         _check_resourceless_groups(request)
     else:
@@ -76,7 +79,8 @@ def check_structure(request, version):
     if len(request.suffixed) > 1 and request.group_policy is None:
         raise exception.BadRequest(
             'The "group_policy" parameter is required when specifying more '
-            'than one "resources{N}" parameter.')
+            'than one "resources{N}" parameter.'
+        )
 
 
 def _check_groups_have_resources(request):
@@ -85,55 +89,68 @@ def _check_groups_have_resources(request):
     if traits:
         raise exception.BadRequest(
             "All traits parameters must be associated with resources.  "
-            "Found the following orphaned traits keys: %s"
-            % ", ".join(traits))
+            "Found the following orphaned traits keys: %s" % ", ".join(traits)
+        )
     aggs = [_param("member_of", g.suffix) for g in orphans if g.member_of]
     if aggs:
         raise exception.BadRequest(
             "All member_of parameters must be associated with resources. "
-            "Found the following orphaned member_of keys: %s"
-            % ", ".join(aggs))
+            "Found the following orphaned member_of keys: %s" % ", ".join(aggs)
+        )
     if orphans:
         raise exception.BadRequest("All request groups must specify resources.")
     if not request.groups:
         raise exception.BadRequest(
-            "At least one request group (`resources` or `resources{$S}`) is "
-            "required.")
+            "At least one request group (`resources` or `resources{$S}`) is required."
+        )
 
 
 def _check_resourceless_groups(request):
     if not any(g.resources for g in request.groups):
         raise exception.BadRequest(
             "There must be at least one resources or resources[$S] parameter.",
-            code=errors.QUERY_MISSING_VALUE)
+            code=errors.QUERY_MISSING_VALUE,
+        )
     in_subtree = {s for constraint in request.same_subtree for s in constraint}
-    bad = [g.suffix for g in request.groups
-           if not g.resources and g.suffix not in in_subtree]
+    bad = [
+        g.suffix
+        for g in request.groups
+        if not g.resources and g.suffix not in in_subtree
+    ]
     if bad:
         raise exception.BadRequest(
             "Resourceless suffixed group request should be specified in "
             "`same_subtree` query param: bad group(s) - %s." % bad,
-            code=errors.QUERY_BAD_VALUE)
+            code=errors.QUERY_BAD_VALUE,
+        )
     existing = [g.suffix for g in request.groups]
-    unknown = [s for constraint in request.same_subtree for s in constraint
-               if s not in existing]
+    unknown = [
+        s
+        for constraint in request.same_subtree
+        for s in constraint
+        if s not in existing
+    ]
     if unknown:
         raise exception.BadRequest(
             "Real suffixes should be specified in `same_subtree`: %s not "
             "found in %s." % (unknown, existing),
-            code=errors.QUERY_BAD_VALUE)
+            code=errors.QUERY_BAD_VALUE,
+        )
 
 
 def _check_trait_conflicts(request):
     conflicts = []
     for group in request.groups:
         forbidden = group.forbidden_traits
-        clashing = sorted({t for any_of in group.any_traits
-                           if any_of <= forbidden for t in any_of})
+        clashing = sorted(
+            {t for any_of in group.any_traits if any_of <= forbidden for t in any_of}
+        )
         if clashing:
-            conflicts.append("%s: (%s)" % (_param("required", group.suffix),
-                                           ", ".join(clashing)))
+            conflicts.append(
+                "%s: (%s)" % (_param("required", group.suffix), ", ".join(clashing))
+            )
     if conflicts:
         raise exception.BadRequest(
             "Conflicting required and forbidden traits found in the following "
-            "traits keys: %s" % ", ".join(conflicts))
+            "traits keys: %s" % ", ".join(conflicts)
+        )

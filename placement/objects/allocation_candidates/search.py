@@ -11,16 +11,19 @@ Every anchor of a request has the same slot layout (one slot per group,
 one per class of a spread group), so what depends only on the layout is
 worked out once per ``Search`` (``_Layout``), not once per anchor.
 """
+
 import collections
 import itertools
+import math
 import typing
 
 
 class Candidate(typing.NamedTuple):
     """One allocation request, ids only."""
+
     # A tuple: built once per candidate, hundreds of thousands per request.
-    allocations: tuple      # ((provider id, class id, amount), ...) sorted
-    mappings: tuple         # ((suffix, (provider id, ...)), ...) sorted
+    allocations: tuple  # ((provider id, class id, amount), ...) sorted
+    mappings: tuple  # ((suffix, (provider id, ...)), ...) sorted
 
     def providers(self):
         return {rp for rp, _, _ in self.allocations}
@@ -37,9 +40,15 @@ class _Room(dict):
 
     def __missing__(self, key):
         inventory = self.inventories[key]
-        room = self[key] = min(inventory.capacity - inventory.used,
-                               inventory.max_unit)
+        room = self[key] = min(inventory.capacity - inventory.used, inventory.max_unit)
         return room
+
+
+class _Unbounded(dict):
+    """A ``_Room`` that never runs out: consolidated sums not judged."""
+
+    def __missing__(self, key):
+        return math.inf
 
 
 class _Layout:
@@ -50,26 +59,27 @@ class _Layout:
         group_slots = collections.defaultdict(list)
         for i, slot in enumerate(slots):
             group_slots[slot.group].append(i)
-        last_slot = {slot.group: i for i, slot in enumerate(slots)
-                     if slot.closes_group}
+        last_slot = {slot.group: i for i, slot in enumerate(slots) if slot.closes_group}
         # Per slot: (check, slot indexes) pairs judged once it is filled.
         self.checks = [[] for _ in slots]
         for i, slot in enumerate(slots):
             any_traits = groups[slot.group].any_traits
-            if slot.closes_group and slot.spread and any_traits:
-                self.checks[i].append((search.traits_hold(any_traits),
-                                       group_slots[slot.group]))
+            if slot.closes_group and slot.spread and any_traits and search.sums:
+                self.checks[i].append(
+                    (search.traits_hold(any_traits), group_slots[slot.group])
+                )
         for constraint in search.same_subtree:
             members = [last_slot[g] for g in constraint]
             self.checks[max(members)].append((search.one_subtree, members))
         # isolate: a suffixed group's provider serves no other one.
-        self.isolating = [search.isolate and not groups[slot.group].spread
-                          for slot in slots]
-        self.isolated = [i for i, isolating in enumerate(self.isolating)
-                         if isolating]
+        self.isolating = [
+            search.isolate and not groups[slot.group].spread for slot in slots
+        ]
+        self.isolated = [i for i, isolating in enumerate(self.isolating) if isolating]
         self.checked = [i for i, checks in enumerate(self.checks) if checks]
-        self.mappings = sorted((groups[g].suffix, indexes)
-                               for g, indexes in group_slots.items())
+        self.mappings = sorted(
+            (groups[g].suffix, indexes) for g, indexes in group_slots.items()
+        )
 
     def holds(self, i, picked):
         """The constraints judged at slot ``i`` hold for ``picked``."""
@@ -81,23 +91,37 @@ class _Layout:
     def candidate(self, picked, amounts):
         return Candidate(
             tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
-            tuple([(suffix, (picked[indexes[0]],) if len(indexes) == 1
-                    else tuple(sorted({picked[i] for i in indexes})))
-                   for suffix, indexes in self.mappings]))
+            tuple(
+                [
+                    (
+                        suffix,
+                        (picked[indexes[0]],)
+                        if len(indexes) == 1
+                        else tuple(sorted({picked[i] for i in indexes})),
+                    )
+                    for suffix, indexes in self.mappings
+                ]
+            ),
+        )
 
 
 class Search:
-    def __init__(self, trees, groups, same_subtree=(), isolate=False):
+    """``sums`` False leaves out what is judged on the combination as a
+    whole (consolidated capacity, the unsuffixed group's traits): explain
+    switches the constraints on one at a time."""
+
+    def __init__(self, trees, groups, same_subtree=(), isolate=False, sums=True):
         self.trees = trees
         self.snap = trees.snap
         self.groups = groups
         self.isolate = isolate
+        self.sums = sums
         index = {g.suffix: i for i, g in enumerate(groups)}
         self.same_subtree = [tuple(index[s] for s in c) for c in same_subtree]
         self._ancestors = {}
         self._layouts = {}
-        self._room = _Room(self.snap.inventories)   # the walk meets each
-                                                    # pair many times
+        # The walk meets each pair many times.
+        self._room = _Room(self.snap.inventories) if sums else _Unbounded()
 
     def ancestors(self, rp):
         """``rp`` and every provider above it."""
@@ -105,14 +129,17 @@ class Search:
         if found is None:
             parent = self.snap.providers[rp].parent_id
             found = self._ancestors[rp] = (
-                self.ancestors(parent) | {rp} if parent is not None
-                else frozenset((rp,)))
+                self.ancestors(parent) | {rp}
+                if parent is not None
+                else frozenset((rp,))
+            )
         return found
 
     def one_subtree(self, rps):
         """Some provider of ``rps`` is at or above all of them."""
         return not frozenset.intersection(
-            *[self.ancestors(rp) for rp in rps]).isdisjoint(rps)
+            *[self.ancestors(rp) for rp in rps]
+        ).isdisjoint(rps)
 
     def traits_hold(self, any_traits):
         """Check of a spread group's traits, judged on all its providers."""
@@ -121,6 +148,7 @@ class Search:
         def check(rps):
             found = set().union(*[traits(rp) for rp in rps])
             return all(found & any_of for any_of in any_traits)
+
         return check
 
     def _feasible(self, options):
@@ -140,8 +168,9 @@ class Search:
                         counted.add((rp, rc))
                         inventory = inventories[rp, rc]
                         # Options fit on their own, so this is positive.
-                        supply[rc] = (supply.get(rc, 0) + inventory.capacity
-                                      - inventory.used)
+                        supply[rc] = (
+                            supply.get(rc, 0) + inventory.capacity - inventory.used
+                        )
         return all(supply[rc] >= amount for rc, amount in demand.items())
 
     def candidates(self, plan):
@@ -156,9 +185,12 @@ class Search:
             return iter(self._only(options, layout))
         # The bound only pays off when there is a choice to prune, and can
         # only fail when slots share a class (each option fits alone).
-        classes = [rc for slot_options in options
-                   for rc, _ in slot_options[0][1]]
-        if len(classes) != len(set(classes)) and not self._feasible(options):
+        classes = [rc for slot_options in options for rc, _ in slot_options[0][1]]
+        if (
+            self.sums
+            and len(classes) != len(set(classes))
+            and not self._feasible(options)
+        ):
             return iter(())
         return self._walk(options, layout)
 
@@ -167,13 +199,14 @@ class Search:
         requests: one slot per anchor), without the walk's machinery."""
         picked = [slot_options[0][0] for slot_options in options]
         amounts = {}
-        for (rp, allocations), in options:
+        for ((rp, allocations),) in options:
             for rc, n in allocations:
                 amounts[rp, rc] = amounts.get((rp, rc), 0) + n
-        inventories = self.snap.inventories
-        for key, amount in amounts.items():
-            if not inventories[key].fits_sum(amount):
-                return ()
+        if self.sums:
+            inventories = self.snap.inventories
+            for key, amount in amounts.items():
+                if not inventories[key].fits_sum(amount):
+                    return ()
         isolated = [picked[i] for i in layout.isolated]
         if len(set(isolated)) != len(isolated):
             return ()
@@ -185,9 +218,9 @@ class Search:
     def _walk(self, options, layout):
         room = self._room
         holds, candidate = layout.holds, layout.candidate
-        amounts = {}                             # (rp, rc) -> summed amount
-        picked = [None] * len(options)           # provider per slot
-        isolated = set()                         # providers of suffixed groups
+        amounts = {}  # (rp, rc) -> summed amount
+        picked = [None] * len(options)  # provider per slot
+        isolated = set()  # providers of suffixed groups
         last = len(options) - 1
 
         def walk(i):
@@ -253,7 +286,8 @@ STRATEGIES = {"depth-first": depth_first, "breadth-first": breadth_first}
 
 
 def unique(candidates):
-    """Drop repeats: same allocations and same mappings (§5.6)."""
+    """Drop repeats: same allocations and same mappings (doc/api.md
+    "Combining groups")."""
     seen = set()
     for candidate in candidates:
         if candidate not in seen:

@@ -1,11 +1,13 @@
 """Stage 3: which providers can serve which group, under which anchor.
 
 Works on a ``providers.Snapshot`` (ids only). A suffixed group is served by
-exactly one provider (§4.1); the unsuffixed group is "spread": one provider
+exactly one provider; the unsuffixed group is "spread": one provider
 per requested class, any of the anchor's tree or a sharing provider serving
-it (§4.2). The result is a ``Plan`` per anchor: an ordered list of slots,
-each slot a list of options ``(provider id, ((class id, amount), ...))``.
+it (doc/api.md "Request groups"). The result is a ``Plan`` per anchor: an
+ordered list of slots, each slot a list of options ``(provider id,
+((class id, amount), ...))``.
 """
+
 import collections
 import dataclasses
 import typing
@@ -14,13 +16,14 @@ import typing
 @dataclasses.dataclass(frozen=True)
 class Group:
     """A request group with names resolved to ids."""
+
     suffix: str
-    resources: tuple                 # ((class id, amount), ...)
-    any_traits: tuple = ()           # (frozenset of trait ids, ...)
+    resources: tuple  # ((class id, amount), ...)
+    any_traits: tuple = ()  # (frozenset of trait ids, ...)
     forbidden_traits: frozenset = frozenset()
-    any_aggregates: tuple = ()       # (frozenset of aggregate ids, ...)
+    any_aggregates: tuple = ()  # (frozenset of aggregate ids, ...)
     forbidden_aggregates: frozenset = frozenset()
-    in_tree_root: int = None
+    in_tree_root: int | None = None
 
     @property
     def spread(self):
@@ -28,48 +31,61 @@ class Group:
 
 
 class Slot(typing.NamedTuple):
-    group: int                      # index into the request's groups
-    closes_group: bool              # the group's last slot
-    spread: bool = False            # one of the group's per-class slots:
-                                    # traits are judged on all of them
+    group: int  # index into the request's groups
+    closes_group: bool  # the group's last slot
+    spread: bool = False  # one of the group's per-class slots:
+    # traits are judged on all of them
 
 
 class Plan(typing.NamedTuple):
     anchor: int
-    slots: tuple                    # Slot per slot: one tuple shared by
-                                    # every anchor of the request
-    options: tuple                  # per slot: ((provider id, allocations),
-                                    # ...)
+    slots: tuple  # Slot per slot: one tuple shared by
+    # every anchor of the request
+    options: tuple  # per slot: ((provider id, allocations),
+    # ...)
 
 
-def _has_traits(traits, group):
-    return (all(traits & any_of for any_of in group.any_traits)
-            and not traits & group.forbidden_traits)
+def _capacity_filter(inventories, rc, amount):
+    """Has inventory of ``rc`` where ``amount`` fits (reserved, ratio,
+    min/max unit, step size, usage)."""
+
+    def keep(rp):
+        inventory = inventories.get((rp, rc))
+        return inventory is not None and inventory.fits(amount)
+
+    return keep
 
 
 def _in_aggregates(aggs, group):
-    return (all(aggs & any_of for any_of in group.any_aggregates)
-            and not aggs & group.forbidden_aggregates)
+    return (
+        all(aggs & any_of for any_of in group.any_aggregates)
+        and not aggs & group.forbidden_aggregates
+    )
 
 
 class Trees:
     """Per-group candidates over one snapshot."""
 
-    def __init__(self, snapshot, root_required=frozenset(),
-                 root_forbidden=frozenset()):
+    # Explain sets it: called with (group, filter name, what is left).
+    observe = None
+
+    def __init__(self, snapshot, root_required=frozenset(), root_forbidden=frozenset()):
         self.snap = snapshot
-        self.holders = collections.defaultdict(list)   # class id -> providers
+        self.holders = collections.defaultdict(list)  # class id -> providers
         for rp, rc in snapshot.inventories:
             self.holders[rc].append(rp)
         for holders in self.holders.values():
             holders.sort()
-        self.anchor_ok = {rp for rp, p in snapshot.providers.items()
-                          if p.parent_id is None}
+        self.anchor_ok = {
+            rp for rp, p in snapshot.providers.items() if p.parent_id is None
+        }
         if root_required or root_forbidden:
             self.anchor_ok = {
-                rp for rp in self.anchor_ok
+                rp
+                for rp in self.anchor_ok
                 if root_required <= self.traits(rp)
-                and not root_forbidden & self.traits(rp)}
+                and not root_forbidden & self.traits(rp)
+            }
 
     def traits(self, rp):
         return self.snap.traits.get(rp, frozenset())
@@ -83,65 +99,103 @@ class Trees:
     def anchors_of(self, rp):
         """The roots under which provider ``rp`` may be offered."""
         root = self.root(rp)
-        if rp not in self.snap.serves:      # most providers: no set work
+        if rp not in self.snap.serves:  # most providers: no set work
             return (root,) if root in self.anchor_ok else ()
         return ({root} | self.snap.serves[rp]) & self.anchor_ok
 
-    def _fits(self, rp, resources):
-        inventories = self.snap.inventories
-        for rc, amount in resources:
-            inventory = inventories.get((rp, rc))
-            if inventory is None or not inventory.fits(amount):
-                return False
-        return True
+    def filters(self, group):
+        """The ordered (name, keep) filters of a group served by one
+        provider (§4.1), each only if the group asks for it; ``keep``
+        takes a provider id. Explain counts what each one leaves."""
+        traits, inventories = self.traits, self.snap.inventories
+        found = []
+        if group.in_tree_root is not None and group.resources:
+            root = group.in_tree_root
+            found.append(("in_tree", lambda rp: self.root(rp) == root))
+        if len(group.resources) > 1:
+            classes = [rc for rc, _ in group.resources]
+            found.append(
+                ("resources", lambda rp: all((rp, rc) in inventories for rc in classes))
+            )
+        for rc, amount in group.resources:
+            found.append((("capacity", rc), _capacity_filter(inventories, rc, amount)))
+        required = [s for s in group.any_traits if len(s) == 1]
+        if required:
+            found.append(("required", lambda rp: all(traits(rp) & s for s in required)))
+        any_of = [s for s in group.any_traits if len(s) > 1]
+        if any_of:
+            found.append(("any_of", lambda rp: all(traits(rp) & s for s in any_of)))
+        if group.forbidden_traits:
+            forbidden = group.forbidden_traits
+            found.append(("forbidden", lambda rp: not traits(rp) & forbidden))
+        if group.any_aggregates or group.forbidden_aggregates:
+            found.append(
+                ("member_of", lambda rp: _in_aggregates(self.aggregates(rp), group))
+            )
+        return found
+
+    def starts(self, group):
+        """The providers a one-provider group's filters start from."""
+        if group.resources:
+            return self.holders.get(group.resources[0][0], ())
+        if group.any_traits or group.any_aggregates:
+            # Resourceless: upstream needs a positive filter and ignores
+            # in_tree for these groups.
+            return sorted(self.snap.providers)
+        return []
 
     def single(self, group):
         """{anchor: [option]} for a group served by one provider (§4.1)."""
-        if group.resources:
-            candidates = self.holders.get(group.resources[0][0], ())
-            if group.in_tree_root is not None:
-                candidates = [rp for rp in candidates
-                              if self.root(rp) == group.in_tree_root]
-        elif group.any_traits or group.any_aggregates:
-            # Resourceless: upstream needs a positive filter and ignores
-            # in_tree for these groups.
-            candidates = sorted(self.snap.providers)
-        else:
-            candidates = []
-        # Cheap filters first: each keeps the order it is given.
-        if group.any_traits or group.forbidden_traits:
-            candidates = [rp for rp in candidates
-                          if _has_traits(self.traits(rp), group)]
-        if group.any_aggregates or group.forbidden_aggregates:
-            candidates = [rp for rp in candidates
-                          if _in_aggregates(self.aggregates(rp), group)]
-        if group.resources:
-            candidates = [rp for rp in candidates
-                          if self._fits(rp, group.resources)]
+        candidates = self.starts(group)
+        if self.observe is not None:
+            first = ("resources", group.resources[0][0]) if group.resources else "all"
+            self.observe(group, first, candidates)
+        for name, keep in self.filters(group):
+            candidates = [rp for rp in candidates if keep(rp)]
+            if self.observe is not None:
+                self.observe(group, name, candidates)
         by_anchor = collections.defaultdict(list)
         option = group.resources
         for rp in candidates:
             for anchor in self.anchors_of(rp):
                 by_anchor[anchor].append((rp, option))
+        if self.observe is not None:
+            self.observe(group, "trees", by_anchor)
         return by_anchor
 
+    def spread_filters(self, group, rc, amount):
+        """The ordered (name, keep) filters of one class's providers of
+        the unsuffixed group (§4.2)."""
+        found = [
+            (("capacity", rc), _capacity_filter(self.snap.inventories, rc, amount))
+        ]
+        if group.forbidden_traits:
+            forbidden = group.forbidden_traits
+            found.append(("forbidden", lambda rp: not self.traits(rp) & forbidden))
+        return found
+
     def spread(self, group):
-        """{anchor: [[option] per class]} for the unsuffixed group (§4.2)."""
+        """{anchor: [[option] per class]} for the unsuffixed group."""
         if not group.resources:
             return {}
-        inventories = self.snap.inventories
         per_class = []
         for rc, amount in group.resources:
+            candidates = self.holders.get(rc, ())
+            if self.observe is not None:
+                self.observe(group, ("resources", rc), candidates)
+            for name, keep in self.spread_filters(group, rc, amount):
+                candidates = [rp for rp in candidates if keep(rp)]
+                if self.observe is not None:
+                    self.observe(group, name, candidates)
             pairs = collections.defaultdict(list)
             option = ((rc, amount),)
-            for rp in self.holders.get(rc, ()):
-                if (not inventories[rp, rc].fits(amount)
-                        or self.traits(rp) & group.forbidden_traits):
-                    continue
+            for rp in candidates:
                 for anchor in self._spread_anchors(rp, group):
                     pairs[anchor].append((rp, option))
             per_class.append(pairs)
         anchors = set.intersection(*(set(p) for p in per_class))
+        if self.observe is not None:
+            self.observe(group, "trees", anchors)
         return {a: [pairs[a] for pairs in per_class] for a in anchors}
 
     def _spread_anchors(self, rp, group):
@@ -150,8 +204,8 @@ class Trees:
             anchors = (own_root,) if own_root == group.in_tree_root else ()
         # A sharing provider must itself be in the member_of sets.
         elif rp in self.snap.serves and all(
-                self.aggregates(rp) & any_of
-                for any_of in group.any_aggregates):
+            self.aggregates(rp) & any_of for any_of in group.any_aggregates
+        ):
             anchors = {own_root} | self.snap.serves[rp]
         else:
             anchors = (own_root,)
@@ -159,25 +213,26 @@ class Trees:
         if not (group.any_aggregates or group.forbidden_aggregates):
             return anchors
         mine = self.aggregates(rp)
-        return [a for a in anchors
-                if _in_aggregates(mine | self.aggregates(a), group)]
+        return [a for a in anchors if _in_aggregates(mine | self.aggregates(a), group)]
 
     def plans(self, groups):
-        """A Plan for every anchor with a result for every group (§5.1)."""
+        """A Plan for every anchor with a result for every group."""
         # Without trees or sharing every anchor is a lone provider: spreading
         # the unsuffixed group is the same as one provider serving it all
-        # (§4.2 "flat, non-sharing"), with one slot instead of one per class.
+        # (a flat deployment without sharing), with one slot instead of one
+        # per class.
         lone = not (self.snap.nested or self.snap.serves)
         spreads = [g.spread and not (lone and g.resources) for g in groups]
-        per_group = [self.spread(g) if spread else self.single(g)
-                     for g, spread in zip(groups, spreads)]
+        per_group = [
+            self.spread(g) if spread else self.single(g)
+            for g, spread in zip(groups, spreads)
+        ]
         if not per_group:
             return []
         slots = []
         for index, (group, spread) in enumerate(zip(groups, spreads)):
             count = len(group.resources) if spread else 1
-            slots.extend(Slot(index, i == count - 1, spread)
-                         for i in range(count))
+            slots.extend(Slot(index, i == count - 1, spread) for i in range(count))
         slots = tuple(slots)
         anchors = set.intersection(*(set(c) for c in per_group))
         plans = []

@@ -1,0 +1,1 @@
+"""Alembic revisions, installed as ``placement.migrations``."""

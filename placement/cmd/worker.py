@@ -1,0 +1,143 @@
+"""The gunicorn worker ``placement-api`` runs: gunicorn's threaded worker,
+except that a connection gets a thread only once its whole request (head,
+and a body of announced length up to ``[oslo_middleware]
+max_request_body_size``) has arrived.
+
+gunicorn's own threaded worker hands a connection to a thread as soon as
+its first bytes arrive, and the thread then reads the rest blocking: a few
+clients sending half a request header, or a body a byte at a time, hold
+every thread of every worker. Here the worker's event loop (the one that
+already accepts connections and waits on kept-alive ones) reads requests
+without blocking; slow or idle connections cost a socket and a buffer, not
+a thread. A connection whose request head has not arrived within
+``HEAD_TIMEOUT`` seconds, or whose body has not within ``BODY_TIMEOUT``
+after its head, is closed. Bodies sent without ``Content-Length``
+(chunked) are not read ahead: the app never reads them, and gunicorn
+drains them within its own bound. With TLS (not something placement-api
+sets up) gunicorn's own behaviour is kept.
+"""
+
+import errno
+import re
+import selectors
+import time
+from functools import partial
+
+from gunicorn.workers import gthread
+
+from placement import conf as placement_conf
+
+# How long a client may take to send a request head, and then its body.
+HEAD_TIMEOUT = 10.0
+BODY_TIMEOUT = 30.0
+# Larger than any head gunicorn accepts with its default limits (request
+# line 4094, 100 fields of 8190): such a head goes to the parser, which
+# answers its usual error.
+MAX_HEAD = 4094 + 100 * 8190
+_CONTENT_LENGTH = re.compile(rb"\r?\ncontent-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.I)
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
+
+
+class _Reading:
+    """A request being read ahead of dispatch."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.wanted = None  # total bytes (head + body), once the head is in
+
+
+class HeadFirstWorker(gthread.ThreadWorker):
+    def init_process(self):
+        self.body_limit = placement_conf.CONF.oslo_middleware.max_request_body_size
+        super().init_process()
+
+    def accept(self, listener):
+        if self.cfg.is_ssl:
+            return super().accept(listener)
+        try:
+            client_sock, client_addr = listener.accept()
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = gthread.TConn(self.cfg, client_sock, client_addr, listener.getsockname())
+        self._read_ahead(conn)
+
+    def on_client_socket_readable(self, conn, client):
+        if self.cfg.is_ssl:
+            return super().on_client_socket_readable(conn, client)
+        # A kept-alive connection's next request is read ahead too.
+        self.poller.unregister(client)
+        self.keepalived_conns.remove(conn)
+        self._read_ahead(conn)
+
+    def _read_ahead(self, conn):
+        conn.sock.setblocking(False)
+        conn.reading = _Reading()
+        # murder_pending() closes what is still here after conn.timeout.
+        conn.timeout = time.monotonic() + HEAD_TIMEOUT
+        self.pending_conns.append(conn)
+        self.poller.register(
+            conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn)
+        )
+
+    def _on_readable(self, conn, client):
+        reading = conn.reading
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(conn)
+            return
+        reading.data += chunk
+        if reading.wanted is None:
+            end = _HEAD_END.search(reading.data)
+            if end is None:
+                if len(reading.data) > MAX_HEAD:
+                    self._dispatch(conn)
+                return
+            head = bytes(reading.data[: end.end()])
+            length = _CONTENT_LENGTH.search(head)
+            length = int(length.group(1)) if length else 0
+            if length > self.body_limit:
+                # Answered 413 unread.
+                self._dispatch(conn)
+                return
+            reading.wanted = end.end() + length
+            conn.timeout = time.monotonic() + BODY_TIMEOUT
+        if len(reading.data) >= reading.wanted:
+            self._dispatch(conn)
+
+    def _dispatch(self, conn):
+        self.poller.unregister(conn.sock)
+        self.pending_conns.remove(conn)
+        conn.data_ready = True
+        self.enqueue_req(conn)
+
+    def _drop(self, conn):
+        self.poller.unregister(conn.sock)
+        self.pending_conns.remove(conn)
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self):
+        # Deadlines move when a head is in, so the deque is not in deadline
+        # order (gunicorn's version stops at the first live one): look at
+        # all of them, at most worker_connections, once a second.
+        now = time.monotonic()
+        for conn in [c for c in self.pending_conns if c.timeout <= now]:
+            self._drop(conn)
+
+    def handle(self, conn):
+        reading = getattr(conn, "reading", None)
+        if reading is not None:
+            conn.reading = None
+            conn.sock.setblocking(True)
+            conn.init()
+            if not conn.is_http2:
+                conn.parser.unreader.unread(bytes(reading.data))
+        return super().handle(conn)

@@ -1,0 +1,17 @@
+"""GET /allocation_candidates/explain: the query of GET
+/allocation_candidates (same grammar, microversions, errors and policy)
+answered with why it finds what it finds (see doc/explain.md)."""
+
+from placement.api import decorators
+from placement.api import request
+from placement.handlers import allocation_candidate
+from placement.objects.allocation_candidates import explain as explain_obj
+
+
+@decorators.versioned("1.10")
+@decorators.accepts_json
+def explain(req, resp):
+    """Why the query of GET /allocation_candidates finds what it finds:
+    the candidate count, per-filter counts and the closest misses."""
+    request.render(resp, allocation_candidate.run(req, explain_obj.explain))
+    request.set_last_modified(req, resp, None, always=True)

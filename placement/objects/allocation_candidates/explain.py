@@ -1,0 +1,435 @@
+"""Why GET /allocation_candidates finds what it finds.
+
+The counts come from the engine's own code, not a copy: ``trees.Trees``
+runs its per-group filters with an observer that records what each one
+leaves, and ``search.Search`` is run per tree with the request-wide
+constraints switched on one at a time (``same_subtree``, then isolate,
+then the full search). The search of a tree stops at its first candidate
+and after ``BUDGET`` options tried, so wide trees are never walked in
+full; a tree whose budget runs out counts as failing (``truncated``).
+"""
+
+import sqlalchemy as sa
+
+from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import catalog
+from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import search
+from placement.objects.allocation_candidates import trees
+
+BUDGET = 20000  # options tried per tree and step
+CLOSEST = 5
+_WIDE_CLAUSES = {
+    "same_subtree": "same_subtree",
+    "isolate": "group_policy=isolate",
+    "fit": "the combined amounts in one tree",
+}
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+class _Counted(tuple):
+    """A slot's options whose iteration spends the walk's budget."""
+
+    def __new__(cls, options, budget):
+        self = super().__new__(cls, options)
+        self.budget = budget
+        return self
+
+    def __iter__(self):
+        for option in super().__iter__():
+            self.budget[0] -= 1
+            if self.budget[0] < 0:
+                raise _OutOfBudget()
+            yield option
+
+
+class _Recorder:
+    """The ``Trees.observe`` hook: what each filter leaves, per group."""
+
+    def __init__(self):
+        self.steps = {}  # suffix -> [(filter name, count)]
+
+    def __call__(self, group, name, left):
+        self.steps.setdefault(group.suffix, []).append((name, len(left)))
+
+
+class _Explainer:
+    def __init__(self, conn, source, request):
+        self.conn = conn
+        self.source = source
+        self.request = request
+
+    def label(self, name):
+        """("capacity", class id) -> "capacity:VCPU"."""
+        if isinstance(name, tuple):
+            return "%s:%s" % (name[0], self.classes[name[1]])
+        return name
+
+    def run(self):
+        groups, class_ids, trait_ids, aggregate_ids = engine._resolve(
+            self.source, self.request
+        )
+        self.classes = {i: n for n, i in class_ids.items()}
+        self.asked = {g.suffix: g for g in self.request.groups}
+        self.aggregates = {
+            i: u
+            for u, i in self.source.aggregate_ids(
+                set().union(
+                    *(
+                        set().union(*g.any_aggregates, g.forbidden_aggregates)
+                        for g in self.request.groups
+                    )
+                )
+            ).items()
+        }
+        self.traits = {i: n for n, i in trait_ids.items()}
+        snapshot = self.source.snapshot(
+            class_ids.values(), set(trait_ids.values()), aggregate_ids, whole_trees=True
+        )
+        self.root_required = frozenset(trait_ids[t] for t in self.request.root_required)
+        self.root_forbidden = frozenset(
+            trait_ids[t] for t in self.request.root_forbidden
+        )
+        forest = trees.Trees(snapshot, self.root_required, self.root_forbidden)
+        recorder = forest.observe = _Recorder()
+        plans = forest.plans(groups)
+        forest.observe = None
+        self.forest, self.groups = forest, {g.suffix: g for g in groups}
+        wide, failed_at, truncated = self._request_wide(forest, groups, plans)
+        closest = self._closest(groups, failed_at)
+        funnels = {
+            suffix: [
+                {
+                    "filter": self.label(name),
+                    "trees" if name == "trees" else "providers": count,
+                }
+                for name, count in steps
+            ]
+            for suffix, steps in recorder.steps.items()
+        }
+        clause, name, suffix = self._reason(recorder.steps, wide)
+        nearest = _nearest(closest, name, suffix)
+        _name(self.conn, closest[:CLOSEST] + ([nearest] if nearest else []))
+        return {
+            "groups": funnels,
+            "request": wide,
+            "closest": closest[:CLOSEST],
+            "truncated": truncated,
+            "reason": clause and _sentence(clause, nearest),
+        }
+
+    def _request_wide(self, forest, groups, plans):
+        request = self.request
+        # Trees holding a requested class or served by a sharing provider
+        # that does (the snapshot may hold more).
+        roots = {forest.root(rp) for rp, _ in forest.snap.inventories}
+        roots.update(*forest.snap.serves.values())
+        wide = [{"filter": "trees", "trees": len(roots)}]
+        if self.root_required or self.root_forbidden:
+            wide.append(
+                {"filter": "root_required", "trees": len(forest.anchor_ok & roots)}
+            )
+        wide.append({"filter": "groups", "trees": len(plans)})
+        steps = []
+        if request.same_subtree:
+            steps.append(("same_subtree", False))
+        if request.isolate:
+            steps.append(("isolate", True))
+        steps.append(("fit", request.isolate))
+        passing, failed_at, truncated = plans, {}, False
+        for name, isolate in steps:
+            walker = search.Search(
+                forest, groups, request.same_subtree, isolate, sums=name == "fit"
+            )
+            kept = []
+            for plan in passing:
+                found, out_of_budget = _exists(walker, plan)
+                truncated |= out_of_budget
+                if found:
+                    kept.append(plan)
+                else:
+                    failed_at[plan.anchor] = name
+            wide.append({"filter": name, "trees": len(kept)})
+            passing = kept
+        return wide, failed_at, truncated
+
+    def _closest(self, groups, failed_at):
+        """Providers failing exactly one filter of their group (nearest
+        capacity misses first), then trees failing one request-wide step."""
+        forest = self.forest
+        lone = not (forest.snap.nested or forest.snap.serves)
+        out = []
+        for group in groups:
+            if group.spread and group.resources and not lone:
+                sets = [
+                    (forest.holders.get(rc, ()), forest.spread_filters(group, rc, n))
+                    for rc, n in group.resources
+                ]
+            else:
+                start = sorted(
+                    {
+                        rp
+                        for rc, _ in group.resources
+                        for rp in forest.holders.get(rc, ())
+                    }
+                )
+                sets = [(start or forest.starts(group), forest.filters(group))]
+            for start, filters in sets:
+                for rp in start:
+                    failing = [name for name, keep in filters if not keep(rp)]
+                    if len(failing) == 1:
+                        out.append(
+                            {
+                                "provider": rp,
+                                "group": group.suffix,
+                                "filter": self.label(failing[0]),
+                                "lacks": self._lacks(group, failing[0], rp),
+                            }
+                        )
+        out.sort(key=_nearness)
+        for anchor, step in sorted(failed_at.items()):
+            out.append({"tree": anchor, "filter": step})
+        if self.root_required or self.root_forbidden:
+            for plan in trees.Trees(forest.snap).plans(groups):
+                if plan.anchor not in forest.anchor_ok:
+                    out.append(self._root_miss(plan.anchor))
+        return out
+
+    def _root_miss(self, anchor):
+        traits = self.forest.traits(anchor)
+        return {
+            "tree": anchor,
+            "filter": "root_required",
+            "lacks": {
+                "missing_traits": sorted(
+                    self.traits[t] for t in self.root_required - traits
+                ),
+                "forbidden_traits": sorted(
+                    self.traits[t] for t in self.root_forbidden & traits
+                ),
+            },
+        }
+
+    def _lacks(self, group, name, rp):
+        """What provider ``rp`` lacks to pass filter ``name`` of ``group``."""
+        forest = self.forest
+        asked = self.asked[group.suffix]
+        if name == "in_tree":
+            return {"in_tree": asked.in_tree}
+        if name == "resources":
+            return {
+                "resources": [
+                    self.classes[rc]
+                    for rc, _ in group.resources
+                    if (rp, rc) not in forest.snap.inventories
+                ]
+            }
+        if isinstance(name, tuple):
+            return {self.classes[name[1]]: self._capacity_lack(group, name[1], rp)}
+        traits = forest.traits(rp)
+        if name == "required":
+            return {
+                "missing_traits": sorted(
+                    self.traits[t]
+                    for any_of in group.any_traits
+                    if len(any_of) == 1 and not traits & any_of
+                    for t in any_of
+                )
+            }
+        if name == "any_of":
+            return {
+                "missing_any_of": [
+                    sorted(self.traits[t] for t in any_of)
+                    for any_of in group.any_traits
+                    if len(any_of) > 1 and not traits & any_of
+                ]
+            }
+        if name == "forbidden":
+            return {
+                "forbidden_traits": sorted(
+                    self.traits[t] for t in traits & group.forbidden_traits
+                )
+            }
+        aggregates = {self.aggregates[a] for a in forest.aggregates(rp)}
+        return {
+            "missing_aggregates": [
+                sorted(any_of)
+                for any_of in asked.any_aggregates
+                if not aggregates & any_of
+            ],
+            "forbidden_aggregates": sorted(aggregates & asked.forbidden_aggregates),
+        }
+
+    def _capacity_lack(self, group, rc, rp):
+        amount = dict(group.resources)[rc]
+        inventory = self.forest.snap.inventories.get((rp, rc))
+        if inventory is None:
+            return {"requested": amount, "free": 0}
+        lack = {
+            "requested": amount,
+            "free": max(inventory.capacity - inventory.used, 0),
+        }
+        if not inventory.min_unit <= amount <= inventory.max_unit:
+            lack.update(min_unit=inventory.min_unit, max_unit=inventory.max_unit)
+        if amount % inventory.step_size:
+            lack["step_size"] = inventory.step_size
+        return lack
+
+    def _reason(self, steps, wide):
+        """(clause, filter, group suffix) of the first filter that left
+        nothing, or Nones."""
+        if wide[1]["filter"] == "root_required" and not wide[1]["trees"]:
+            clause = (
+                "root_required: none of %d trees has the required traits"
+                % (wide[0]["trees"])
+            )
+            return clause, "root_required", None
+        for suffix, funnel in steps.items():
+            before = None
+            for name, count in funnel:
+                if count == 0:
+                    clause = "group '%s', %s: %s" % (
+                        suffix,
+                        self.label(name),
+                        self._group_clause(self.groups[suffix], name, before),
+                    )
+                    return clause, self.label(name), suffix
+                before = (name, count)
+        for i, step in enumerate(wide):
+            if step["trees"] == 0:
+                clause = "%s: %s" % (
+                    step["filter"],
+                    _wide_clause(step["filter"], wide[i - 1]),
+                )
+                return clause, step["filter"], None
+        return None, None, None
+
+    def _group_clause(self, group, name, before):
+        if isinstance(name, tuple) and name[0] == "resources":
+            return "no provider has %s inventory" % self.classes[name[1]]
+        if name == "all":
+            return "no provider at all"
+        previous = self.label(before[0]) if before else "the request"
+        count = before[1] if before else 0
+        if isinstance(name, tuple):  # capacity
+            return "%d providers have %s but none has %d free" % (
+                count,
+                self.classes[name[1]],
+                dict(group.resources)[name[1]],
+            )
+        if name == "trees":
+            return "%d providers pass its filters but none is in a usable tree" % count
+        return "%d providers pass %s but none passes %s" % (count, previous, name)
+
+
+def _wide_clause(name, previous):
+    if name == "trees":
+        return "no tree holds the requested resources"
+    if name == "groups":
+        return "none of %d trees has providers for every group" % previous["trees"]
+    return "%d trees have providers for every group but none satisfies %s" % (
+        previous["trees"],
+        _WIDE_CLAUSES[name],
+    )
+
+
+def _nearest(closest, name, suffix):
+    """The first entry of ``closest`` failing filter ``name`` of the
+    group ``suffix`` (any group for a request-wide filter)."""
+    for entry in closest:
+        if entry["filter"] == name and entry.get("group", suffix) == suffix:
+            return entry
+    return None
+
+
+def _sentence(clause, nearest):
+    if nearest is None:
+        return clause
+    detail = ""
+    for key, value in nearest.get("lacks", {}).items():
+        if isinstance(value, dict):
+            detail = ", %d free" % value["free"]
+        elif isinstance(value, list) and value:
+            detail = ", %s %s" % (
+                key.replace("_", " "),
+                ", ".join(v if isinstance(v, str) else "|".join(v) for v in value),
+            )
+        else:
+            continue
+        break
+    return "%s (closest: %s%s)" % (clause, nearest["name"], detail)
+
+
+def _name(conn, closest):
+    """The entries of ``closest`` name providers (or roots) by id: give
+    them their uuid and name, which the reason quotes."""
+    ids = {e.get("provider", e.get("tree")) for e in closest}
+    rp = providers.RP
+    found = {
+        row[0]: row[1:]
+        for row in conn.execute(
+            sa.select(rp.c.id, rp.c.uuid, rp.c.name).where(rp.c.id.in_(sorted(ids)))
+        )
+    }
+    for entry in closest:
+        key = "provider" if "provider" in entry else "tree"
+        if isinstance(entry[key], int):
+            entry[key], entry["name"] = found[entry[key]]
+
+
+def _exists(walker, plan):
+    """(has a candidate, budget ran out) for one tree's plan."""
+    budget = [BUDGET]
+    counted = plan._replace(options=tuple(_Counted(o, budget) for o in plan.options))
+    try:
+        return next(iter(walker.candidates(counted)), None) is not None, False
+    except _OutOfBudget:
+        return False, True
+
+
+def _nearness(entry):
+    """Capacity misses by how much is missing, then the rest."""
+    (value,) = entry["lacks"].values() if len(entry["lacks"]) == 1 else (None,)
+    if isinstance(value, dict):
+        return (0, value["requested"] - value["free"])
+    return (1, 0)
+
+
+def explain(db, request, options):
+    """The explain document (a dict) for a checked ``request.Request``."""
+    real = engine.find(db, request, options)
+    with db.reader() as conn:
+        source = catalog.reader(db, conn) or providers.Reader(conn)
+        try:
+            document = _Explainer(conn, source, request).run()
+        except providers.NoCandidates as e:
+            suffix, name = e.args
+            document = {
+                "groups": {suffix: [{"filter": name, "providers": 0}]},
+                "request": [],
+                "closest": [],
+                "truncated": False,
+                "reason": "group '%s': %s names %s"
+                % (
+                    suffix,
+                    name,
+                    "no existing provider"
+                    if name == "in_tree"
+                    else "only aggregates no provider is in",
+                ),
+            }
+    count = len(real.candidates)
+    document = {"candidates": count, **document}
+    if count:
+        document["reason"] = "%d allocation candidates found." % count
+    elif document["reason"] is None:
+        # Every count is positive: the microversion's rule of one provider
+        # per tree (before 1.29) removed every candidate.
+        document["reason"] = (
+            "candidates exist but each uses several providers of one tree, "
+            "which this microversion does not allow (from 1.29 it does)"
+        )
+    return document

@@ -1,0 +1,228 @@
+"""JSON schemas of response bodies, per microversion.
+
+Nothing validates responses at run time: these feed the OpenAPI document
+(``placement.api.openapi``), and the schemathesis run checks every answer
+of a live server against them, so a body that drifts from its schema
+fails the suite.
+"""
+
+from placement.api import microversion
+
+CLASS_NAME = "^[A-Z0-9_]+$"
+_STRING = {"type": "string"}
+_INTEGER = {"type": "integer"}
+_UUID = {"type": "string", "format": "uuid"}
+_NULLABLE_UUID = {"type": ["string", "null"], "format": "uuid"}
+
+NESTED_SINCE = "1.14"
+ERROR_CODE_SINCE = "1.23"
+CONSUMER_GENERATION_SINCE = "1.28"
+
+
+def obj(properties, required=None, additional=False):
+    """An object with exactly ``properties`` (all required by default)."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties if required is None else required),
+        "additionalProperties": additional,
+    }
+
+
+def keyed(value, pattern=CLASS_NAME):
+    """An object whose keys match ``pattern``, each holding ``value``."""
+    return {
+        "type": "object",
+        "patternProperties": {pattern: value},
+        "additionalProperties": False,
+    }
+
+
+def array(items):
+    return {"type": "array", "items": items}
+
+
+LINKS = array(obj({"rel": _STRING, "href": _STRING}))
+
+
+def error(version):
+    """The ``{"errors": [...]}`` body every 4xx/5xx of the app carries."""
+    item = {
+        "status": _INTEGER,
+        "title": _STRING,
+        "detail": _STRING,
+        "request_id": _STRING,
+        "code": _STRING,
+        # A 406 for an unsupported microversion names the supported range.
+        "max_version": _STRING,
+        "min_version": _STRING,
+    }
+    required = ["status", "title", "detail", "request_id"]
+    if version >= ERROR_CODE_SINCE:
+        required.append("code")
+    return obj({"errors": {**array(obj(item, required)), "minItems": 1}})
+
+
+# The 401 of the auth middleware is not the app's error document.
+UNAUTHORIZED = obj({"message": _STRING, "code": _STRING, "title": _STRING})
+
+ROOT = obj(
+    {
+        "versions": array(
+            obj(
+                {
+                    "id": _STRING,
+                    "max_version": _STRING,
+                    "min_version": _STRING,
+                    "status": _STRING,
+                    "links": LINKS,
+                }
+            )
+        )
+    }
+)
+
+RESOURCE_CLASS = obj({"name": _STRING, "links": LINKS})
+RESOURCE_CLASSES = obj({"resource_classes": array(RESOURCE_CLASS)})
+
+
+def provider(version):
+    properties = {
+        "uuid": _UUID,
+        "name": _STRING,
+        "generation": _INTEGER,
+        "links": LINKS,
+    }
+    if version >= NESTED_SINCE:
+        properties["parent_provider_uuid"] = _NULLABLE_UUID
+        properties["root_provider_uuid"] = _UUID
+    return obj(properties)
+
+
+# POST /resource_providers: an empty 201 before 1.20, the provider after.
+CREATED_PROVIDER = microversion.VersionTable(
+    (None, {201: None}), ("1.20", {200: provider})
+)
+
+
+def providers(version):
+    return obj({"resource_providers": array(provider(version))})
+
+
+INVENTORY_RECORD = obj(
+    {
+        "total": _INTEGER,
+        "reserved": _INTEGER,
+        "min_unit": _INTEGER,
+        "max_unit": _INTEGER,
+        "step_size": _INTEGER,
+        "allocation_ratio": {"type": "number"},
+    }
+)
+INVENTORY = obj(
+    {**INVENTORY_RECORD["properties"], "resource_provider_generation": _INTEGER}
+)
+INVENTORIES = obj(
+    {"resource_provider_generation": _INTEGER, "inventories": keyed(INVENTORY_RECORD)}
+)
+AMOUNTS = keyed(_INTEGER)
+PROVIDER_USAGES = obj({"resource_provider_generation": _INTEGER, "usages": AMOUNTS})
+
+AGGREGATES = microversion.VersionTable(
+    (None, obj({"aggregates": array(_UUID)})),
+    (
+        "1.19",
+        obj({"aggregates": array(_UUID), "resource_provider_generation": _INTEGER}),
+    ),
+)
+
+TRAITS = obj({"traits": array(_STRING)})
+PROVIDER_TRAITS = obj(
+    {"traits": array(_STRING), "resource_provider_generation": _INTEGER}
+)
+
+
+def provider_allocations(version):
+    entry = {"resources": AMOUNTS}
+    if version >= CONSUMER_GENERATION_SINCE:
+        entry["consumer_generation"] = {"type": ["integer", "null"]}
+    return obj(
+        {
+            "resource_provider_generation": _INTEGER,
+            "allocations": keyed(obj(entry), ".*"),
+        }
+    )
+
+
+def consumer_allocations(version):
+    """GET /allocations/{c}: the owner fields only when it holds any."""
+    owner = {}
+    if version >= "1.12":
+        owner.update(project_id=_STRING, user_id=_STRING)
+    if version >= CONSUMER_GENERATION_SINCE:
+        owner["consumer_generation"] = {"type": ["integer", "null"]}
+    if version >= "1.38":
+        owner["consumer_type"] = {"type": ["string", "null"]}
+    allocations = keyed(obj({"generation": _INTEGER, "resources": AMOUNTS}), ".*")
+    return obj({"allocations": allocations, **owner}, required=["allocations"])
+
+
+def total_usages(version):
+    if version >= "1.38":
+        per_type = keyed(_INTEGER, ".*")
+        per_type["required"] = ["consumer_count"]
+        return obj({"usages": keyed(per_type, ".*")})
+    return obj({"usages": AMOUNTS})
+
+
+def allocation_candidates(version):
+    amounts = AMOUNTS
+    if version >= "1.12":
+        allocations = keyed(obj({"resources": amounts}), ".*")
+    else:
+        allocations = array(
+            obj({"resource_provider": obj({"uuid": _UUID}), "resources": amounts})
+        )
+    request = {"allocations": allocations}
+    if version >= "1.34":
+        request["mappings"] = keyed(array(_UUID), ".*")
+    summary = {
+        "resources": keyed(obj({"capacity": _INTEGER, "used": _INTEGER})),
+    }
+    if version >= "1.17":
+        summary["traits"] = array(_STRING)
+    if version >= "1.29":
+        summary["parent_provider_uuid"] = _NULLABLE_UUID
+        summary["root_provider_uuid"] = _UUID
+    return obj(
+        {
+            "allocation_requests": array(obj(request)),
+            "provider_summaries": keyed(obj(summary), ".*"),
+        }
+    )
+
+
+_STEP = obj({"filter": _STRING, "providers": _INTEGER, "trees": _INTEGER}, ["filter"])
+EXPLAIN = obj(
+    {
+        "candidates": _INTEGER,
+        # Keys are group suffixes: "" for the unsuffixed group.
+        "groups": keyed(array(_STEP), "^(|[A-Za-z0-9_-]{1,64})$"),
+        "request": array(_STEP),
+        "closest": array(
+            obj(
+                {
+                    "provider": _UUID,
+                    "tree": _UUID,
+                    "name": {"type": ["string", "null"]},
+                    "group": _STRING,
+                    "filter": _STRING,
+                    "lacks": {"type": "object"},
+                },
+                ["filter", "name"],
+            )
+        ),
+        "truncated": {"type": "boolean"},
+        "reason": _STRING,
+    }
+)

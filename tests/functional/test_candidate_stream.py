@@ -1,0 +1,235 @@
+"""GET /allocation_candidates without a limit is streamed: byte for byte
+the answer the materialised path writes (differential), bounded in memory
+however many candidates there are, and stopped when the client goes away.
+"""
+
+import os
+import time
+import uuid
+
+import httpx
+import pytest
+import requests
+
+from placement.api import microversion
+from placement.handlers import allocation_candidate as handler
+from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import render
+from tests import fixtures
+from tests.functional import live_server
+
+ADMIN = {"x-auth-token": "admin"}
+VERSIONS = ("1.10", "1.12", "1.17", "1.27", "1.29", "1.34", "1.39")
+PGPUS = 16
+
+
+def _headers(version):
+    return dict(ADMIN, **{"openstack-api-version": "placement %s" % version})
+
+
+def _create(client, name, parent=None, inventories=None, traits=()):
+    rp = str(uuid.uuid4())
+    body = {"name": name, "uuid": rp}
+    if parent:
+        body["parent_provider_uuid"] = parent
+    resp = client.post("/resource_providers", headers=_headers("1.39"), json=body)
+    assert resp.status_code == 200, resp.text
+    generation = 0
+    if inventories:
+        resp = client.put(
+            "/resource_providers/%s/inventories" % rp,
+            headers=_headers("1.39"),
+            json={
+                "resource_provider_generation": generation,
+                "inventories": {c: {"total": t} for c, t in inventories.items()},
+            },
+        )
+        assert resp.status_code == 200, resp.text
+        generation += 1
+    if traits:
+        resp = client.put(
+            "/resource_providers/%s/traits" % rp,
+            headers=_headers("1.39"),
+            json={"resource_provider_generation": generation, "traits": list(traits)},
+        )
+        assert resp.status_code == 200, resp.text
+    return rp
+
+
+def _pgpu_host(client, name, pgpus=PGPUS):
+    root = _create(client, name, inventories={"VCPU": 8, "MEMORY_MB": 4096})
+    for i in range(pgpus):
+        _create(client, "%s-gpu%d" % (name, i), parent=root, inventories={"PGPU": 1})
+    return root
+
+
+def _isolated(groups, extra=""):
+    query = "&".join("resources%d=PGPU:1" % (g + 1) for g in range(groups))
+    return query + "&group_policy=isolate" + extra
+
+
+QUERIES = [
+    "resources=VCPU:1",
+    "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10",
+    "resources=VCPU:1,PGPU:1",
+    "resources=PGPU:2",
+    "resources=VCPU:1&required=HW_CPU_X86_AVX2",
+    _isolated(3),  # 3,360 per host: several pieces of a streamed body
+    _isolated(2, "&resources=VCPU:2"),
+    "resources=DISK_GB:1",
+    "resources=VCPU:99",
+]
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def app_db(request):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, db):
+        client = httpx.Client(
+            transport=httpx.WSGITransport(app=app), base_url="http://localhost"
+        )
+        hosts = [_pgpu_host(client, "host%d" % i, pgpus=16 - 6 * i) for i in range(2)]
+        _create(
+            client,
+            "avx",
+            inventories={"VCPU": 2, "MEMORY_MB": 1024},
+            traits=["HW_CPU_X86_AVX2"],
+        )
+        # A sharing provider: candidates may repeat under two anchors.
+        shared = _create(
+            client,
+            "disk",
+            inventories={"DISK_GB": 100},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+        )
+        agg = str(uuid.uuid4())
+        for rp in hosts + [shared]:
+            got = client.get(
+                "/resource_providers/%s" % rp, headers=_headers("1.19")
+            ).json()
+            resp = client.put(
+                "/resource_providers/%s/aggregates" % rp,
+                headers=_headers("1.19"),
+                json={
+                    "aggregates": [agg],
+                    "resource_provider_generation": got["generation"],
+                },
+            )
+            assert resp.status_code == 200, resp.text
+        yield client, db
+
+
+def _materialised(db, query, version):
+    """The answer as the path for limited requests builds it, all at once."""
+    parsed = handler.parse_query(list(httpx.QueryParams(query).multi_items()), version)
+    conf = fixtures.configure().placement
+    result = engine.find(
+        db,
+        parsed,
+        engine.Options(
+            nested_aware=version >= handler.NESTED_AWARE_SINCE,
+            strategy=handler._strategy(parsed.limit),
+            max_candidates=conf.max_allocation_candidates,
+        ),
+    )
+    return render.document_json(result, version)
+
+
+@pytest.mark.parametrize("max_candidates", [-1, 1000])
+def test_streamed_answer_is_byte_identical(app_db, max_candidates):
+    client, db = app_db
+    conf = fixtures.configure()
+    conf.set_override("max_allocation_candidates", max_candidates, group="placement")
+    try:
+        for version in map(microversion.Version.parse, VERSIONS):
+            for query in QUERIES:
+                if "required=" in query and version < "1.17":
+                    continue
+                if "group_policy" in query and version < "1.25":
+                    continue
+                resp = client.get(
+                    "/allocation_candidates?" + query, headers=_headers(str(version))
+                )
+                assert resp.status_code == 200, (version, query, resp.text)
+                expected = _materialised(db, query, version)
+                assert resp.content == expected, (version, query)
+    finally:
+        conf.clear_override("max_allocation_candidates", group="placement")
+
+
+def _workers(server_pid):
+    """Pids of the processes whose parent is ``server_pid``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == server_pid:
+                pids.append(int(entry))
+    return pids
+
+
+def _cmdline(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read()
+
+
+def _rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+
+
+def _cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
+    """Six isolated PGPU:1 groups on one root with 16 single-PGPU children:
+    5,765,760 candidates (gigabytes of JSON). The answer starts at once,
+    the worker grows by far less than 512 MB, and when the client hangs up
+    the work stops and the same worker serves the next request."""
+    with live_server.placement_api(
+        str(tmp_path), "--workers", "1", "--threads", "2"
+    ) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        _pgpu_host(client, "big")
+        (server,) = [
+            pid for pid in _workers(os.getpid()) if b"placement-api" in _cmdline(pid)
+        ]
+        (worker,) = _workers(server)
+        before = _rss_mb(worker)
+        peak = before
+        started = time.monotonic()
+        read = 0
+        with requests.get(
+            url + "/allocation_candidates?" + _isolated(6),
+            headers=_headers("1.39"),
+            stream=True,
+            timeout=20,
+        ) as resp:
+            assert resp.status_code == 200
+            for chunk in resp.iter_content(1 << 20):
+                if not read:
+                    assert chunk.startswith(b'{"allocation_requests":[{')
+                    first = time.monotonic() - started
+                read += len(chunk)
+                peak = max(peak, _rss_mb(worker))
+                if read > 40 << 20 or time.monotonic() - started > 8:
+                    break
+        assert first < 10, first
+        assert read > 5 << 20, read
+        assert peak - before < 512, (before, peak)
+        # The client went away: the search stops, the worker lives on.
+        time.sleep(1)
+        cpu = _cpu_seconds(worker)
+        time.sleep(1.5)
+        assert _cpu_seconds(worker) - cpu < 0.3
+        assert _workers(server) == [worker]
+        assert client.get("/resource_providers", headers=ADMIN).status_code == 200

@@ -1,0 +1,355 @@
+"""Start-up as an operator meets it: problems only they can fix end the
+command at once with one line naming the problem and the fix; a database
+that is not up yet is waited for; the logs have one format; instances on
+one host do not disturb each other; --help shows the defaults."""
+
+import os
+import re
+import sys
+import time
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from placement.db import schema
+from tests import fixtures
+from tests import helpers
+from tests.functional import live_server
+
+pytestmark = pytest.mark.slow
+
+# Long enough that a retried error could not end the command in time.
+NO_RETRY = {
+    "OS_PLACEMENT_DATABASE__RETRY_INTERVAL": "60",
+    "OS_API__AUTH_STRATEGY": "noauth2",
+}
+SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
+# oslo.log's line: date time.ms pid LEVEL logger [context] message
+LOG_LINE = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \d+ "
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<logger>\S+) "
+    r"\[(?P<context>[^\]]*)\] (?P<message>.*)$"
+)
+
+
+def run(command, *args, timeout=60, **env):
+    """Run a console script; (CompletedProcess, seconds it took)."""
+    started = time.monotonic()
+    result = helpers.run(
+        [helpers.script(command), *args], dict(NO_RETRY, **env), timeout=timeout
+    )
+    return result, time.monotonic() - started
+
+
+def assert_fails_with(result, elapsed, command, message, status=1):
+    """One error line naming ``message``, no traceback, no retry."""
+    output = result.stdout + result.stderr
+    assert result.returncode == status, output
+    assert "Traceback" not in output
+    errors = [
+        line for line in result.stderr.splitlines() if line.startswith(command + ":")
+    ]
+    assert len(errors) == 1 and message in errors[0], output
+    assert "not reachable" not in output
+    assert elapsed < 60
+
+
+@pytest.fixture
+def mysql_url():
+    fixtures.require_backend("mysql")
+    with fixtures.database_url("mysql") as url:
+        yield url
+
+
+@pytest.mark.parametrize("command", ["placement-api", "placement-manage"])
+def test_unknown_database(command, mysql_url):
+    url = sa.engine.make_url(mysql_url).set(database="placement_no_such_db")
+    args = ["db", "version"] if command == "placement-manage" else []
+    result, elapsed = run(
+        command,
+        *args,
+        OS_PLACEMENT_DATABASE__CONNECTION=url.render_as_string(hide_password=False),
+    )
+    assert_fails_with(
+        result,
+        elapsed,
+        command,
+        "database 'placement_no_such_db' does not exist on 127.0.0.1: create it",
+    )
+
+
+def test_access_denied(mysql_url):
+    url = sa.engine.make_url(mysql_url).set(username="nobody", password="secret")
+    result, elapsed = run(
+        "placement-api",
+        OS_PLACEMENT_DATABASE__CONNECTION=url.render_as_string(hide_password=False),
+    )
+    assert_fails_with(result, elapsed, "placement-api", "access denied to ")
+    assert "check the user and password" in result.stderr
+    assert "secret" not in result.stdout + result.stderr
+
+
+def test_mysqldb_url_gets_a_driver_hint(mysql_url):
+    url = sa.engine.make_url(mysql_url).set(drivername="mysql")
+    result, elapsed = run(
+        "placement-api",
+        OS_PLACEMENT_DATABASE__CONNECTION=url.render_as_string(hide_password=False),
+    )
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "needs the Python module MySQLdb, which is not installed; use mysql+pymysql://",
+    )
+
+
+def test_unwritable_sqlite_path():
+    # /proc refuses new files even to root.
+    result, elapsed = run(
+        "placement-api",
+        OS_PLACEMENT_DATABASE__CONNECTION="sqlite:////proc/placement.sqlite",
+    )
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "cannot open the SQLite database /proc/placement.sqlite",
+    )
+
+
+def test_empty_mysql_database_without_db_sync(mysql_url):
+    result, elapsed = run("placement-api", OS_PLACEMENT_DATABASE__CONNECTION=mysql_url)
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "the database has no placement schema: " + SYNC_HINT,
+    )
+    assert "Listening" not in result.stdout + result.stderr
+
+
+def test_schema_older_than_the_code(mysql_url):
+    engine = sa.create_engine(mysql_url)
+    schema.upgrade(engine, "b4ed3a175331")
+    engine.dispose()
+    result, elapsed = run("placement-api", OS_PLACEMENT_DATABASE__CONNECTION=mysql_url)
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "the database schema is at revision b4ed3a175331, older than this "
+        "placement's %s: %s" % (schema.HEAD, SYNC_HINT),
+    )
+
+
+def test_debug_shows_the_traceback():
+    result, _ = run(
+        "placement-api",
+        "--debug",
+        OS_PLACEMENT_DATABASE__CONNECTION="sqlite:////proc/placement.sqlite",
+    )
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert "placement-api: error: cannot open the SQLite database" in result.stderr
+
+
+def test_refused_connection_is_retried_with_a_countdown():
+    url = "mysql+pymysql://root@127.0.0.1:%d/placement" % live_server.free_port()
+    result, _ = run(
+        "placement-manage",
+        "db",
+        "sync",
+        OS_PLACEMENT_DATABASE__CONNECTION=url,
+        OS_PLACEMENT_DATABASE__MAX_RETRIES="2",
+        OS_PLACEMENT_DATABASE__RETRY_INTERVAL="1",
+    )
+    assert result.returncode == 1
+    retries = [line for line in result.stderr.splitlines() if "not reachable" in line]
+    assert "Connection refused" in retries[0]
+    assert [line.split(";")[-1] for line in retries[:2]] == [
+        " attempt 2 of 3 in 1s",
+        " attempt 3 of 3 in 1s",
+    ]
+    assert retries[2].startswith(
+        "placement-manage: error: database %s still not reachable after "
+        "3 attempts" % url
+    )
+    assert "Traceback" not in result.stderr
+
+
+BAD_VALUE = "invalid value for [placement] max_allocation_candidates"
+COMMANDS = {
+    "placement-api": ([], 1),
+    "placement-manage": (["db", "sync"], 1),
+    "placement-status": (["upgrade", "check"], 255),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_bad_option_value(command, tmp_path):
+    args, status = COMMANDS[command]
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[placement]\nmax_allocation_candidates = many\n")
+    result, elapsed = run(
+        command,
+        "--config-file",
+        str(conf),
+        *args,
+        OS_PLACEMENT_DATABASE__CONNECTION="sqlite:///%s/p.sqlite" % tmp_path,
+    )
+    assert_fails_with(
+        result,
+        elapsed,
+        command,
+        "%s (set in %s): invalid literal for int() with base 10: 'many'"
+        % (BAD_VALUE, conf),
+        status,
+    )
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_missing_config_file(command, tmp_path):
+    args, status = COMMANDS[command]
+    result, elapsed = run(command, "--config-file", str(tmp_path / "nope.conf"), *args)
+    assert_fails_with(
+        result,
+        elapsed,
+        command,
+        "configuration file not found: %s" % (tmp_path / "nope.conf"),
+        status,
+    )
+
+
+def test_status_without_connection():
+    result, elapsed = run("placement-status", "upgrade", "check")
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-status",
+        "[placement_database] connection is not set",
+        255,
+    )
+
+
+# -- serving -------------------------------------------------------------------
+
+
+def _logged_lines(path):
+    return path.read_text().splitlines()
+
+
+def test_one_log_format_and_request_ids(tmp_path):
+    """Every line (gunicorn's included) has oslo.log's format; the start-up
+    line and the noauth2 warning are there; each request-log line carries
+    its own request id, also for 401, /healthcheck and /metrics."""
+    with live_server.placement_api(tmp_path, "--workers", "1") as base:
+        ids = []
+        for path, headers in [
+            ("/resource_providers", {"x-auth-token": "admin"}),
+            ("/resource_providers", {}),
+            ("/healthcheck", {}),
+            ("/metrics", {}),
+        ]:
+            response = requests.get(base + path, headers=headers, timeout=10)
+            ids.append(response.headers["x-openstack-request-id"])
+        assert response.status_code == 200
+    (log,) = tmp_path.glob("server-*.log")
+    lines = _logged_lines(log)
+    parsed = [LOG_LINE.match(line) for line in lines]
+    assert all(parsed), [line for line, m in zip(lines, parsed) if not m]
+    summary = [m for m in parsed if m["message"].startswith("placement ")][0]
+    assert summary["level"] == "INFO"
+    assert re.search(
+        r"database sqlite:///\S+, auth_strategy noauth2, 1 workers x 4 threads "
+        r"\(2 active per worker\), listening on 127.0.0.1:\d+$",
+        summary["message"],
+    )
+    assert [m["level"] for m in parsed if "noauth2: requests are NOT" in m["message"]]
+    assert [m for m in parsed if m["logger"].startswith("gunicorn")]
+    requests_logged = [m for m in parsed if m["logger"] == "placement.requestlog"]
+    for m in requests_logged:
+        logged_id = m["message"].rsplit("request_id: ", 1)[1]
+        assert logged_id in m["context"].split()
+    assert [
+        m["message"].rsplit("request_id: ", 1)[1]
+        for m in requests_logged
+        if '"GET /' in m["message"] and '"GET /"' not in m["message"]
+    ] == ids
+
+
+def test_two_instances_side_by_side(tmp_path):
+    """Two placement-api on one host (same user, same HOME) serve
+    independently; stopping one leaves the other serving."""
+    env = {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path)}
+    first_dir, second_dir = tmp_path / "a", tmp_path / "b"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    with live_server.placement_api(second_dir, "--workers", "1", **env) as second:
+        with live_server.placement_api(first_dir, "--workers", "1", **env) as first:
+            for base in (first, second):
+                assert requests.get(base + "/", timeout=10).status_code == 200
+        assert requests.get(second + "/", timeout=10).status_code == 200
+    assert not list(tmp_path.rglob("*.ctl")) + list(tmp_path.rglob("*.sock"))
+
+
+def test_default_workers_follow_the_cpus(tmp_path):
+    with live_server.placement_api(tmp_path):
+        pass
+    (log,) = tmp_path.glob("server-*.log")
+    assert " %d workers x 4 threads " % len(os.sched_getaffinity(0)) in log.read_text()
+
+
+STARTUP = """
+import sys
+from placement.cmd import api
+from placement import conf, deploy
+conf.CONF.register_cli_opts(api.serve_opts)
+conf.parse_args([])
+db = deploy.make_database(conf.CONF)
+deploy.prepare_schema(db, sync=True)
+deploy.build_app(conf.CONF, db=db)
+print(sorted({"alembic", "keystonemiddleware"} & set(sys.modules)))
+"""
+
+
+def test_start_up_at_head_skips_alembic_and_keystone(tmp_path):
+    """The slow imports the quick start avoids: alembic when the schema is
+    already at head, keystonemiddleware under noauth2."""
+    url = "sqlite:///%s/p.sqlite" % tmp_path
+    engine = sa.create_engine(url)
+    schema.upgrade(engine)
+    engine.dispose()
+    env = {"OS_PLACEMENT_DATABASE__CONNECTION": url}
+    result = helpers.run([sys.executable, "-c", STARTUP], dict(NO_RETRY, **env))
+    assert result.stdout.splitlines()[-1] == "[]", result.stderr
+    env["OS_API__AUTH_STRATEGY"] = "keystone"
+    result = helpers.run([sys.executable, "-c", STARTUP], env)
+    assert result.stdout.splitlines()[-1] == "['keystonemiddleware']", result.stderr
+
+
+# -- help ----------------------------------------------------------------------
+
+
+def test_api_help_shows_defaults():
+    result, _ = run("placement-api", "--help")
+    text = " ".join(result.stdout.split())
+    for default in (
+        "(default: 127.0.0.1)",
+        "(default: 8778)",
+        "(default: the CPUs this process may use, %d here)"
+        % len(os.sched_getaffinity(0)),
+        "(default: 4)",
+        "(default: 2)",
+        "(default: off; always on for SQLite)",
+    ):
+        assert default in text
+    assert "placement.api" not in text
+    assert "--log-dir" not in text
+
+
+def test_manage_help_puts_the_commands_first():
+    result, _ = run("placement-manage", "--help")
+    lines = result.stdout.splitlines()
+    assert "Commands: db sync" in "\n".join(lines[:6])
+    assert len(lines) < 40
