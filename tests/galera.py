@@ -22,17 +22,19 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pymysql
 
+from tests.ports import free_ports
+
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 STATE = "cluster"
 FAILED = "failed"
 START_TIMEOUT = 180
+ATTEMPTS = 3
 
 
 def available():
@@ -49,19 +51,6 @@ def _mysql_user():
         return pwd.getpwnam("mysql")
     except KeyError:
         return None
-
-
-def _free_ports(count):
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _option_file(node_dir, n, ports, gcomm_ports, name):
@@ -158,11 +147,27 @@ def _spawn(node_dir, extra=()):
 
 def start(base, nodes=3):
     """Start a cluster of ``nodes`` under ``base``; the SQL URLs of its nodes
-    (``mysql+pymysql://root@127.0.0.1:PORT``), node 1 first."""
+    (``mysql+pymysql://root@127.0.0.1:PORT``), node 1 first.
+
+    A start that fails (a joiner's state transfer can lose its port to
+    another process) is torn down and tried again on new ports, up to
+    ATTEMPTS times; the last failure is raised."""
+    for _ in range(ATTEMPTS - 1):
+        try:
+            return _start_once(base, nodes)
+        except (RuntimeError, subprocess.CalledProcessError):
+            _stop_servers(base)
+            for entry in os.listdir(base):
+                if entry.startswith("node"):
+                    shutil.rmtree(os.path.join(base, entry), ignore_errors=True)
+    return _start_once(base, nodes)
+
+
+def _start_once(base, nodes):
     user = _mysql_user()
     os.makedirs(base, exist_ok=True)
     os.chmod(base, 0o755)  # the mysql user must reach its datadir
-    ports = _free_ports(4 * nodes)
+    ports = free_ports(4 * nodes)
     per_node = [ports[i * 4 : i * 4 + 4] for i in range(nodes)]
     gcomm_ports = [p[1] for p in per_node]
     name = "placement_test_%d" % os.getpid()
@@ -245,6 +250,12 @@ def wait_for(base, timeout=START_TIMEOUT + 60):
 def stop(base, keep=False):
     """Stop the servers started under ``base`` (last node first) and remove
     it (unless ``keep``)."""
+    _stop_servers(base)
+    if not keep:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _stop_servers(base):
     node_dirs = sorted(
         (os.path.join(base, d) for d in os.listdir(base) if d.startswith("node")),
         reverse=True,
@@ -275,8 +286,6 @@ def stop(base, keep=False):
             time.sleep(0.2)
         else:
             os.kill(pid, signal.SIGKILL)
-    if not keep:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def main(argv=None):

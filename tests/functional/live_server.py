@@ -7,7 +7,6 @@ without racing on schema creation.
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,12 +16,7 @@ import requests
 
 from tests import fixtures
 from tests import helpers
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.ports import free_port
 
 
 def _wait_up(url, proc, timeout=60):
