@@ -23,6 +23,7 @@ from placement import policy
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
+from placement.objects import catalog
 
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
@@ -192,6 +193,9 @@ def build_app(conf, db=None, sync_schema=None):
         if sync_schema is None:
             sync_schema = conf.placement_database.sync_on_startup
         prepare_schema(db, sync_schema)
+        # This process serves from its own database: the provider catalog
+        # is read before it takes requests.
+        catalog.warm(db)
     policy.get_enforcer(conf)
     return api_app.build_pipeline(conf, db)
 

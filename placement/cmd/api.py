@@ -4,7 +4,9 @@
 [--threads N] [--active N] [--db-sync]``. The schema is upgraded first when
 the database is SQLite (a fresh file needs no set-up) or ``--db-sync`` is
 given, otherwise it must be at head. The app is built once before the
-gunicorn workers fork; each opens its own database connections.
+gunicorn workers fork, with the provider catalog read; each worker opens
+its own database connections and brings the catalog up to date before it
+accepts connections.
 """
 
 import gc
@@ -26,6 +28,7 @@ from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.api import errors  # noqa: E402
 from placement.api import gate  # noqa: E402
+from placement.objects import catalog  # noqa: E402
 
 GC_THRESHOLD = 50000
 THREADS = 4
@@ -120,9 +123,14 @@ class Server(base.BaseApplication):
         self.cfg.set("preload_app", True)
         # Threads get only fully read requests: slow clients cost no thread.
         self.cfg.set("worker_class", "placement.cmd.worker.HeadFirstWorker")
+        # Each worker brings the provider catalog it inherited up to date
+        # before it accepts a connection: no request waits for that read.
+        self.cfg.set("post_worker_init", lambda worker: catalog.warm(self.db))
 
     def load(self):
         app = deploy.build_app(self.conf, db=self.db)
+        # Read once here and shared with the workers as they fork.
+        catalog.warm(self.db)
         # Connections must not cross the fork into the workers: each opens
         # its own.
         self.db.engine.dispose()

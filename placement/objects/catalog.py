@@ -212,8 +212,7 @@ class _Cache:
                 metrics.catalog_used("sql")
                 return None
             try:
-                with _snapshot(db, conn) as reading:
-                    catalog = self.catalog = Catalog(reading)
+                catalog = self._read(db, conn)
             finally:
                 self.reading.release()
             outcome = "read"
@@ -223,6 +222,16 @@ class _Cache:
             outcome = "sql"
         metrics.catalog_used(outcome)
         return catalog if outcome != "sql" else None
+
+    def _read(self, db, conn):
+        with _snapshot(db, conn) as reading:
+            catalog = self.catalog = Catalog(reading)
+        return catalog
+
+    def warm(self, db):
+        with self.reading, db.reader() as conn:
+            if self.catalog is None or self.catalog.stamp != db_api.catalog_stamp(conn):
+                self._read(db, conn)
 
 
 @contextlib.contextmanager
@@ -250,14 +259,26 @@ _CACHES: "weakref.WeakKeyDictionary[db_api.Database, _Cache]" = (
 _CACHES_LOCK = threading.Lock()
 
 
+def _cache(db):
+    with _CACHES_LOCK:
+        cache = _CACHES.get(db)
+        if cache is None:
+            cache = _CACHES[db] = _Cache()
+    return cache
+
+
 def current(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
     """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
     None when the caller should read through SQL (the catalog is off, or
     being read by another request, or newer than this transaction)."""
     if not CONF.placement.provider_catalog:
         return None
-    with _CACHES_LOCK:
-        cache = _CACHES.get(db)
-        if cache is None:
-            cache = _CACHES[db] = _Cache()
-    return cache.current(db, conn)
+    return _cache(db).current(db, conn)
+
+
+def warm(db: db_api.Database) -> None:
+    """Bring the catalog of ``db`` up to date now, outside any request (if
+    it is on): a process calls this before it takes requests, so that no
+    user's request waits for the first read."""
+    if CONF.placement.provider_catalog:
+        _cache(db).warm(db)

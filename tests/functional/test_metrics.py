@@ -273,6 +273,33 @@ def test_catalog_use_counted(client):
     assert counts == [{"hit": 2, "read": 1, "sql": 0}, {"hit": 0, "read": 0, "sql": 0}]
 
 
+@pytest.mark.slow
+def test_workers_read_the_catalog_before_taking_requests(tmp_path, monkeypatch):
+    """placement-api reads the provider catalog before its workers accept
+    connections: the first candidate request and provider list after a
+    start, one per worker, are catalog hits, none reads it."""
+    monkeypatch.delenv(multiproc.ENV, raising=False)
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    with live_server.placement_api(tmp_path, "--workers", "1") as url:
+        with httpx.Client(base_url=url) as client:
+            _provider_with_vcpu(client, headers)
+    name = "placement_catalog_requests_total"
+    with live_server.placement_api(tmp_path, "--workers", "2") as url:
+        with httpx.Client(base_url=url) as client:
+            found = [
+                client.get(path, headers=headers).json()
+                for path in (
+                    "/allocation_candidates?resources=VCPU:1",
+                    "/resource_providers",
+                )
+            ]
+            text = client.get("/metrics").text
+    assert len(found[0]["allocation_requests"]) == 1
+    assert len(found[1]["resource_providers"]) == 1
+    counts = {o: value(text, name, outcome=o) for o in ("hit", "read", "sql")}
+    assert counts == {"hit": 2, "read": 0, "sql": 0}
+
+
 def test_allocation_conflict_retry_counted(client, monkeypatch):
     """A lost generation race re-runs the write and counts one retry."""
     from placement.objects import allocation
