@@ -2,12 +2,12 @@
 
 Each carries the HTTP status and error code it maps to when a handler lets
 it through unchanged; handlers catch one only where the API words or
-codes it differently for that endpoint. An uncaught ``NotFound`` is a 404
-raised by a lookup before the handler's own work: generic code, no
-``vary`` (doc/api.md "Errors").
+codes it differently for that endpoint (``placement.api.errors.from_domain``
+maps the rest). An uncaught ``NotFound`` is a 404 raised by a lookup before
+the handler's own work: generic code, no ``vary`` (doc/api.md "Errors").
 """
 
-from placement.api import errors
+from placement import error_codes
 
 
 class PlacementException(Exception):
@@ -55,7 +55,7 @@ class Conflict(PlacementException):
 
 
 class ConcurrentUpdate(Conflict):
-    code = errors.CONCURRENT_UPDATE
+    code = error_codes.CONCURRENT_UPDATE
 
 
 class Exists(Conflict):
@@ -63,19 +63,19 @@ class Exists(Conflict):
 
 
 class DuplicateName(Conflict):
-    code = errors.DUPLICATE_NAME
+    code = error_codes.DUPLICATE_NAME
 
 
 class InventoryInUse(Conflict):
-    code = errors.INVENTORY_INUSE
+    code = error_codes.INVENTORY_INUSE
 
 
 class ResourceProviderInUse(Conflict):
-    code = errors.PROVIDER_IN_USE
+    code = error_codes.PROVIDER_IN_USE
 
 
 class CannotDeleteParent(Conflict):
-    code = errors.PROVIDER_CANNOT_DELETE_PARENT
+    code = error_codes.PROVIDER_CANNOT_DELETE_PARENT
 
 
 class ResourceClassInUse(Conflict):
@@ -93,9 +93,8 @@ class ObjectActionError(BadRequest):
         super().__init__("Object action %s failed because: %s" % (action, reason))
 
 
-def to_http(exc):
-    """The PlacementError a domain exception becomes when not caught."""
-    cls = {400: errors.BadRequest, 404: errors.NotFound, 409: errors.Conflict}.get(
-        exc.status, errors.InternalError
-    )
-    return cls(exc.message, code=exc.code, vary=not isinstance(exc, NotFound))
+class PolicyNotAuthorized(PlacementException):
+    """The caller's roles do not allow the operation; raised before the
+    handler's own work, so the 403 carries no ``vary``."""
+
+    status = 403

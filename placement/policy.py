@@ -11,8 +11,8 @@ from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy
 
+from placement import exception
 from placement import policies
-from placement.api import errors
 
 _ENFORCER = None
 _SCOPE_CREDS = ("system_scope", "system", "domain_id")
@@ -38,8 +38,8 @@ def reset():
 
 
 def authorize(context, rule, target=None):
-    """Raise a 403 (doc/api.md "Policy") unless ``context`` may perform
-    ``rule``."""
+    """Raise PolicyNotAuthorized (a 403, doc/api.md "Policy") unless
+    ``context`` may perform ``rule``."""
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
     enforcer = get_enforcer()
@@ -53,8 +53,8 @@ def authorize(context, rule, target=None):
     try:
         enforcer.authorize(rule, target, creds, do_raise=True)
     except policy.InvalidScope:
-        raise errors.Forbidden(rule, vary=False)
+        raise exception.PolicyNotAuthorized(rule)
     except policy.PolicyNotAuthorized:
-        raise errors.Forbidden(
-            "Policy does not allow %s to be performed." % rule, vary=False
+        raise exception.PolicyNotAuthorized(
+            "Policy does not allow %s to be performed." % rule
         )

@@ -14,6 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from placement import versions  # noqa: E402
 from placement.api import microversion  # noqa: E402
 from placement.api import openapi  # noqa: E402
 
@@ -38,8 +39,8 @@ with `{{"message", "code", "title"}}`.
 
 def _versions():
     return [
-        microversion.Version(1, minor)
-        for minor in range(microversion.MIN[1], microversion.MAX[1] + 1)
+        versions.Version(1, minor)
+        for minor in range(versions.MIN.minor, versions.MAX.minor + 1)
     ]
 
 
@@ -90,10 +91,8 @@ def _operation_lines(path, method, operation, present, changes):
 
 def render():
     documents = {version: openapi.document(version) for version in _versions()}
-    latest = documents[microversion.MAX_VERSION]
-    lines = [
-        HEADER.format(latest=microversion.MAX_VERSION, minimum=microversion.MIN_VERSION)
-    ]
+    latest = documents[versions.MAX]
+    lines = [HEADER.format(latest=versions.MAX, minimum=versions.MIN)]
     for path, item in latest["paths"].items():
         lines += ["## %s" % path, ""]
         for method, operation in item.items():

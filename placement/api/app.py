@@ -5,7 +5,9 @@ import logging
 import falcon
 from oslo_middleware import http_proxy_to_wsgi
 
+from placement import error_codes
 from placement import exception
+from placement import versions
 from placement.api import errors
 from placement.api import healthcheck
 from placement.api import metrics
@@ -44,8 +46,8 @@ class VersionMiddleware:
                 )
             )
             error.extra = {
-                "max_version": str(microversion.MAX_VERSION),
-                "min_version": str(microversion.MIN_VERSION),
+                "max_version": str(versions.MAX),
+                "min_version": str(versions.MIN),
             }
             raise error
         _check_body_headers(req.env)
@@ -92,7 +94,7 @@ def _render_error(req, resp, error):
     )
     for name, value in error.headers.items():
         resp.set_header(name, value)
-    if error.status == 409 and error.code == errors.CONCURRENT_UPDATE:
+    if error.status == 409 and error.code == error_codes.CONCURRENT_UPDATE:
         metrics.generation_conflict()
     if not error.versioned:
         resp.context.unversioned = True
@@ -104,7 +106,7 @@ def handle_placement_error(req, resp, ex, params):
 
 
 def handle_domain_error(req, resp, ex, params):
-    _render_error(req, resp, exception.to_http(ex))
+    _render_error(req, resp, errors.from_domain(ex))
 
 
 def handle_falcon_error(req, resp, ex, params):

@@ -7,22 +7,23 @@ doc/api.md "Request rules"); the outermost runs first.
 import functools
 
 from placement.api import errors
-from placement.api import microversion
 
 
-def versioned(min_version, max_version=None):
-    """404 outside [min_version, max_version]."""
-    lo = microversion.Version.parse(min_version)
-    hi = microversion.Version.parse(max_version) if max_version else None
+def versioned(first, before=None, method_not_allowed=False):
+    """From ``first`` up to (not including) ``before``, both names of
+    ``placement.versions``; outside, a 404, or with ``method_not_allowed``
+    a 405 without an Allow header."""
 
     def decorator(fn):
         @functools.wraps(fn)
         def wrapper(req, resp, **kw):
-            if not req.context.version.matches(lo, hi):
+            if not req.context.version.within(first, before):
+                if method_not_allowed:
+                    raise errors.MethodNotAllowed(req.method)
                 raise errors.NotFound()
             return fn(req, resp, **kw)
 
-        wrapper.min_version, wrapper.max_version = lo, hi
+        wrapper.first, wrapper.before = first, before
         return wrapper
 
     return decorator
@@ -36,7 +37,7 @@ def by_version(*handlers):
 
     def dispatch(req, resp, **kw):
         for fn in handlers:
-            if req.context.version.matches(fn.min_version, fn.max_version):
+            if req.context.version.within(fn.first, fn.before):
                 return fn(req, resp, **kw)
         raise errors.NotFound()
 

@@ -12,20 +12,9 @@ import re
 import orjson
 from webob import acceptparse
 
-from placement.api import microversion
-
-UNDEFINED_CODE = "placement.undefined_code"
-CODE_SINCE = microversion.Version(1, 23)
-
-INVENTORY_INUSE = "placement.inventory.inuse"
-CONCURRENT_UPDATE = "placement.concurrent_update"
-DUPLICATE_NAME = "placement.duplicate_name"
-PROVIDER_IN_USE = "placement.resource_provider.inuse"
-PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
-PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
-QUERY_DUPLICATE_KEY = "placement.query.duplicate_key"
-QUERY_BAD_VALUE = "placement.query.bad_value"
-QUERY_MISSING_VALUE = "placement.query.missing_value"
+from placement import error_codes
+from placement import exception
+from placement import versions
 
 _EXPLANATION = {
     400: "The server could not comply with the request since it is either "
@@ -165,6 +154,18 @@ class ServiceUnavailable(PlacementError):
     status = 503
 
 
+_FROM_DOMAIN = {400: BadRequest, 403: Forbidden, 404: NotFound, 409: Conflict}
+
+
+def from_domain(exc):
+    """The PlacementError a domain exception (``placement.exception``)
+    becomes when no handler words it: lookups (404) and policy (403) fail
+    before the handler's own work and carry no ``vary``."""
+    cls = _FROM_DOMAIN.get(exc.status, InternalError)
+    vary = not isinstance(exc, (exception.NotFound, exception.PolicyNotAuthorized))
+    return cls(exc.message, code=exc.code, vary=vary)
+
+
 def error_body(error, request_id, version):
     """The ``{"errors": [...]}`` document as bytes."""
     item = {
@@ -173,8 +174,8 @@ def error_body(error, request_id, version):
         "detail": error.detail(),
         "request_id": request_id,
     }
-    if error.versioned and version is not None and version >= CODE_SINCE:
-        item["code"] = error.code or UNDEFINED_CODE
+    if error.versioned and version is not None and version >= versions.ERROR_CODES:
+        item["code"] = error.code or error_codes.UNDEFINED_CODE
     item.update(error.extra)
     return orjson.dumps({"errors": [item]})
 

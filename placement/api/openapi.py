@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from placement import versions
 from placement.api import errors
 from placement.api import microversion
 from placement.api import middleware
@@ -47,14 +48,14 @@ TOKEN_HEADER = "X-Auth-Token"
 
 
 def _at(value, version):
-    """A schema given as is, or per version (a VersionTable, a function)."""
+    """A schema given as is, or per version (a versions.Table, a function)."""
     return value(version) if callable(value) else value
 
 
 @dataclasses.dataclass(frozen=True)
 class Operation:
     """What one handler reads and answers. Each schema is a dict, or a
-    callable taking the Version (a VersionTable of the schemas module)."""
+    callable taking the Version (a versions.Table of the schemas module)."""
 
     ok: Any  # {status: body schema, None for no body}, or per version
     query: Any = None
@@ -181,9 +182,9 @@ def serving(fn, version):
     """The handler that serves ``version`` for the route entry ``fn``
     (one of its per-version variants), or None outside its versions."""
     for variant in getattr(fn, "variants", (fn,)):
-        lo = getattr(variant, "min_version", None)
-        hi = getattr(variant, "max_version", None)
-        if version.matches(lo, hi):
+        first = getattr(variant, "first", None)
+        before = getattr(variant, "before", None)
+        if version.within(first, before):
             return variant
     return None
 
@@ -292,8 +293,8 @@ def document(version):
             % (
                 version,
                 OPENAPI_PATH,
-                microversion.MIN_VERSION,
-                microversion.MAX_VERSION,
+                versions.MIN,
+                versions.MAX,
             ),
             "x-openstack-microversion": str(version),
         },
@@ -315,15 +316,15 @@ def document_json(version):
 def _requested_version(query_string):
     values = urllib.parse.parse_qs(query_string).get("microversion")
     if not values or values[-1] == "latest":
-        return microversion.MAX_VERSION
+        return versions.MAX
     try:
-        version = microversion.Version.parse(values[-1])
+        version = versions.Version.parse(values[-1])
     except ValueError:
         raise errors.BadRequest("Invalid microversion: %s" % values[-1])
-    if not version.matches(microversion.MIN_VERSION, microversion.MAX_VERSION):
+    if not versions.MIN <= version <= versions.MAX:
         raise errors.BadRequest(
             "Microversion %s is outside %s to %s"
-            % (version, microversion.MIN_VERSION, microversion.MAX_VERSION)
+            % (version, versions.MIN, versions.MAX)
         )
     return version
 

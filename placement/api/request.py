@@ -12,10 +12,8 @@ import jsonschema
 import orjson
 from oslo_utils import uuidutils
 
+from placement import versions
 from placement.api import errors
-from placement.api import microversion
-
-LAST_MODIFIED_SINCE = microversion.Version(1, 15)
 
 
 def version(req):
@@ -148,7 +146,7 @@ def set_last_modified(req, resp, when, always=False):
     ``when`` None omits last-modified (cache-control is still sent) unless
     ``always`` asks for "now" instead.
     """
-    if req.context.version < LAST_MODIFIED_SINCE:
+    if req.context.version < versions.LAST_MODIFIED:
         return
     resp.set_header("Cache-Control", "no-cache")
     if when is None and always:

@@ -3,8 +3,8 @@ provider generation (checked and moved on PUT) from 1.19."""
 
 import functools
 
+from placement import versions
 from placement.api import decorators
-from placement.api import microversion
 from placement.api import request
 from placement.objects import aggregate as aggregate_obj
 from placement.schemas import aggregate as schema
@@ -34,7 +34,9 @@ class _WithGeneration:
         return {"aggregates": aggregates, "resource_provider_generation": generation}
 
 
-FORM = microversion.VersionTable((None, _BareList), ("1.19", _WithGeneration))
+FORM = versions.Table(
+    (None, _BareList), (versions.AGGREGATES_GENERATION, _WithGeneration)
+)
 
 
 def _render(req, resp, aggregates, generation):
@@ -43,7 +45,7 @@ def _render(req, resp, aggregates, generation):
 
 
 @decorators.accepts_json
-@decorators.versioned("1.1")
+@decorators.versioned(versions.AGGREGATES)
 def get_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:list")
     generation, aggregates = aggregate_obj.get_provider_aggregates(
@@ -53,7 +55,7 @@ def get_aggregates(req, resp, uuid):
 
 
 @decorators.consumes_json
-@decorators.versioned("1.1")
+@decorators.versioned(versions.AGGREGATES)
 def set_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:update")
     form = FORM(req.context.version)

@@ -6,9 +6,9 @@ import uuid as uuidlib
 from oslo_utils import uuidutils
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
-from placement.api import microversion
 from placement.api import request
 from placement.conf import CONF
 from placement.objects import allocation as allocation_obj
@@ -16,16 +16,18 @@ from placement.objects import consumer as consumer_obj
 from placement.schemas import allocation as schema
 
 # Keys GET /allocations/{c} adds beside "allocations", by microversion.
-CONSUMER_FIELDS = microversion.VersionTable(
+CONSUMER_FIELDS = versions.Table(
     (None, ()),
-    ("1.12", ("project_id", "user_id")),
-    ("1.28", ("project_id", "user_id", "consumer_generation")),
-    ("1.38", ("project_id", "user_id", "consumer_generation", "consumer_type")),
+    (versions.DICT_ALLOCATIONS, ("project_id", "user_id")),
+    (
+        versions.CONSUMER_GENERATION,
+        ("project_id", "user_id", "consumer_generation"),
+    ),
+    (
+        versions.CONSUMER_TYPES,
+        ("project_id", "user_id", "consumer_generation", "consumer_type"),
+    ),
 )
-OWNER_REQUIRED_SINCE = "1.8"  # before: the incomplete-consumer ids
-DICT_FORM_SINCE = "1.12"
-CONSUMER_GENERATION_SINCE = "1.28"
-CONSUMER_TYPE_SINCE = "1.38"
 
 
 @decorators.accepts_json
@@ -56,7 +58,7 @@ def list_for_resource_provider(req, resp, uuid):
         raise errors.NotFound(
             "Resource provider '%s' not found: %s" % (uuid, e.message)
         )
-    with_generation = req.context.version >= CONSUMER_GENERATION_SINCE
+    with_generation = req.context.version >= versions.CONSUMER_GENERATION
     allocations = {
         consumer: {
             "resources": entry["resources"],
@@ -88,13 +90,14 @@ def _list_form(allocations):
 def consumer_write(consumer_uuid, entry, version):
     """A ConsumerWrite from one consumer's body (PUT body, POST entry,
     reshaper entry) at ``version``."""
-    if version >= DICT_FORM_SINCE:
+    if version >= versions.DICT_ALLOCATIONS:
         allocations = {
             rp: alloc["resources"] for rp, alloc in entry["allocations"].items()
         }
     else:
         allocations = _list_form(entry["allocations"])
-    if version >= OWNER_REQUIRED_SINCE:
+    # Before: the configured ids of an incomplete consumer.
+    if version >= versions.OWNER_REQUIRED:
         project_id, user_id = entry["project_id"], entry["user_id"]
     else:
         project_id = CONF.placement.incomplete_consumer_project_id
@@ -104,7 +107,7 @@ def consumer_write(consumer_uuid, entry, version):
         project_id=project_id,
         user_id=user_id,
         consumer_type=(
-            entry["consumer_type"] if version >= CONSUMER_TYPE_SINCE else None
+            entry["consumer_type"] if version >= versions.CONSUMER_TYPES else None
         ),
         generation=entry.get("consumer_generation"),
         allocations=allocations,
@@ -118,7 +121,7 @@ def write(req, writes, unknown_class_prefix):
         allocation_obj.replace_allocations(
             req.context.ctx.db,
             writes,
-            check_generation=req.context.version >= CONSUMER_GENERATION_SINCE,
+            check_generation=req.context.version >= versions.CONSUMER_GENERATION,
         )
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(unknown_class_prefix + e.message)
@@ -140,7 +143,7 @@ def set_allocations_for_consumer(req, resp, consumer_uuid):
     request.no_content(resp)
 
 
-@decorators.versioned("1.13")
+@decorators.versioned(versions.POST_ALLOCATIONS)
 @decorators.consumes_json
 def set_allocations(req, resp):
     req.context.ctx.can("placement:allocations:manage")

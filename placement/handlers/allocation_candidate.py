@@ -6,11 +6,12 @@ import sys
 
 from oslo_utils import uuidutils
 
+from placement import error_codes
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
 from placement.api import metrics
-from placement.api import microversion
 from placement.api import request
 from placement.conf import CONF
 from placement.handlers import query_params
@@ -19,22 +20,29 @@ from placement.objects.allocation_candidates import render
 from placement.objects.allocation_candidates import request as ac_request
 from placement.schemas import allocation_candidate as schema
 
-NESTED_AWARE_SINCE = "1.29"
-# root_required never takes "in:"; its error names 1.39 even at 1.39.
-ROOT_REQUIRED_GRAMMAR = microversion.Version(1, 38)
 
-
-@decorators.versioned("1.10")
+@decorators.versioned(versions.ALLOCATION_CANDIDATES)
 @decorators.accepts_json
 def list_allocation_candidates(req, resp):
     found = run(req, _find_or_stream)
-    version = request.version(req)
+    form = document_form(request.version(req))
     if isinstance(found, engine.Stream):
-        request.render_stream(resp, _counted(found, version))
+        request.render_stream(resp, _counted(found, form))
     else:
         metrics.candidates_returned(len(found.candidates))
-        request.render(resp, render.document_json(found, version))
+        request.render(resp, render.document_json(found, form))
     request.set_last_modified(req, resp, None, always=True)
+
+
+def document_form(version):
+    """What the answer shows at ``version``."""
+    return render.Form(
+        dict_allocations=version >= versions.DICT_ALLOCATIONS,
+        traits=version >= versions.CANDIDATE_TRAITS,
+        all_inventories=version >= versions.ALL_SUMMARY_INVENTORIES,
+        tree_uuids=version >= versions.NESTED_CANDIDATES,
+        mappings=version >= versions.MAPPINGS,
+    )
 
 
 def _find_or_stream(db, parsed, options):
@@ -56,13 +64,13 @@ def run(req, search):
     pairs = request.query_pairs(req)
     request.validate_query(pairs, schema.QUERY(version), every=schema.FIRST_WINS)
     parsed = parse_query(pairs, version)
-    ac_request.check_structure(parsed, version)
+    check_structure(parsed, version)
     try:
         return search(
             ctx.db,
             parsed,
             engine.Options(
-                nested_aware=version >= NESTED_AWARE_SINCE,
+                nested_aware=version >= versions.NESTED_CANDIDATES,
                 strategy=_strategy(parsed.limit),
                 max_candidates=CONF.placement.max_allocation_candidates,
                 randomize=CONF.placement.randomize_allocation_candidates,
@@ -74,8 +82,17 @@ def run(req, search):
         raise errors.BadRequest(e.message)
 
 
-def _counted(stream, version):
-    yield from render.document_stream(stream, version)
+def check_structure(parsed, version):
+    """The structural rules of the query at ``version``."""
+    ac_request.check_structure(
+        parsed,
+        resourceless_groups=version >= versions.SAME_SUBTREE,
+        trait_conflicts=version >= versions.FORBIDDEN_TRAITS,
+    )
+
+
+def _counted(stream, form):
+    yield from render.document_stream(stream, form)
     metrics.candidates_returned(stream.count)
 
 
@@ -118,16 +135,18 @@ def _root_required(values):
     if len(values) > 1:
         raise errors.BadRequest(
             "Query parameter 'root_required' may be specified only once.",
-            code=errors.QUERY_DUPLICATE_KEY,
+            code=error_codes.QUERY_DUPLICATE_KEY,
         )
-    traits = query_params.parse_required(values, ROOT_REQUIRED_GRAMMAR, "root_required")
+    traits = query_params.parse_required(
+        values, versions.ROOT_REQUIRED_GRAMMAR, "root_required"
+    )
     required = frozenset().union(*traits.any_of)
     conflicts = required & traits.forbidden
     if conflicts:
         raise errors.BadRequest(
             "Conflicting required and forbidden traits found in "
             "root_required: %s" % ", ".join(sorted(conflicts)),
-            code=errors.QUERY_BAD_VALUE,
+            code=error_codes.QUERY_BAD_VALUE,
         )
     return required, traits.forbidden
 
@@ -137,7 +156,7 @@ def _same_subtree(value):
     if not all(suffixes):
         raise errors.BadRequest(
             "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
-            code=errors.QUERY_BAD_VALUE,
+            code=error_codes.QUERY_BAD_VALUE,
         )
     return suffixes
 

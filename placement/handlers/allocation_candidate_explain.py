@@ -2,13 +2,14 @@
 /allocation_candidates (same grammar, microversions, errors and policy)
 answered with why it finds what it finds (see doc/explain.md)."""
 
+from placement import versions
 from placement.api import decorators
 from placement.api import request
 from placement.handlers import allocation_candidate
 from placement.objects.allocation_candidates import explain as explain_obj
 
 
-@decorators.versioned("1.10")
+@decorators.versioned(versions.ALLOCATION_CANDIDATES)
 @decorators.accepts_json
 def explain(req, resp):
     """Why the query of GET /allocation_candidates finds what it finds:

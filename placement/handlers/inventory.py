@@ -2,16 +2,14 @@
 
 import functools
 
+from placement import error_codes
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
-from placement.api import microversion
 from placement.api import request
 from placement.objects import inventory as inv_obj
 from placement.schemas import inventory as schema
-
-# From 1.26 an inventory may reserve all of its total (capacity 0).
-ALLOW_RESERVED_EQUAL_TOTAL = microversion.VersionTable((None, False), ("1.26", True))
 
 
 def _path(uuid, rc_name):
@@ -21,7 +19,7 @@ def _path(uuid, rc_name):
 def _check_capacity(req, uuid, records, prefix):
     try:
         inv_obj.check_capacity(
-            uuid, records, ALLOW_RESERVED_EQUAL_TOTAL(req.context.version)
+            uuid, records, req.context.version >= versions.RESERVED_EQUALS_TOTAL
         )
     except exception.BadRequest as e:
         raise errors.BadRequest("%s %s: %s" % (prefix, uuid, e.message))
@@ -173,29 +171,12 @@ def delete_inventory(req, resp, uuid, resource_class):
         # Upstream quirk: "in use" here carries the concurrent-update code.
         raise errors.Conflict(
             "Unable to delete inventory of class %s: %s" % (resource_class, e.message),
-            code=errors.CONCURRENT_UPDATE,
+            code=error_codes.CONCURRENT_UPDATE,
         )
     request.no_content(resp)
 
 
-def _since_or_405(min_version):
-    """Below ``min_version`` the route answers 405 with no Allow header."""
-
-    def decorator(fn):
-        @functools.wraps(fn)
-        def wrapper(req, resp, **kw):
-            if req.context.version < min_version:
-                raise errors.MethodNotAllowed(req.method)
-            return fn(req, resp, **kw)
-
-        # The route is described from this version on (placement.api.openapi).
-        wrapper.min_version = microversion.Version.parse(min_version)
-        return wrapper
-
-    return decorator
-
-
-@_since_or_405("1.5")
+@decorators.versioned(versions.DELETE_INVENTORIES, method_not_allowed=True)
 def delete_inventories(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:delete")

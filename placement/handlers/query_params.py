@@ -9,32 +9,25 @@ traits, aggregates) are the caller's business.
     ``RC:AMOUNT[,RC:AMOUNT...]``; a repeated class keeps the last amount.
 
 ``parse_required(values, version, name="required") -> RequiredTraits``
-    ``values``: every occurrence of the parameter, in query order. Below
-    1.39 only the last occurrence counts. ``!TRAIT`` (forbidden) needs 1.22,
-    ``in:T1,T2`` (any of) needs 1.39. ``name`` ("required", "required1",
-    ...) is the parameter named in the messages.
+    ``values``: every occurrence of the parameter, in query order. Before
+    ANY_TRAITS only the last occurrence counts. ``!TRAIT`` (forbidden)
+    needs FORBIDDEN_TRAITS, ``in:T1,T2`` (any of) ANY_TRAITS. ``name``
+    ("required", "required1", ...) is the parameter named in the messages.
 
 ``parse_member_of(values, version, name="member_of") -> MemberOf``
-    ``values``: every occurrence, in query order; all are ANDed from 1.24,
-    more than one below 1.24 is a 400. ``!U`` / ``!in:U1,U2`` need 1.32.
+    ``values``: every occurrence, in query order; all are ANDed from
+    MULTIPLE_MEMBER_OF, more than one before it is a 400. ``!U`` /
+    ``!in:U1,U2`` need FORBIDDEN_AGGREGATES (names of placement.versions;
+    the results are placement.objects.constraints types).
     ``name`` ("member_of", "member_of1", ...) is named in the
     "Multiple ... parameters" message.
-
-A constraint is satisfied by a provider that has at least one member of
-every ``any_of`` set and no member of ``forbidden``.
 """
-
-import dataclasses
 
 from oslo_utils import uuidutils
 
+from placement import versions
 from placement.api import errors
-from placement.api import microversion
-
-FORBIDDEN_TRAITS_SINCE = "1.22"
-MULTIPLE_MEMBER_OF_SINCE = "1.24"
-FORBIDDEN_AGGREGATES_SINCE = "1.32"
-ANY_TRAITS_SINCE = "1.39"
+from placement.objects import constraints
 
 # The 400 for a well-formed ``resources`` naming a class that does not
 # exist (the lookup's own message follows).
@@ -48,33 +41,11 @@ _REQUIRED_FORM = (
     "Invalid query string parameters: Expected '%s' parameter value of the form: %s. "
 )
 # The example form the messages show: with a forbidden trait once allowed.
-_REQUIRED_EXAMPLE = microversion.VersionTable(
+_REQUIRED_EXAMPLE = versions.Table(
     (None, "HW_CPU_X86_VMX,CUSTOM_MAGIC"),
-    (FORBIDDEN_TRAITS_SINCE, "HW_CPU_X86_VMX,!CUSTOM_MAGIC"),
+    (versions.FORBIDDEN_TRAITS, "HW_CPU_X86_VMX,!CUSTOM_MAGIC"),
 )
 _ANY_OF_FORMAT = "The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC'"
-
-
-@dataclasses.dataclass(frozen=True)
-class _AllOfAnyOf:
-    """Every any_of set needs a member; no member of forbidden may match."""
-
-    any_of: tuple = ()  # tuple[frozenset[str], ...]
-    forbidden: frozenset = frozenset()
-
-    def __bool__(self):
-        return bool(self.any_of or self.forbidden)
-
-
-class RequiredTraits(_AllOfAnyOf):
-    @property
-    def names(self):
-        """Every trait named, required or forbidden."""
-        return frozenset().union(*self.any_of, self.forbidden)
-
-
-class MemberOf(_AllOfAnyOf):
-    pass
 
 
 def parse_resources(value):
@@ -102,23 +73,24 @@ def parse_resources(value):
 
 
 def parse_required(values, version, name="required"):
-    if version < ANY_TRAITS_SINCE:
+    if version < versions.ANY_TRAITS:
         values = list(values)[-1:]
     any_of, forbidden = [], set()
     for value in values:
         value_any_of, value_forbidden = _parse_required_value(value, version, name)
         any_of.extend(value_any_of)
         forbidden |= value_forbidden
-    return RequiredTraits(tuple(any_of), frozenset(forbidden))
+    return constraints.RequiredTraits(tuple(any_of), frozenset(forbidden))
 
 
 def _parse_required_value(value, version, name):
     form = _REQUIRED_FORM % (name, _REQUIRED_EXAMPLE(version))
     if value.startswith("in:"):
-        if version < ANY_TRAITS_SINCE:
+        if version < versions.ANY_TRAITS:
             raise errors.BadRequest(
                 "Invalid query string parameters: %s only supported since "
-                "microversion 1.39. Got: %s" % (_ANY_OF_FORMAT, value)
+                "microversion %s. Got: %s"
+                % (_ANY_OF_FORMAT, versions.ANY_TRAITS, value)
             )
         traits = [item.strip() for item in value[3:].split(",")]
         if not all(traits):
@@ -135,7 +107,7 @@ def _parse_required_value(value, version, name):
     if not all(item.lstrip("!") for item in items):
         raise errors.BadRequest(form + "Got an empty trait in: %s" % value)
     negated = [item for item in items if item.startswith("!")]
-    if negated and version < FORBIDDEN_TRAITS_SINCE:
+    if negated and version < versions.FORBIDDEN_TRAITS:
         raise errors.BadRequest(form + "Got: %s" % value)
     required = [frozenset([item]) for item in items if not item.startswith("!")]
     return required, {item.lstrip("!") for item in negated}
@@ -143,12 +115,12 @@ def _parse_required_value(value, version, name):
 
 def parse_member_of(values, version, name="member_of"):
     values = list(values)
-    if len(values) > 1 and version < MULTIPLE_MEMBER_OF_SINCE:
+    if len(values) > 1 and version < versions.MULTIPLE_MEMBER_OF:
         raise errors.BadRequest("Multiple %s parameters are not supported" % name)
     any_of, forbidden = [], set()
     for value in values:
         negate = value.startswith("!")
-        if negate and version < FORBIDDEN_AGGREGATES_SINCE:
+        if negate and version < versions.FORBIDDEN_AGGREGATES:
             raise errors.BadRequest(
                 "Forbidden member_of parameters are not supported in the "
                 "specified microversion"
@@ -158,7 +130,7 @@ def parse_member_of(values, version, name="member_of"):
             forbidden |= aggregates
         else:
             any_of.append(aggregates)
-    return MemberOf(tuple(any_of), frozenset(forbidden))
+    return constraints.MemberOf(tuple(any_of), frozenset(forbidden))
 
 
 def _parse_member_of_value(value):

@@ -1,6 +1,7 @@
 """POST /reshaper (doc/api.md "Reshaper")."""
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
 from placement.api import request
@@ -9,7 +10,7 @@ from placement.objects import reshaper as reshaper_obj
 from placement.schemas import reshaper as schema
 
 
-@decorators.versioned("1.30")
+@decorators.versioned(versions.RESHAPER)
 @decorators.consumes_json
 def reshape(req, resp):
     req.context.ctx.can("placement:reshaper:reshape")

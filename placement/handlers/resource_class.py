@@ -1,6 +1,7 @@
 """/resource_classes and /resource_classes/{name} (v1.2+)."""
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
 from placement.api import request
@@ -19,7 +20,7 @@ def _render_class(req, name):
     }
 
 
-@decorators.versioned("1.2")
+@decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.accepts_json
 def list_resource_classes(req, resp):
     ctx = request.context(req)
@@ -31,7 +32,7 @@ def list_resource_classes(req, resp):
     request.set_last_modified(req, resp, request.last_modified_of(rows))
 
 
-@decorators.versioned("1.2")
+@decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.consumes_json
 def create_resource_class(req, resp):
     ctx = request.context(req)
@@ -45,7 +46,7 @@ def create_resource_class(req, resp):
     request.no_content(resp, 201)
 
 
-@decorators.versioned("1.2")
+@decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.accepts_json
 def get_resource_class(req, resp, name):
     ctx = request.context(req)
@@ -55,7 +56,7 @@ def get_resource_class(req, resp, name):
     request.set_last_modified(req, resp, request.last_modified_of([row]), always=True)
 
 
-@decorators.versioned("1.2", "1.6")
+@decorators.versioned(versions.RESOURCE_CLASSES, versions.ENSURE_RESOURCE_CLASS)
 @decorators.consumes_json
 def _rename_resource_class(req, resp, name):
     ctx = request.context(req)
@@ -65,7 +66,7 @@ def _rename_resource_class(req, resp, name):
     request.render(resp, _render_class(req, row["name"]))
 
 
-@decorators.versioned("1.7")
+@decorators.versioned(versions.ENSURE_RESOURCE_CLASS)
 def _ensure_resource_class(req, resp, name):
     """Body-less create-or-check: 201 when created, 204 when it existed."""
     ctx = request.context(req)
@@ -87,7 +88,7 @@ update_resource_class = decorators.by_version(
 )
 
 
-@decorators.versioned("1.2")
+@decorators.versioned(versions.RESOURCE_CLASSES)
 def delete_resource_class(req, resp, name):
     ctx = request.context(req)
     ctx.can("placement:resource_classes:delete")

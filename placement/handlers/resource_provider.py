@@ -5,9 +5,9 @@ import uuid as uuidlib
 import orjson
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
-from placement.api import microversion
 from placement.api import request
 from placement.handlers import query_params
 from placement.objects import provider_list
@@ -16,16 +16,12 @@ from placement.schemas import resource_provider as schema
 
 # Links after "self", each with the version that introduced it.
 _LINKS = (
-    ("inventories", "1.0"),
-    ("usages", "1.0"),
-    ("aggregates", "1.1"),
-    ("traits", "1.6"),
-    ("allocations", "1.11"),
+    ("inventories", versions.MIN),
+    ("usages", versions.MIN),
+    ("aggregates", versions.AGGREGATES),
+    ("traits", versions.TRAITS),
+    ("allocations", versions.ALLOCATIONS_LINK),
 )
-NESTED_SINCE = "1.14"
-# 1.20+: POST answers 200 with the provider instead of an empty 201.
-CREATE_RETURNS_BODY = microversion.VersionTable((None, False), ("1.20", True))
-REPARENTING_SINCE = "1.37"
 
 
 def _path(uuid):
@@ -52,11 +48,11 @@ def _renderer(req):
     links = [{"rel": "self", "href": base}]
     links += [
         {"rel": rel, "href": "%s/%s" % (base, rel)}
-        for rel, since in _LINKS
-        if version >= since
+        for rel, first in _LINKS
+        if version >= first
     ]
     pieces = orjson.dumps(links).decode().split(_UUID_JSON)
-    nested = version >= NESTED_SINCE
+    nested = version >= versions.NESTED_PROVIDERS
 
     def render(provider):
         body = {
@@ -131,7 +127,7 @@ def create_resource_provider(req, resp):
             "%s: %s" % (data["name"], uuid, e.message)
         )
     request.set_location(req, resp, _path(uuid))
-    if not CREATE_RETURNS_BODY(version):
+    if version < versions.CREATE_RETURNS_PROVIDER:
         request.no_content(resp, 201)
         return
     request.render(resp, _render(req, provider))
@@ -162,7 +158,7 @@ def update_resource_provider(req, resp, uuid):
             uuid,
             data["name"],
             data.get("parent_provider_uuid", rp_obj.UNCHANGED),
-            allow_reparenting=version >= REPARENTING_SINCE,
+            allow_reparenting=version >= versions.REPARENTING,
         )
     except exception.ObjectActionError as e:
         raise errors.BadRequest(

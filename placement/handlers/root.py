@@ -1,6 +1,6 @@
 """GET / : the version document."""
 
-from placement.api import microversion
+from placement import versions
 from placement.api import request
 
 
@@ -10,9 +10,9 @@ def home(req, resp):
         {
             "versions": [
                 {
-                    "id": "v%s" % microversion.MIN_VERSION,
-                    "max_version": str(microversion.MAX_VERSION),
-                    "min_version": str(microversion.MIN_VERSION),
+                    "id": "v%s" % versions.MIN,
+                    "max_version": str(versions.MAX),
+                    "min_version": str(versions.MIN),
                     "status": "CURRENT",
                     "links": [{"rel": "self", "href": ""}],
                 }

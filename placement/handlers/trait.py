@@ -3,6 +3,7 @@
 import re
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
 from placement.api import request
@@ -45,7 +46,7 @@ def _render_traits(req, resp, rows, **extra):
     request.set_last_modified(req, resp, request.last_modified_of(rows), always=True)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 @decorators.accepts_json
 def list_traits(req, resp):
     req.context.ctx.can("placement:traits:list")
@@ -60,7 +61,7 @@ def _trait_not_found(e):
     return errors.NotFound(e.message)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 def get_trait(req, resp, name):
     req.context.ctx.can("placement:traits:show")
     try:
@@ -71,7 +72,7 @@ def get_trait(req, resp, name):
     request.set_last_modified(req, resp, trait["created_at"], always=True)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 def put_trait(req, resp, name):
     req.context.ctx.can("placement:traits:update")
     if len(name) > _MAX_NAME or not _CUSTOM_TRAIT.fullmatch(name):
@@ -86,7 +87,7 @@ def put_trait(req, resp, name):
     request.set_last_modified(req, resp, trait["created_at"], always=True)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 def delete_trait(req, resp, name):
     req.context.ctx.can("placement:traits:delete")
     try:
@@ -96,7 +97,7 @@ def delete_trait(req, resp, name):
     request.no_content(resp)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 @decorators.accepts_json
 def list_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:list")
@@ -110,7 +111,7 @@ def list_traits_for_resource_provider(req, resp, uuid):
     _render_traits(req, resp, rows, resource_provider_generation=generation)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 @decorators.consumes_json
 def update_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:update")
@@ -127,7 +128,7 @@ def update_traits_for_resource_provider(req, resp, uuid):
     _render_traits(req, resp, rows, resource_provider_generation=generation)
 
 
-@decorators.versioned("1.6")
+@decorators.versioned(versions.TRAITS)
 def delete_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:delete")
     trait_obj.delete_provider_traits(req.context.ctx.db, uuid)

@@ -1,14 +1,12 @@
 """GET /resource_providers/{uuid}/usages and GET /usages (doc/api.md "Usages")."""
 
 from placement import exception
+from placement import versions
 from placement.api import decorators
 from placement.api import errors
-from placement.api import microversion
 from placement.api import request
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
-
-BY_CONSUMER_TYPE_SINCE = "1.38"
 
 
 @decorators.accepts_json
@@ -34,13 +32,13 @@ def _by_type(db, query):
     )
 
 
-USAGES = microversion.VersionTable(
+USAGES = versions.Table(
     (None, (schema.QUERY_V1_9, _totals)),
-    (BY_CONSUMER_TYPE_SINCE, (schema.QUERY_V1_38, _by_type)),
+    (versions.CONSUMER_TYPES, (schema.QUERY_V1_38, _by_type)),
 )
 
 
-@decorators.versioned("1.9")
+@decorators.versioned(versions.USAGES)
 @decorators.accepts_json
 def get_total_usages(req, resp):
     pairs = request.query_pairs(req)

@@ -42,8 +42,8 @@ def list_providers(
 
     Providers are mappings with the LISTED keys; last modified is the
     latest updated_at-or-created_at among them (None if there are none).
-    ``member_of`` is a query_params.MemberOf, ``required`` a
-    query_params.RequiredTraits, ``resources`` {class name: amount}. An
+    ``member_of`` is a constraints.MemberOf, ``required`` a
+    constraints.RequiredTraits, ``resources`` {class name: amount}. An
     unknown ``in_tree`` matches nothing (and skips name validation);
     unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """

@@ -3,8 +3,8 @@ allocations of some consumers in one transaction (doc/api.md "Reshaper")."""
 
 import sqlalchemy as sa
 
+from placement import error_codes
 from placement import exception
-from placement.api import errors
 from placement.db import tables
 from placement.objects import allocation
 from placement.objects import common
@@ -63,7 +63,7 @@ def _check_providers(conn, inventories):
             raise exception.BadRequest(
                 "Resource provider %s in inventories not found: No resource "
                 "provider with uuid %s found" % (uuid, uuid),
-                code=errors.PROVIDER_NOT_FOUND,
+                code=error_codes.PROVIDER_NOT_FOUND,
             )
         if row["generation"] != generation:
             raise exception.ConcurrentUpdate(

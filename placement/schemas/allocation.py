@@ -3,7 +3,7 @@ and POST /allocations (doc/api.md "Allocations")."""
 
 import copy
 
-from placement.api import microversion
+from placement import versions
 
 CLASS_NAME_PATTERN = "^[A-Z0-9_]+$"
 UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
@@ -112,13 +112,13 @@ PUT_V1_28 = _evolve(
 PUT_V1_34 = _evolve(PUT_V1_28, {"mappings": MAPPINGS})
 PUT_V1_38 = _evolve(PUT_V1_34, {"consumer_type": CONSUMER_TYPE}, ["consumer_type"])
 
-PUT_SCHEMA = microversion.VersionTable(
+PUT_SCHEMA = versions.Table(
     (None, PUT_V1_0),
-    ("1.8", PUT_V1_8),
-    ("1.12", PUT_V1_12),
-    ("1.28", PUT_V1_28),
-    ("1.34", PUT_V1_34),
-    ("1.38", PUT_V1_38),
+    (versions.OWNER_REQUIRED, PUT_V1_8),
+    (versions.DICT_ALLOCATIONS, PUT_V1_12),
+    (versions.CONSUMER_GENERATION, PUT_V1_28),
+    (versions.MAPPINGS, PUT_V1_34),
+    (versions.CONSUMER_TYPES, PUT_V1_38),
 )
 
 # One consumer's entry of POST /allocations (and of the reshaper).
@@ -136,12 +136,12 @@ CONSUMER_V1_38 = _evolve(
     CONSUMER_V1_34, {"consumer_type": CONSUMER_TYPE}, ["consumer_type"]
 )
 
-# (since, schema) rows: POST /allocations and the reshaper build on these.
+# (first version, schema) rows: POST /allocations and the reshaper build on these.
 CONSUMER_SCHEMAS = (
     (None, CONSUMER_V1_13),
-    ("1.28", CONSUMER_V1_28),
-    ("1.34", CONSUMER_V1_34),
-    ("1.38", CONSUMER_V1_38),
+    (versions.CONSUMER_GENERATION, CONSUMER_V1_28),
+    (versions.MAPPINGS, CONSUMER_V1_34),
+    (versions.CONSUMER_TYPES, CONSUMER_V1_38),
 )
 
 
@@ -155,6 +155,6 @@ def consumers_object(consumer_schema, min_properties=1):
     }
 
 
-POST_SCHEMA = microversion.VersionTable(
-    *((since, consumers_object(consumer)) for since, consumer in CONSUMER_SCHEMAS)
+POST_SCHEMA = versions.Table(
+    *((first, consumers_object(consumer)) for first, consumer in CONSUMER_SCHEMAS)
 )

@@ -11,7 +11,7 @@ not allowed ...").
 import copy
 import re
 
-from placement.api import microversion
+from placement import versions
 
 STRING = {"type": "string"}
 
@@ -66,16 +66,16 @@ QUERY_1_33 = _evolve(
 QUERY_1_35 = _evolve(QUERY_1_33, {"root_required": STRING})
 QUERY_1_36 = _evolve(QUERY_1_35, {"same_subtree": STRING})
 
-QUERY = microversion.VersionTable(
-    ("1.10", QUERY_1_10),
-    ("1.16", QUERY_1_16),
-    ("1.17", QUERY_1_17),
-    ("1.21", QUERY_1_21),
-    ("1.25", QUERY_1_25),
-    ("1.31", QUERY_1_31),
-    ("1.33", QUERY_1_33),
-    ("1.35", QUERY_1_35),
-    ("1.36", QUERY_1_36),
+QUERY = versions.Table(
+    (versions.ALLOCATION_CANDIDATES, QUERY_1_10),
+    (versions.CANDIDATE_LIMIT, QUERY_1_16),
+    (versions.CANDIDATE_TRAITS, QUERY_1_17),
+    (versions.CANDIDATE_MEMBER_OF, QUERY_1_21),
+    (versions.GRANULAR_GROUPS, QUERY_1_25),
+    (versions.CANDIDATE_IN_TREE, QUERY_1_31),
+    (versions.NAMED_SUFFIXES, QUERY_1_33),
+    (versions.ROOT_REQUIRED, QUERY_1_35),
+    (versions.SAME_SUBTREE, QUERY_1_36),
 )
 
 # Validated on every occurrence, not only the one the schema sees: the

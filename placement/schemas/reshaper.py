@@ -1,6 +1,6 @@
 """Body schema of POST /reshaper (doc/api.md "Reshaper")."""
 
-from placement.api import microversion
+from placement import versions
 from placement.schemas import allocation
 from placement.schemas import inventory
 
@@ -37,6 +37,6 @@ def _reshaper(consumer_schema):
     }
 
 
-RESHAPER_SCHEMA = microversion.VersionTable(
-    *((since, _reshaper(consumer)) for since, consumer in allocation.CONSUMER_SCHEMAS)
+RESHAPER_SCHEMA = versions.Table(
+    *((first, _reshaper(consumer)) for first, consumer in allocation.CONSUMER_SCHEMAS)
 )

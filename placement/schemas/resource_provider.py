@@ -2,7 +2,7 @@
 
 import copy
 
-from placement.api import microversion
+from placement import versions
 
 # The shared "uuid" format accepts every UUID-like spelling; the list query
 # wants the canonical dashed form only.
@@ -37,8 +37,12 @@ PUT_PROVIDER = _body({"name": _NAME})
 PUT_PROVIDER_1_14 = copy.deepcopy(PUT_PROVIDER)
 PUT_PROVIDER_1_14["properties"]["parent_provider_uuid"] = _PARENT
 
-POST = microversion.VersionTable((None, POST_PROVIDER), ("1.14", POST_PROVIDER_1_14))
-PUT = microversion.VersionTable((None, PUT_PROVIDER), ("1.14", PUT_PROVIDER_1_14))
+POST = versions.Table(
+    (None, POST_PROVIDER), (versions.NESTED_PROVIDERS, POST_PROVIDER_1_14)
+)
+PUT = versions.Table(
+    (None, PUT_PROVIDER), (versions.NESTED_PROVIDERS, PUT_PROVIDER_1_14)
+)
 
 
 def _query(**properties):
@@ -52,10 +56,10 @@ LIST_QUERY_1_4 = _query(**LIST_QUERY_1_3["properties"], resources=_STRING)
 LIST_QUERY_1_14 = _query(**LIST_QUERY_1_4["properties"], in_tree=CANONICAL_UUID)
 LIST_QUERY_1_18 = _query(**LIST_QUERY_1_14["properties"], required=_STRING)
 
-LIST_QUERY = microversion.VersionTable(
+LIST_QUERY = versions.Table(
     (None, LIST_QUERY_1_0),
-    ("1.3", LIST_QUERY_1_3),
-    ("1.4", LIST_QUERY_1_4),
-    ("1.14", LIST_QUERY_1_14),
-    ("1.18", LIST_QUERY_1_18),
+    (versions.PROVIDER_MEMBER_OF, LIST_QUERY_1_3),
+    (versions.PROVIDER_RESOURCES, LIST_QUERY_1_4),
+    (versions.NESTED_PROVIDERS, LIST_QUERY_1_14),
+    (versions.PROVIDER_TRAITS, LIST_QUERY_1_18),
 )

@@ -6,17 +6,13 @@ of a live server against them, so a body that drifts from its schema
 fails the suite.
 """
 
-from placement.api import microversion
+from placement import versions
 
 CLASS_NAME = "^[A-Z0-9_]+$"
 _STRING = {"type": "string"}
 _INTEGER = {"type": "integer"}
 _UUID = {"type": "string", "format": "uuid"}
 _NULLABLE_UUID = {"type": ["string", "null"], "format": "uuid"}
-
-NESTED_SINCE = "1.14"
-ERROR_CODE_SINCE = "1.23"
-CONSUMER_GENERATION_SINCE = "1.28"
 
 
 def obj(properties, required=None, additional=False):
@@ -58,7 +54,7 @@ def error(version):
         "min_version": _STRING,
     }
     required = ["status", "title", "detail", "request_id"]
-    if version >= ERROR_CODE_SINCE:
+    if version >= versions.ERROR_CODES:
         required.append("code")
     return obj({"errors": {**array(obj(item, required)), "minItems": 1}})
 
@@ -93,15 +89,15 @@ def provider(version):
         "generation": _INTEGER,
         "links": LINKS,
     }
-    if version >= NESTED_SINCE:
+    if version >= versions.NESTED_PROVIDERS:
         properties["parent_provider_uuid"] = _NULLABLE_UUID
         properties["root_provider_uuid"] = _UUID
     return obj(properties)
 
 
 # POST /resource_providers: an empty 201 before 1.20, the provider after.
-CREATED_PROVIDER = microversion.VersionTable(
-    (None, {201: None}), ("1.20", {200: provider})
+CREATED_PROVIDER = versions.Table(
+    (None, {201: None}), (versions.CREATE_RETURNS_PROVIDER, {200: provider})
 )
 
 
@@ -128,10 +124,10 @@ INVENTORIES = obj(
 AMOUNTS = keyed(_INTEGER)
 PROVIDER_USAGES = obj({"resource_provider_generation": _INTEGER, "usages": AMOUNTS})
 
-AGGREGATES = microversion.VersionTable(
+AGGREGATES = versions.Table(
     (None, obj({"aggregates": array(_UUID)})),
     (
-        "1.19",
+        versions.AGGREGATES_GENERATION,
         obj({"aggregates": array(_UUID), "resource_provider_generation": _INTEGER}),
     ),
 )
@@ -144,7 +140,7 @@ PROVIDER_TRAITS = obj(
 
 def provider_allocations(version):
     entry = {"resources": AMOUNTS}
-    if version >= CONSUMER_GENERATION_SINCE:
+    if version >= versions.CONSUMER_GENERATION:
         entry["consumer_generation"] = {"type": ["integer", "null"]}
     return obj(
         {
@@ -157,18 +153,18 @@ def provider_allocations(version):
 def consumer_allocations(version):
     """GET /allocations/{c}: the owner fields only when it holds any."""
     owner = {}
-    if version >= "1.12":
+    if version >= versions.DICT_ALLOCATIONS:
         owner.update(project_id=_STRING, user_id=_STRING)
-    if version >= CONSUMER_GENERATION_SINCE:
+    if version >= versions.CONSUMER_GENERATION:
         owner["consumer_generation"] = {"type": ["integer", "null"]}
-    if version >= "1.38":
+    if version >= versions.CONSUMER_TYPES:
         owner["consumer_type"] = {"type": ["string", "null"]}
     allocations = keyed(obj({"generation": _INTEGER, "resources": AMOUNTS}), ".*")
     return obj({"allocations": allocations, **owner}, required=["allocations"])
 
 
 def total_usages(version):
-    if version >= "1.38":
+    if version >= versions.CONSUMER_TYPES:
         per_type = keyed(_INTEGER, ".*")
         per_type["required"] = ["consumer_count"]
         return obj({"usages": keyed(per_type, ".*")})
@@ -177,21 +173,21 @@ def total_usages(version):
 
 def allocation_candidates(version):
     amounts = AMOUNTS
-    if version >= "1.12":
+    if version >= versions.DICT_ALLOCATIONS:
         allocations = keyed(obj({"resources": amounts}), ".*")
     else:
         allocations = array(
             obj({"resource_provider": obj({"uuid": _UUID}), "resources": amounts})
         )
     request = {"allocations": allocations}
-    if version >= "1.34":
+    if version >= versions.MAPPINGS:
         request["mappings"] = keyed(array(_UUID), ".*")
     summary = {
         "resources": keyed(obj({"capacity": _INTEGER, "used": _INTEGER})),
     }
-    if version >= "1.17":
+    if version >= versions.CANDIDATE_TRAITS:
         summary["traits"] = array(_STRING)
-    if version >= "1.29":
+    if version >= versions.NESTED_CANDIDATES:
         summary["parent_provider_uuid"] = _NULLABLE_UUID
         summary["root_provider_uuid"] = _UUID
     return obj(

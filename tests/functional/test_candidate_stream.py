@@ -11,7 +11,7 @@ import httpx
 import pytest
 import requests
 
-from placement.api import microversion
+from placement import versions
 from placement.handlers import allocation_candidate as handler
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import render
@@ -127,12 +127,12 @@ def _materialised(db, query, version):
         db,
         parsed,
         engine.Options(
-            nested_aware=version >= handler.NESTED_AWARE_SINCE,
+            nested_aware=version >= versions.NESTED_CANDIDATES,
             strategy=handler._strategy(parsed.limit),
             max_candidates=conf.max_allocation_candidates,
         ),
     )
-    return render.document_json(result, version)
+    return render.document_json(result, handler.document_form(version))
 
 
 @pytest.mark.parametrize("max_candidates", [-1, 1000])
@@ -141,11 +141,11 @@ def test_streamed_answer_is_byte_identical(app_db, max_candidates):
     conf = fixtures.configure()
     conf.set_override("max_allocation_candidates", max_candidates, group="placement")
     try:
-        for version in map(microversion.Version.parse, VERSIONS):
+        for version in map(versions.Version.parse, VERSIONS):
             for query in QUERIES:
-                if "required=" in query and version < "1.17":
+                if "required=" in query and version < versions.CANDIDATE_TRAITS:
                     continue
-                if "group_policy" in query and version < "1.25":
+                if "group_policy" in query and version < versions.GRANULAR_GROUPS:
                     continue
                 resp = client.get(
                     "/allocation_candidates?" + query, headers=_headers(str(version))

@@ -10,14 +10,14 @@ import uuid
 from sqlalchemy import event
 
 from placement import exception
-from placement.api.microversion import Version
+from placement import versions
 from placement.db import tables
 from placement.handlers import query_params
 from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
 from tests import helpers
 
-LATEST = Version(1, 39)
+LATEST = versions.MAX
 
 
 @contextlib.contextmanager

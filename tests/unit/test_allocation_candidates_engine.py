@@ -11,7 +11,9 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from placement import versions
 from placement.db import tables
+from placement.handlers import allocation_candidate as handler
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import providers
@@ -137,9 +139,7 @@ def group(
     in_tree=None,
     version="1.39",
 ):
-    from placement.api import microversion
-
-    v = microversion.Version.parse(version)
+    v = versions.Version.parse(version)
     return ac_request.RequestGroup(
         suffix=suffix,
         resources=tuple((resources or {}).items()),
@@ -151,15 +151,15 @@ def group(
 
 def run(layout, groups, version="1.39", options=None, **kw):
     """Rendered document with uuids replaced by provider names."""
-    from placement.api import microversion
-
-    v = microversion.Version.parse(version)
+    v = versions.Version.parse(version)
     req = ac_request.Request(groups=tuple(groups), **kw)
-    ac_request.check_structure(req, v)
+    handler.check_structure(req, v)
     result = engine.find(
-        layout.db, req, options or engine.Options(nested_aware=v >= "1.29")
+        layout.db,
+        req,
+        options or engine.Options(nested_aware=v >= versions.NESTED_CANDIDATES),
     )
-    return render.document(result, v)
+    return render.document(result, handler.document_form(v))
 
 
 def names(layout, doc):

@@ -2,19 +2,19 @@
 
 import pytest
 
+from placement import error_codes
 from placement import exception
+from placement import versions
 from placement.api import errors
-from placement.api import microversion
 from placement.handlers import allocation_candidate as handler
-from placement.objects.allocation_candidates import request as ac_request
 
-V = microversion.Version.parse
+V = versions.Version.parse
 
 
 def parse(query, version="1.39"):
     pairs = [tuple(p.split("=", 1)) for p in query.split("&")]
     req = handler.parse_query(pairs, V(version))
-    ac_request.check_structure(req, V(version))
+    handler.check_structure(req, V(version))
     return req
 
 
@@ -58,19 +58,19 @@ def test_in_tree_is_stripped():
         (
             "resources=VCPU:1&root_required=A&root_required=B",
             "1.39",
-            errors.QUERY_DUPLICATE_KEY,
+            error_codes.QUERY_DUPLICATE_KEY,
             "may be specified only once",
         ),
         (
             "resources=VCPU:1&root_required=A,!A",
             "1.39",
-            errors.QUERY_BAD_VALUE,
+            error_codes.QUERY_BAD_VALUE,
             "found in root_required: A",
         ),
         (
             "resources_A=VCPU:1&same_subtree=_A,",
             "1.39",
-            errors.QUERY_BAD_VALUE,
+            error_codes.QUERY_BAD_VALUE,
             "Empty string (unsuffixed group)",
         ),
         ("resources=VCPU:1&in_tree=x", "1.39", None, "format of uuid. Got: x"),
@@ -88,19 +88,19 @@ def test_value_errors(query, version, code, message):
         (
             "required_A=X&same_subtree=_A",
             "1.39",
-            errors.QUERY_MISSING_VALUE,
+            error_codes.QUERY_MISSING_VALUE,
             "at least one resources",
         ),
         (
             "resources_A=VCPU:1&required=X",
             "1.39",
-            errors.QUERY_BAD_VALUE,
+            error_codes.QUERY_BAD_VALUE,
             "bad group(s) - ['']",
         ),
         (
             "resources_A=VCPU:1&same_subtree=_A,_Z",
             "1.39",
-            errors.QUERY_BAD_VALUE,
+            error_codes.QUERY_BAD_VALUE,
             "['_Z'] not found in",
         ),
         (

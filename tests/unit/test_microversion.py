@@ -1,11 +1,11 @@
 """The microversion machinery (doc/api.md "Request rules"): header parsing,
-Version
-comparisons and VersionTable."""
+Version comparisons and the version table."""
 
 import pytest
 
+from placement import versions
 from placement.api import microversion
-from placement.api.microversion import Version
+from placement.versions import Version
 
 
 @pytest.mark.parametrize(
@@ -49,12 +49,12 @@ def test_unacceptable_version(value):
         microversion.extract_version("placement %s" % value)
 
 
-def test_version_compares_with_versions_and_strings():
+def test_versions_compare_numerically():
     v = Version(1, 20)
     assert v == "1.20" and v == Version(1, 20)
-    assert v > "1.9"  # numeric, not lexical
-    assert v < "1.100"
-    assert v >= "1.20" and v <= "1.20"
+    assert v > Version(1, 9)  # numeric, not lexical
+    assert v < Version(1, 100)
+    assert v >= Version(1, 20) and v <= Version(1, 20)
     assert v != "1.2"
     assert sorted([Version(1, 10), Version(1, 2)]) == ["1.2", "1.10"]
     assert hash(Version.parse("1.05")) == hash(Version(1, 5))
@@ -62,40 +62,49 @@ def test_version_compares_with_versions_and_strings():
 
 
 @pytest.mark.parametrize(
-    "version,lo,hi,expected",
+    "version,first,before,expected",
     [
         ("1.5", None, None, True),
         ("1.5", "1.5", None, True),
         ("1.4", "1.5", None, False),
-        ("1.7", "1.2", "1.6", False),
-        ("1.6", "1.2", "1.6", True),
+        ("1.7", "1.2", "1.7", False),
+        ("1.6", "1.2", "1.7", True),
     ],
 )
-def test_matches(version, lo, hi, expected):
-    assert Version.parse(version).matches(lo, hi) is expected
+def test_within(version, first, before, expected):
+    first = Version.parse(first) if first else None
+    before = Version.parse(before) if before else None
+    assert Version.parse(version).within(first, before) is expected
 
 
 def test_min_and_max():
-    assert str(microversion.MIN_VERSION) == "1.0"
-    assert str(microversion.MAX_VERSION) == "1.39"
+    assert str(versions.MIN) == "1.0"
+    assert str(versions.MAX) == "1.39"
 
 
-def test_version_table_picks_latest_row_not_after_version():
-    table = microversion.VersionTable((None, "a"), ("1.20", "c"), ("1.10", "b"))
+def test_the_table_names_each_version_once_in_order():
+    """Every version from MIN to MAX introduced one named behaviour, in
+    the order of the module (ROOT_REQUIRED_GRAMMAR aside, an alias)."""
+    named = [
+        value
+        for name, value in vars(versions).items()
+        if isinstance(value, Version)
+        and name not in ("MIN", "MAX", "ROOT_REQUIRED_GRAMMAR")
+    ]
+    assert named == [Version(1, minor) for minor in range(1, versions.MAX.minor + 1)]
+
+
+def test_table_picks_latest_row_not_after_version():
+    table = versions.Table((None, "a"), (Version(1, 20), "c"), (Version(1, 10), "b"))
     assert table(Version(1, 0)) == "a"
     assert table(Version(1, 9)) == "a"
     assert table(Version(1, 10)) == "b"
     assert table(Version(1, 19)) == "b"
     assert table(Version(1, 20)) == "c"
-    assert table(microversion.MAX_VERSION) == "c"
+    assert table(versions.MAX) == "c"
 
 
-def test_version_table_without_default_raises_below_first_row():
-    table = microversion.VersionTable(("1.6", "x"))
+def test_table_without_default_raises_below_first_row():
+    table = versions.Table((versions.TRAITS, "x"))
     with pytest.raises(LookupError):
         table(Version(1, 5))
-
-
-def test_since():
-    assert microversion.since("1.15", Version(1, 15))
-    assert not microversion.since("1.15", Version(1, 14))

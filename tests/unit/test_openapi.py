@@ -7,7 +7,7 @@ import os
 import pytest
 from openapi_spec_validator import validate
 
-from placement.api import microversion
+from placement import versions
 from placement.api import openapi
 from placement.api import routes
 
@@ -18,13 +18,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # are built by the same code at every version).
 @pytest.mark.parametrize("version", ["1.0", "1.20", "1.39"])
 def test_document_is_valid_openapi_3_1(version):
-    document = openapi.document(microversion.Version.parse(version))
+    document = openapi.document(versions.Version.parse(version))
     assert document["openapi"] == "3.1.0"
     validate(document)
 
 
 def test_every_route_of_the_route_table_is_described():
-    document = openapi.document(microversion.MAX_VERSION)
+    document = openapi.document(versions.MAX)
     described = {
         (path, method.upper())
         for path, item in document["paths"].items()
@@ -46,14 +46,14 @@ def test_every_handler_has_exactly_one_description():
 
 
 def test_operations_follow_the_version_gates():
-    early = openapi.document(microversion.Version(1, 1))["paths"]
+    early = openapi.document(versions.Version(1, 1))["paths"]
     assert "/traits" not in early
     assert "delete" not in early["/resource_providers/{uuid}/inventories"]
     assert "/resource_providers/{uuid}/aggregates" in early
     assert "/resource_classes/{name}" not in early  # from 1.2
-    at_1_6 = openapi.document(microversion.Version(1, 6))["paths"]
+    at_1_6 = openapi.document(versions.Version(1, 6))["paths"]
     assert "requestBody" in at_1_6["/resource_classes/{name}"]["put"]
-    at_1_7 = openapi.document(microversion.Version(1, 7))["paths"]
+    at_1_7 = openapi.document(versions.Version(1, 7))["paths"]
     assert "requestBody" not in at_1_7["/resource_classes/{name}"]["put"]
     assert set(at_1_7["/resource_classes/{name}"]["put"]["responses"]) >= {"201", "204"}
 
@@ -62,7 +62,7 @@ def test_query_and_body_schemas_are_the_handlers_own():
     from placement.schemas import allocation
     from placement.schemas import resource_provider
 
-    at_1_14 = openapi.document(microversion.Version(1, 14))["paths"]
+    at_1_14 = openapi.document(versions.Version(1, 14))["paths"]
     params = {
         p["name"]: p["schema"]
         for p in at_1_14["/resource_providers"]["get"]["parameters"]

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from placement import schemas
+from placement import versions
 from placement.api import errors
-from placement.api import microversion
 from placement.api import request
 
 UUID = "3e6b2a38-0000-4000-8000-00000000000a"
@@ -52,10 +52,10 @@ def _all_schemas():
             if attr.startswith("__"):
                 continue
             name = "%s.%s" % (info.name, attr)
-            if isinstance(value, microversion.VersionTable):
-                for minor in range(microversion.MAX_VERSION.minor + 1):
+            if isinstance(value, versions.Table):
+                for minor in range(versions.MAX.minor + 1):
                     try:
-                        row = value(microversion.Version(1, minor))
+                        row = value(versions.Version(1, minor))
                     except LookupError:
                         continue
                     add("%s@1.%d" % (name, minor), row)

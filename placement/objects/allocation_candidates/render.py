@@ -5,34 +5,37 @@ A response can hold hundreds of thousands of candidates that reuse a few
 thousand (provider, resources) pairs, so the document is written as JSON
 directly: each provider's uuid, each distinct resources object, mapping
 and allocations object is encoded once and candidates are joined from
-those fragments. The version is looked at once per document.
+those fragments.
+
+Which parts the document has depends on the request's microversion: the
+handler works that out once and passes a ``Form``.
 """
 
+import dataclasses
 import itertools
 
 import orjson
 
-from placement.api import microversion
 
-DICT_FORM_SINCE = "1.12"
-TRAITS_SINCE = "1.17"
-ALL_INVENTORIES_SINCE = "1.27"
-TREE_UUIDS_SINCE = "1.29"
-MAPPINGS_SINCE = "1.34"
+@dataclasses.dataclass(frozen=True)
+class Form:
+    """The parts of the document the client's microversion shows."""
+
+    dict_allocations: bool  # allocations keyed by provider, not a list
+    traits: bool  # each summary lists its provider's traits
+    all_inventories: bool  # summaries list every class, not the requested
+    tree_uuids: bool  # summaries name parent and root providers
+    mappings: bool  # each candidate maps request groups to providers
+
 
 # (one provider's entry from its quoted uuid and resources object,
-# opening, closing) of "allocations".
-ALLOCATIONS = microversion.VersionTable(
-    (
-        None,
-        (
-            b'{"resource_provider":{"uuid":%s},"resources":%s}',
-            b'{"allocations":[',
-            b"]",
-        ),
-    ),
-    (DICT_FORM_SINCE, (b'%s:{"resources":%s}', b'{"allocations":{', b"}")),
+# opening, closing) of "allocations", as a list or keyed by provider.
+LIST_ALLOCATIONS = (
+    b'{"resource_provider":{"uuid":%s},"resources":%s}',
+    b'{"allocations":[',
+    b"]",
 )
+DICT_ALLOCATIONS = (b'%s:{"resources":%s}', b'{"allocations":{', b"}")
 
 
 def _quoted(text):
@@ -49,11 +52,13 @@ def _quoted(text):
 class _Writer:
     """Candidates to JSON, one cached fragment per distinct piece."""
 
-    def __init__(self, uuids, class_names, version):
+    def __init__(self, uuids, class_names, form):
         self.uuids = uuids
         self.names = class_names
-        self.entry, self.open, self.close = ALLOCATIONS(version)
-        self.with_mappings = version >= MAPPINGS_SINCE
+        self.entry, self.open, self.close = (
+            DICT_ALLOCATIONS if form.dict_allocations else LIST_ALLOCATIONS
+        )
+        self.with_mappings = form.mappings
         self.quoted = {}  # provider -> b'"uuid"'
         self.resources = {}  # ((class, amount), ...) -> b'{"VCPU":1}'
         self.allocations = {}  # Candidate.allocations -> bytes; isolated
@@ -112,11 +117,11 @@ class _Writer:
         )
 
 
-def provider_summaries(result, version):
+def provider_summaries(result, form):
     requested = set(result.class_names.values())
-    all_inventories = version >= ALL_INVENTORIES_SINCE
-    with_traits = version >= TRAITS_SINCE
-    with_tree = version >= TREE_UUIDS_SINCE
+    all_inventories = form.all_inventories
+    with_traits = form.traits
+    with_tree = form.tree_uuids
     # Identical inventories (same hardware, same usage) share one entry.
     usage = {}  # Inventory -> {"capacity": ..., "used": ...}
     out = {}
@@ -145,15 +150,15 @@ OPEN = b'{"allocation_requests":['
 SUMMARIES = b'],"provider_summaries":'
 
 
-def document_json(result, version):
+def document_json(result, form):
     """The response body (bytes)."""
-    writer = _Writer(result.uuids, result.class_names, version)
+    writer = _Writer(result.uuids, result.class_names, form)
     return b"".join(
         (
             OPEN,
             b",".join([writer.candidate(c) for c in result.candidates]),
             SUMMARIES,
-            orjson.dumps(provider_summaries(result, version)),
+            orjson.dumps(provider_summaries(result, form)),
             b"}",
         )
     )
@@ -166,12 +171,12 @@ BATCH = 2000
 CACHE_ENTRIES = 100_000
 
 
-def document_stream(stream, version):
+def document_stream(stream, form):
     """The response body of an ``allocation_candidates.Stream`` in pieces,
     byte for byte ``document_json`` of the same answer. Closing it (the
     client went away) stops the search."""
     try:
-        writer = _Writer({}, stream.class_names, version)
+        writer = _Writer({}, stream.class_names, form)
         candidates = stream.candidates()
         head = OPEN
         while True:
@@ -191,12 +196,12 @@ def document_stream(stream, version):
         yield b"%s%s%s}" % (
             OPEN if head == OPEN else b"",
             SUMMARIES,
-            orjson.dumps(provider_summaries(stream.summaries(), version)),
+            orjson.dumps(provider_summaries(stream.summaries(), form)),
         )
     finally:
         stream.close()
 
 
-def document(result, version):
+def document(result, form):
     """The response document as a dict (tests read it this way)."""
-    return orjson.loads(document_json(result, version))
+    return orjson.loads(document_json(result, form))

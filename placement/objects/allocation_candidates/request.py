@@ -7,18 +7,15 @@ Pure: no database. Per-key value grammars are parsed by the handler with
 
 import dataclasses
 
+from placement import error_codes
 from placement import exception
-from placement.api import errors
-
-RESOURCELESS_GROUPS_SINCE = "1.36"
-TRAIT_CONFLICTS_SINCE = "1.22"
 
 
 @dataclasses.dataclass(frozen=True)
 class RequestGroup:
     """One request group; ``suffix`` "" is the unsuffixed group.
 
-    ``required``/``member_of`` are ``query_params.RequiredTraits`` /
+    ``required``/``member_of`` are ``constraints.RequiredTraits`` /
     ``MemberOf`` (``any_of`` tuple of frozensets, ``forbidden`` frozenset).
     """
 
@@ -67,14 +64,16 @@ def _param(name, suffix):
     return name + suffix
 
 
-def check_structure(request, version):
+def check_structure(request, resourceless_groups, trait_conflicts):
     """Structural rules, trait conflicts and group_policy, in upstream's
-    order (it decides which 400 a client sees)."""
-    if version >= RESOURCELESS_GROUPS_SINCE:
+    order (it decides which 400 a client sees). ``resourceless_groups``:
+    a suffixed group may name no resources if it is in a same_subtree;
+    ``trait_conflicts``: a trait both required and forbidden is a 400."""
+    if resourceless_groups:
         _check_resourceless_groups(request)
     else:
         _check_groups_have_resources(request)
-    if version >= TRAIT_CONFLICTS_SINCE:
+    if trait_conflicts:
         _check_trait_conflicts(request)
     if len(request.suffixed) > 1 and request.group_policy is None:
         raise exception.BadRequest(
@@ -109,7 +108,7 @@ def _check_resourceless_groups(request):
     if not any(g.resources for g in request.groups):
         raise exception.BadRequest(
             "There must be at least one resources or resources[$S] parameter.",
-            code=errors.QUERY_MISSING_VALUE,
+            code=error_codes.QUERY_MISSING_VALUE,
         )
     in_subtree = {s for constraint in request.same_subtree for s in constraint}
     bad = [
@@ -121,7 +120,7 @@ def _check_resourceless_groups(request):
         raise exception.BadRequest(
             "Resourceless suffixed group request should be specified in "
             "`same_subtree` query param: bad group(s) - %s." % bad,
-            code=errors.QUERY_BAD_VALUE,
+            code=error_codes.QUERY_BAD_VALUE,
         )
     existing = [g.suffix for g in request.groups]
     unknown = [
@@ -134,7 +133,7 @@ def _check_resourceless_groups(request):
         raise exception.BadRequest(
             "Real suffixes should be specified in `same_subtree`: %s not "
             "found in %s." % (unknown, existing),
-            code=errors.QUERY_BAD_VALUE,
+            code=error_codes.QUERY_BAD_VALUE,
         )
 
 
