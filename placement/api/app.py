@@ -6,6 +6,7 @@ import falcon
 from oslo_middleware import http_proxy_to_wsgi
 
 from placement import error_codes
+from placement import events
 from placement import exception
 from placement import versions
 from placement.api import errors
@@ -95,7 +96,7 @@ def _render_error(req, resp, error):
     for name, value in error.headers.items():
         resp.set_header(name, value)
     if error.status == 409 and error.code == error_codes.CONCURRENT_UPDATE:
-        metrics.generation_conflict()
+        events.generation_conflict()
     if not error.versioned:
         resp.context.unversioned = True
     resp.context.vary = error.vary and req.context.get("in_handler", False)

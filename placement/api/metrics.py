@@ -1,5 +1,5 @@
-"""Prometheus metrics: the WSGI layer that counts requests, ``GET /metrics``
-and the tiny API other modules call to report domain events.
+"""Prometheus metrics: the WSGI layer that counts requests and ``GET
+/metrics``, which also exports the domain events of ``placement.events``.
 
 Multiprocess mode: when ``PROMETHEUS_MULTIPROC_DIR`` is set *before*
 prometheus_client is first imported, every gunicorn worker writes its
@@ -17,6 +17,8 @@ import falcon.routing
 import prometheus_client
 from prometheus_client import multiprocess
 
+# Registers the domain event metrics, so GET /metrics always lists them.
+from placement import events  # noqa: F401
 from placement.api import multiproc
 from placement.api import routes
 
@@ -39,51 +41,6 @@ LATENCY = prometheus_client.Histogram(
     "Time from request to response start, by route template and method.",
     ["route", "method"],
 )
-CANDIDATES = prometheus_client.Histogram(
-    "placement_allocation_candidates_returned",
-    "Allocation candidates (allocation_requests) returned per request.",
-    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, float("inf")),
-)
-CONFLICT_RETRIES = prometheus_client.Counter(
-    "placement_generation_conflict_retries",
-    "Server-side retries of a write after losing a generation compare-and-swap.",
-)
-CATALOG = prometheus_client.Counter(
-    "placement_catalog_requests",
-    "Requests that asked for the provider catalog, by outcome: hit (it was "
-    "current), read (this request read it again), sql (not current and "
-    "being read by another request: plain SQL).",
-    ["outcome"],
-)
-CONFLICTS = prometheus_client.Counter(
-    "placement_generation_conflicts",
-    "Requests answered 409 placement.concurrent_update.",
-)
-
-
-# The API other modules call. Each is a single counter update: cheap enough
-# for any code path, and safe under gunicorn workers in multiprocess mode.
-
-
-def conflict_retry():
-    """A write lost a generation compare-and-swap and is being re-run."""
-    CONFLICT_RETRIES.inc()
-
-
-def generation_conflict():
-    """A request is answered 409 placement.concurrent_update."""
-    CONFLICTS.inc()
-
-
-def catalog_used(outcome):
-    """A request asked for the provider catalog: ``hit``, ``read`` or
-    ``sql``."""
-    CATALOG.labels(outcome).inc()
-
-
-def candidates_returned(count):
-    """GET /allocation_candidates answered with ``count`` candidates."""
-    CANDIDATES.observe(count)
 
 
 def exposition():

@@ -1,12 +1,11 @@
 """/resource_providers/{uuid}/aggregates: a bare list before 1.19, with the
 provider generation (checked and moved on PUT) from 1.19."""
 
-import functools
-
 from placement import versions
 from placement.api import decorators
 from placement.api import request
 from placement.objects import aggregate as aggregate_obj
+from placement.objects import resource_provider as rp_obj
 from placement.schemas import aggregate as schema
 
 
@@ -59,12 +58,10 @@ def get_aggregates(req, resp, uuid):
 def set_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:update")
     form = FORM(req.context.version)
-
-    @functools.cache  # the body stream can be read only once
-    def read_request():
-        return form.parse(request.json_body(req, form.schema))
-
-    aggregates, generation = aggregate_obj.set_provider_aggregates(
-        req.context.ctx.db, uuid, read_request
+    # A missing provider is a 404 whatever the body.
+    rp_obj.get(req.context.ctx.db, uuid)
+    aggregates, expected = form.parse(request.json_body(req, form.schema))
+    generation = aggregate_obj.set_provider_aggregates(
+        req.context.ctx.db, uuid, aggregates, expected
     )
     _render(req, resp, aggregates, generation)

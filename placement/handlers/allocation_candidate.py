@@ -7,11 +7,11 @@ import sys
 from oslo_utils import uuidutils
 
 from placement import error_codes
+from placement import events
 from placement import exception
 from placement import versions
 from placement.api import decorators
 from placement.api import errors
-from placement.api import metrics
 from placement.api import request
 from placement.conf import CONF
 from placement.handlers import query_params
@@ -29,7 +29,7 @@ def list_allocation_candidates(req, resp):
     if isinstance(found, engine.Stream):
         request.render_stream(resp, _counted(found, form))
     else:
-        metrics.candidates_returned(len(found.candidates))
+        events.candidates_returned(len(found.candidates))
         request.render(resp, render.document_json(found, form))
     request.set_last_modified(req, resp, None, always=True)
 
@@ -93,7 +93,7 @@ def check_structure(parsed, version):
 
 def _counted(stream, form):
     yield from render.document_stream(stream, form)
-    metrics.candidates_returned(stream.count)
+    events.candidates_returned(stream.count)
 
 
 def _strategy(limit):

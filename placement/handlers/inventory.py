@@ -1,7 +1,5 @@
 """/resource_providers/{uuid}/inventories[/{resource_class}]."""
 
-import functools
-
 from placement import error_codes
 from placement import exception
 from placement import versions
@@ -9,6 +7,7 @@ from placement.api import decorators
 from placement.api import errors
 from placement.api import request
 from placement.objects import inventory as inv_obj
+from placement.objects import resource_provider as rp_obj
 from placement.schemas import inventory as schema
 
 
@@ -72,7 +71,7 @@ def get_inventory(req, resp, uuid, resource_class):
 def create_inventory(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:create")
-    inv_obj.find_provider(ctx.db, uuid)
+    rp_obj.get(ctx.db, uuid)
     data = request.json_body(req, schema.POST_INVENTORY)
     rc_name = data["resource_class"]
     record = inv_obj.with_defaults(data)
@@ -91,32 +90,20 @@ def create_inventory(req, resp, uuid):
 def set_inventories(req, resp, uuid):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:update")
-
-    # Inside the write transaction, once the provider is known to exist
-    # (the body is checked only after the lookup); cached, as the body can
-    # be read once and a deadlock retry calls it again.
-    @functools.cache
-    def body():
-        return request.json_body(req, schema.PUT_INVENTORIES)
-
-    parsed = {}
-
-    def read_request(provider):
-        data = body()
-        inv_obj.check_generation(provider, data["resource_provider_generation"])
-        records = {
-            name: inv_obj.with_defaults(record)
-            for name, record in data["inventories"].items()
-        }
-        _check_capacity(
-            req, uuid, records, "Unable to update inventory for resource provider"
-        )
-        parsed["records"] = records
-        return data["resource_provider_generation"], records
-
+    # A missing provider is a 404 whatever the body.
+    provider = rp_obj.get(ctx.db, uuid)
+    data = request.json_body(req, schema.PUT_INVENTORIES)
+    inv_obj.check_generation(provider, data["resource_provider_generation"])
+    records = {
+        name: inv_obj.with_defaults(record)
+        for name, record in data["inventories"].items()
+    }
+    _check_capacity(
+        req, uuid, records, "Unable to update inventory for resource provider"
+    )
     try:
         generation = inv_obj.replace_inventories(
-            ctx.db, uuid, read_request=read_request
+            ctx.db, uuid, data["resource_provider_generation"], records
         )
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest(
@@ -125,7 +112,7 @@ def set_inventories(req, resp, uuid):
         )
     request.render(
         resp,
-        {"resource_provider_generation": generation, "inventories": parsed["records"]},
+        {"resource_provider_generation": generation, "inventories": records},
     )
     request.set_last_modified(req, resp, None, always=True)
 
@@ -134,7 +121,7 @@ def set_inventories(req, resp, uuid):
 def update_inventory(req, resp, uuid, resource_class):
     ctx = request.context(req)
     ctx.can("placement:resource_providers:inventories:update")
-    provider = inv_obj.find_provider(ctx.db, uuid)
+    provider = rp_obj.get(ctx.db, uuid)
     data = request.json_body(req, schema.PUT_INVENTORY)
     inv_obj.check_generation(provider, data["resource_provider_generation"])
     record = inv_obj.with_defaults(data)

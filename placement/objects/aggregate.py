@@ -37,30 +37,23 @@ def get_provider_aggregates(db, uuid):
         )
 
 
-def set_provider_aggregates(db, uuid, read_request):
-    """Replace the provider's aggregates; returns (the aggregates as
-    requested, the provider generation).
-
-    ``read_request()`` gives ``(aggregate uuids, expected generation or
-    None)``; it runs once the provider is known to exist, because the API
-    checks the body only after the lookup (a missing provider is a 404 even
-    with a bad body); a deadlock retry calls it again, so it must give the
-    same answer twice. An expected generation is compared, then moved even
-    when the set is unchanged (v1.19+).
+def set_provider_aggregates(db, uuid, aggregates, expected):
+    """Make ``aggregates`` (uuids) the provider's aggregates; returns the
+    provider generation. An ``expected`` generation (not None) is compared,
+    then moved even when the set is unchanged (v1.19+).
     """
     try:
-        return _set_provider_aggregates(db, uuid, read_request)
+        return _set_provider_aggregates(db, uuid, aggregates, expected)
     except sa_exc.IntegrityError as e:
         # Another request linked the same aggregate first.
         raise exception.Conflict("Update conflict: %s" % e.orig)
 
 
 @db_api.retry_on_deadlock
-def _set_provider_aggregates(db, uuid, read_request):
+def _set_provider_aggregates(db, uuid, aggregates, expected):
     learned = []
     with db.writer() as conn:
         provider, current = common.get_provider_with(conn, uuid, RPA.c.aggregate_id)
-        aggregates, expected = read_request()
         generation = provider["generation"]
         if expected is not None:
             if expected != generation:
@@ -90,4 +83,4 @@ def _set_provider_aggregates(db, uuid, read_request):
                 ],
             )
     common.remember(conn, learned)
-    return aggregates, generation
+    return generation

@@ -19,8 +19,8 @@ import typing
 
 import sqlalchemy as sa
 
+from placement import events
 from placement import exception
-from placement.api import metrics
 from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
@@ -80,7 +80,7 @@ def run_write(db, attempt, conflict_prefix, catalog=True):
         except (ProviderRace, consumer_obj.ConsumerRace) as race:
             lost = race
             if n < retries:
-                metrics.conflict_retry()
+                events.conflict_retry()
                 # Jitter so that racing writers do not collide again in step.
                 time.sleep(random.uniform(0, RETRY_JITTER_S * (n + 1)))
     message = PROVIDER_RACE if isinstance(lost, ProviderRace) else CONSUMER_RACE

@@ -19,7 +19,7 @@ import weakref
 
 import sqlalchemy as sa
 
-from placement.api import metrics
+from placement import events
 from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
@@ -209,7 +209,7 @@ class _Cache:
         if catalog is None or catalog.stamp != stamp:
             # One request reads the catalog again; the others don't wait.
             if not self.reading.acquire(blocking=False):
-                metrics.catalog_used("sql")
+                events.catalog_used("sql")
                 return None
             try:
                 catalog = self._read(db, conn)
@@ -220,7 +220,7 @@ class _Cache:
         # kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp:
             outcome = "sql"
-        metrics.catalog_used(outcome)
+        events.catalog_used(outcome)
         return catalog if outcome != "sql" else None
 
     def _read(self, db, conn):

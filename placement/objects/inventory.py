@@ -76,12 +76,6 @@ def check_generation(provider, generation):
         raise exception.ConcurrentUpdate("resource provider generation conflict")
 
 
-def find_provider(db, uuid):
-    """The provider row (ResourceProviderNotFound if none)."""
-    with db.reader() as conn:
-        return common.get_provider(conn, uuid)
-
-
 def stored_record(row):
     """The six record fields of an inventory row."""
     record = {field: row[field] for field in schema.FIELDS}
@@ -203,19 +197,14 @@ def create_inventory(db, uuid, rc_name, record):
 
 
 @db_api.retry_on_deadlock
-def replace_inventories(db, uuid, generation=None, records=None, read_request=None):
+def replace_inventories(db, uuid, generation, records):
     """Make ``records`` ({class name: record}) the provider's whole
-    inventory; returns the new provider generation.
-
-    With ``read_request``, ``(generation, records)`` come from
-    ``read_request(provider)``, called once the provider is known to exist
-    and inside the same transaction (a deadlock retry calls it again)."""
+    inventory if its generation is still ``generation``; returns the new
+    provider generation."""
     with db.writer() as conn:
         provider, existing = common.get_provider_with(
             conn, uuid, INV.c.resource_class_id
         )
-        if read_request is not None:
-            generation, records = read_request(provider)
         if provider["generation"] != generation:
             # What the swap below would find: no need to try it.
             raise exception.ConcurrentUpdate(

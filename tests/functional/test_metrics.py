@@ -13,6 +13,7 @@ import requests
 from prometheus_client import multiprocess
 from prometheus_client import parser
 
+from placement import events
 from placement.api import metrics
 from placement.api import multiproc
 from tests import fixtures
@@ -99,10 +100,10 @@ def test_requests_counted_by_route_template_and_microversion(client):
 
 def test_domain_counters(client):
     before = client.get("/metrics").text
-    metrics.conflict_retry()
-    metrics.conflict_retry()
-    metrics.generation_conflict()
-    metrics.candidates_returned(7)
+    events.conflict_retry()
+    events.conflict_retry()
+    events.generation_conflict()
+    events.candidates_returned(7)
     after = client.get("/metrics").text
 
     def delta(name, **labels):

@@ -1,0 +1,53 @@
+"""Domain events counted as Prometheus metrics: what the object layer and
+the handlers report (a write retried, the catalog consulted, candidates
+returned). A leaf with no web imports, so any layer may call it;
+``placement.api.metrics`` counts requests and serves ``GET /metrics``,
+which exports these with the rest (they share prometheus_client's
+registry, or its multiprocess files: see placement.api.multiproc).
+
+Each call is a single counter update: cheap enough for any code path.
+"""
+
+import prometheus_client
+
+CANDIDATES = prometheus_client.Histogram(
+    "placement_allocation_candidates_returned",
+    "Allocation candidates (allocation_requests) returned per request.",
+    buckets=(0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000, float("inf")),
+)
+CONFLICT_RETRIES = prometheus_client.Counter(
+    "placement_generation_conflict_retries",
+    "Server-side retries of a write after losing a generation compare-and-swap.",
+)
+CATALOG = prometheus_client.Counter(
+    "placement_catalog_requests",
+    "Requests that asked for the provider catalog, by outcome: hit (it was "
+    "current), read (this request read it again), sql (not current and "
+    "being read by another request: plain SQL).",
+    ["outcome"],
+)
+CONFLICTS = prometheus_client.Counter(
+    "placement_generation_conflicts",
+    "Requests answered 409 placement.concurrent_update.",
+)
+
+
+def conflict_retry() -> None:
+    """A write lost a generation compare-and-swap and is being re-run."""
+    CONFLICT_RETRIES.inc()
+
+
+def generation_conflict() -> None:
+    """A request is answered 409 placement.concurrent_update."""
+    CONFLICTS.inc()
+
+
+def catalog_used(outcome: str) -> None:
+    """A request asked for the provider catalog: ``hit``, ``read`` or
+    ``sql``."""
+    CATALOG.labels(outcome).inc()
+
+
+def candidates_returned(count: int) -> None:
+    """GET /allocation_candidates answered with ``count`` candidates."""
+    CANDIDATES.observe(count)
