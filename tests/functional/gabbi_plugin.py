@@ -1,5 +1,6 @@
 """pytest plugin: every ``gabbits/*.yaml`` file runs once per database
-backend, each run on its own fresh database, every gabbi test a pytest item.
+backend (SQLite twice: with the provider catalog on and off), each run on
+its own fresh database, every gabbi test a pytest item.
 
 A YAML file's tests run in order against one in-process app (httpx WSGI
 transport). A request whose path starts with ``/placement`` is served as if
@@ -41,23 +42,31 @@ def pytest_collect_file(parent, file_path):
         return GabbiFile.from_parent(parent, path=file_path)
 
 
-# Every database, and one node of a Galera cluster (marked ``galera``).
-GABBI_BACKENDS = fixtures.BACKENDS + ("galera",)
+# (name, backend, provider catalog): every database, and one node of a
+# Galera cluster (marked ``galera``), with the catalog on as in production;
+# SQLite once more with it off, so both of the candidate engine's stage-2
+# indexes (catalog and SQL) answer every file without MySQL.
+GABBI_RUNS = [(b, b, True) for b in fixtures.BACKENDS + ("galera",)] + [
+    ("sqlite-no-catalog", "sqlite", False)
+]
 
 
 class GabbiFile(pytest.File):
     def collect(self):
-        for backend in GABBI_BACKENDS:
-            run = GabbiRun.from_parent(self, name=backend, backend=backend)
+        for name, backend, catalog in GABBI_RUNS:
+            run = GabbiRun.from_parent(
+                self, name=name, backend=backend, catalog=catalog
+            )
             if backend == "galera":
                 run.add_marker(pytest.mark.galera)
             yield run
 
 
 class GabbiRun(pytest.Collector):
-    def __init__(self, *, backend, **kw):
+    def __init__(self, *, backend, catalog, **kw):
         super().__init__(**kw)
         self.backend = backend
+        self.catalog = catalog
         self._app_cm = None
 
     def collect(self):
@@ -82,10 +91,8 @@ class GabbiRun(pytest.Collector):
         fixtures.require_backend(self.backend)
         self._app_cm = fixtures.app(self.backend)
         CURRENT.app, _ = self._app_cm.__enter__()
-        # Both candidate stage-2 paths answer every file: MySQL (production)
-        # through the cached catalog, SQLite through per-request SQL.
         fixtures.configure().set_override(
-            "provider_catalog", self.backend != "sqlite", group="placement"
+            "provider_catalog", self.catalog, group="placement"
         )
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
