@@ -4,7 +4,6 @@ sharing provider, D2: one nested host) plus the
 capacity rules and wide trees."""
 
 import itertools
-import time
 import uuid as uuidlib
 
 import orjson
@@ -514,20 +513,25 @@ def test_generation_cap_and_strategies(db):
     assert sorted(r[0][0][:2] for r in first) == ["H0", "H0"]
 
 
-def test_wide_symmetric_tree_is_fast(db):
+def test_wide_symmetric_trees(db):
+    """Many interchangeable single-unit children: a limited answer, and
+    none when the groups outnumber the units. Its time is the benchmark's
+    (tools/bench/profile_request.py --shape symmetric --budget)."""
     lay = Layout(db)
     for h in range(20):
         lay.add("H%d" % h)
         for c in range(10):
             lay.add("H%d_VF%d" % (h, c), "H%d" % h, {"SRIOV_NET_VF": 1})
     groups = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, 5)]
-    start = time.monotonic()
     doc = run(lay, groups, group_policy="none", limit=10)
     assert len(doc["allocation_requests"]) == 10
-    # More single-unit groups than units: pruned before any walk.
+    for request in names(lay, doc):
+        # Four different VFs of one host, one unit each.
+        assert len({name for name, _, _ in request}) == 4
+        assert len({name.split("_")[0] for name, _, _ in request}) == 1
+        assert {amount for _, _, amount in request} == {1}
     groups = [group(str(i), resources={"SRIOV_NET_VF": 1}) for i in range(1, 12)]
     assert run(lay, groups, group_policy="none")["allocation_requests"] == []
-    assert time.monotonic() - start < 10
 
 
 # Stages 3-5 on hand-made snapshots: the search's shortcut for plans with

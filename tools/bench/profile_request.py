@@ -80,6 +80,13 @@ QUERIES = {
         for limit in ("", "&limit=10")
     ],
     "rp-list": [],
+    # More single-unit groups than any tree has units: pruned before any
+    # walk, however many combinations the trees would otherwise offer.
+    "symmetric": [
+        "%s&group_policy=none%s"
+        % ("&".join("resources%d=SRIOV_NET_VF:1" % g for g in range(1, n + 1)), limit)
+        for n, limit in ((4, "&limit=10"), (11, ""))
+    ],
 }
 PATHS = {"rp-list": ["/resource_providers"]}
 
@@ -236,6 +243,15 @@ def load_wide(loader, n, children=8, vgpus=4):
             loader.provider("wide-%d-pgpu%d" % (i, j), {"VGPU": {"total": vgpus}}, root)
 
 
+def load_symmetric(loader, n, children=10):
+    for i in range(n):
+        root = loader.provider("sym-%d" % i, {})
+        for j in range(children):
+            loader.provider(
+                "sym-%d-vf%d" % (i, j), {"SRIOV_NET_VF": {"total": 1}}, root
+            )
+
+
 def load_rp_list(loader, n):
     for i in range(n):
         root = loader.provider("list-%d" % i, {})
@@ -250,6 +266,7 @@ LOADERS = {
     "nested": load_nested,
     "wide": load_wide,
     "rp-list": load_rp_list,
+    "symmetric": load_symmetric,
 }
 
 
@@ -314,6 +331,7 @@ def measure(app, counter, path, version, repeat, profile):
         print(
             profiler.output_text(unicode=False, color=False, show_all=False), flush=True
         )
+    return statistics.median(times)
 
 
 def _group(pgid):
@@ -443,7 +461,7 @@ def main():
         "--scale",
         type=int,
         default=1000,
-        help="providers (flat), trees (nested, wide, rp-list)",
+        help="providers (flat), trees (nested, wide, rp-list, symmetric)",
     )
     parser.add_argument(
         "--query",
@@ -454,6 +472,12 @@ def main():
     parser.add_argument("--version", default="1.39")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="exit 1 when some path's median time is over SECONDS",
+    )
     parser.add_argument(
         "--serve", type=int, metavar="N", help="also N requests per path over HTTP"
     )
@@ -485,8 +509,13 @@ def main():
         if not args.path and not args.query:
             paths = PATHS.get(args.shape, []) + paths
         paths = [path.replace("{root}", root) for path in paths]
+        over = []
         for path in paths:
-            measure(app, counter, path, args.version, args.repeat, args.profile)
+            median = measure(
+                app, counter, path, args.version, args.repeat, args.profile
+            )
+            if args.budget is not None and median > args.budget:
+                over.append(path)
         if args.serve:
             db.engine.dispose()
             with server(url, args.workers, args.threads, args.active) as (base, pgid):
@@ -500,6 +529,8 @@ def main():
             "peak RSS %.0f MB"
             % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         )
+    if over:
+        sys.exit("over the %gs budget: %s" % (args.budget, ", ".join(over)))
 
 
 if __name__ == "__main__":
