@@ -32,17 +32,23 @@ def versioned(first, before=None, method_not_allowed=False):
 def by_version(*handlers):
     """One route+method served by different handlers per version range.
 
-    Each handler must be ``versioned``; none matching is a 404.
+    Decorates the route's function, whose name and docstring name the
+    operation (its body is not run). Each handler must be ``versioned``;
+    none matching is a 404.
     """
 
-    def dispatch(req, resp, **kw):
-        for fn in handlers:
-            if req.context.version.within(fn.first, fn.before):
-                return fn(req, resp, **kw)
-        raise errors.NotFound()
+    def decorator(fn):
+        @functools.wraps(fn)
+        def dispatch(req, resp, **kw):
+            for handler in handlers:
+                if req.context.version.within(handler.first, handler.before):
+                    return handler(req, resp, **kw)
+            raise errors.NotFound()
 
-    dispatch.variants = handlers
-    return dispatch
+        dispatch.variants = handlers
+        return dispatch
+
+    return decorator
 
 
 def accepts_json(fn):

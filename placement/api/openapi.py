@@ -3,10 +3,11 @@ microversion (``?microversion=1.20``, default the latest).
 
 Nothing here is written per route by hand that the code already knows:
 paths, methods and operation ids come from the route table
-(``routes.ROUTES``); whether an operation exists at the version, and which
-of a route's per-version handlers serves it, from the handlers' version
-gates; query parameters and request bodies are the very JSON schemas the
-handlers validate with, picked for the version. ``OPERATIONS`` only says,
+(``routes.ROUTES``, by the names of its handler functions); whether an
+operation exists at the version, and which of a route's per-version
+handlers serves it, from the handlers' version gates; query parameters
+and request bodies are the very JSON schemas the handlers validate with,
+picked for the version. ``OPERATIONS`` only says,
 per handler, which of those schemas it reads, which response bodies
 (``placement.schemas.responses``) and statuses it answers. A test fails
 when a handler of the route table has no entry, and the schemathesis run
@@ -173,8 +174,8 @@ OPERATIONS = {
 
 
 def handler_name(fn):
-    """``module.function`` under ``placement.handlers``, as in the route
-    table (wrappers keep the name of what they wrap)."""
+    """``module.function`` of a handler under ``placement.handlers``
+    (wrappers keep the name of what they wrap)."""
     return "%s.%s" % (fn.__module__.rpartition(".")[2], fn.__name__)
 
 
@@ -254,8 +255,7 @@ def _responses(op, version, public):
 
 
 def _operation(path, method, dotted, fn, version):
-    name = handler_name(fn)
-    op = OPERATIONS[name]
+    op = OPERATIONS[handler_name(fn)]
     public = path == "/"
     operation = {
         "operationId": "%s_%s" % (method.lower(), dotted.replace(".", "_")),
@@ -277,10 +277,12 @@ def document(version):
     paths = {}
     for path, methods in routes.ROUTES:
         item = {}
-        for method, dotted in methods:
-            fn = serving(routes.resolve(dotted), version)
+        for method, handler in methods:
+            fn = serving(handler, version)
             if fn is not None:
-                item[method.lower()] = _operation(path, method, dotted, fn, version)
+                item[method.lower()] = _operation(
+                    path, method, handler_name(handler), fn, version
+                )
         if item:
             paths[path] = item
     return {

@@ -1,7 +1,8 @@
 """Reading requests and writing responses, the way every handler does.
 
 Handlers get a falcon ``req``/``resp``; ``req.context`` carries
-``ctx`` (the RequestContext) and ``version`` (the negotiated microversion).
+``ctx`` (the RequestContext) and ``version`` (the negotiated microversion),
+which handlers read directly: ``req.context.ctx``, ``req.context.version``.
 """
 
 import datetime
@@ -14,14 +15,6 @@ from oslo_utils import uuidutils
 
 from placement import versions
 from placement.api import errors
-
-
-def version(req):
-    return req.context.version
-
-
-def context(req):
-    return req.context.ctx
 
 
 def json_body(req, schema=None):

@@ -1,112 +1,116 @@
 """The route table: every path, its methods in ``Allow`` order, and the
-handler (``module.function`` under ``placement.handlers``) serving each."""
-
-import importlib
+handler function serving each."""
 
 import falcon
 
 from placement.api import errors
+from placement.handlers import aggregate
+from placement.handlers import allocation
+from placement.handlers import allocation_candidate
+from placement.handlers import allocation_candidate_explain
+from placement.handlers import inventory
+from placement.handlers import reshaper
+from placement.handlers import resource_class
+from placement.handlers import resource_provider
+from placement.handlers import root
+from placement.handlers import trait
+from placement.handlers import usage
 
 ROUTES = [
-    ("/", [("GET", "root.home")]),
+    ("/", [("GET", root.home)]),
     (
         "/resource_classes",
         [
-            ("GET", "resource_class.list_resource_classes"),
-            ("POST", "resource_class.create_resource_class"),
+            ("GET", resource_class.list_resource_classes),
+            ("POST", resource_class.create_resource_class),
         ],
     ),
     (
         "/resource_classes/{name}",
         [
-            ("GET", "resource_class.get_resource_class"),
-            ("PUT", "resource_class.update_resource_class"),
-            ("DELETE", "resource_class.delete_resource_class"),
+            ("GET", resource_class.get_resource_class),
+            ("PUT", resource_class.update_resource_class),
+            ("DELETE", resource_class.delete_resource_class),
         ],
     ),
     (
         "/resource_providers",
         [
-            ("GET", "resource_provider.list_resource_providers"),
-            ("POST", "resource_provider.create_resource_provider"),
+            ("GET", resource_provider.list_resource_providers),
+            ("POST", resource_provider.create_resource_provider),
         ],
     ),
     (
         "/resource_providers/{uuid}",
         [
-            ("GET", "resource_provider.get_resource_provider"),
-            ("DELETE", "resource_provider.delete_resource_provider"),
-            ("PUT", "resource_provider.update_resource_provider"),
+            ("GET", resource_provider.get_resource_provider),
+            ("DELETE", resource_provider.delete_resource_provider),
+            ("PUT", resource_provider.update_resource_provider),
         ],
     ),
     (
         "/resource_providers/{uuid}/inventories",
         [
-            ("GET", "inventory.get_inventories"),
-            ("POST", "inventory.create_inventory"),
-            ("PUT", "inventory.set_inventories"),
-            ("DELETE", "inventory.delete_inventories"),
+            ("GET", inventory.get_inventories),
+            ("POST", inventory.create_inventory),
+            ("PUT", inventory.set_inventories),
+            ("DELETE", inventory.delete_inventories),
         ],
     ),
     (
         "/resource_providers/{uuid}/inventories/{resource_class}",
         [
-            ("GET", "inventory.get_inventory"),
-            ("PUT", "inventory.update_inventory"),
-            ("DELETE", "inventory.delete_inventory"),
+            ("GET", inventory.get_inventory),
+            ("PUT", inventory.update_inventory),
+            ("DELETE", inventory.delete_inventory),
         ],
     ),
-    ("/resource_providers/{uuid}/usages", [("GET", "usage.list_usages")]),
+    ("/resource_providers/{uuid}/usages", [("GET", usage.list_usages)]),
     (
         "/resource_providers/{uuid}/aggregates",
-        [("GET", "aggregate.get_aggregates"), ("PUT", "aggregate.set_aggregates")],
+        [("GET", aggregate.get_aggregates), ("PUT", aggregate.set_aggregates)],
     ),
     (
         "/resource_providers/{uuid}/allocations",
-        [("GET", "allocation.list_for_resource_provider")],
+        [("GET", allocation.list_for_resource_provider)],
     ),
     (
         "/resource_providers/{uuid}/traits",
         [
-            ("GET", "trait.list_traits_for_resource_provider"),
-            ("PUT", "trait.update_traits_for_resource_provider"),
-            ("DELETE", "trait.delete_traits_for_resource_provider"),
+            ("GET", trait.list_traits_for_resource_provider),
+            ("PUT", trait.update_traits_for_resource_provider),
+            ("DELETE", trait.delete_traits_for_resource_provider),
         ],
     ),
-    ("/allocations", [("POST", "allocation.set_allocations")]),
+    ("/allocations", [("POST", allocation.set_allocations)]),
     (
         "/allocations/{consumer_uuid}",
         [
-            ("GET", "allocation.list_for_consumer"),
-            ("PUT", "allocation.set_allocations_for_consumer"),
-            ("DELETE", "allocation.delete_allocations"),
+            ("GET", allocation.list_for_consumer),
+            ("PUT", allocation.set_allocations_for_consumer),
+            ("DELETE", allocation.delete_allocations),
         ],
     ),
     (
         "/allocation_candidates",
-        [("GET", "allocation_candidate.list_allocation_candidates")],
+        [("GET", allocation_candidate.list_allocation_candidates)],
     ),
     (
         "/allocation_candidates/explain",
-        [("GET", "allocation_candidate_explain.explain")],
+        [("GET", allocation_candidate_explain.explain)],
     ),
-    ("/traits", [("GET", "trait.list_traits")]),
+    ("/traits", [("GET", trait.list_traits)]),
     (
         "/traits/{name}",
         [
-            ("GET", "trait.get_trait"),
-            ("PUT", "trait.put_trait"),
-            ("DELETE", "trait.delete_trait"),
+            ("GET", trait.get_trait),
+            ("PUT", trait.put_trait),
+            ("DELETE", trait.delete_trait),
         ],
     ),
-    ("/usages", [("GET", "usage.get_total_usages")]),
-    ("/reshaper", [("POST", "reshaper.reshape")]),
+    ("/usages", [("GET", usage.get_total_usages)]),
+    ("/reshaper", [("POST", reshaper.reshape)]),
 ]
-
-
-def resolve(dotted):
-    module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module("placement.handlers." + module), name)
 
 
 class Route:
@@ -115,7 +119,7 @@ class Route:
 
     def __init__(self, methods):
         self.allowed = [m for m, _ in methods]
-        handlers = {m: resolve(dotted) for m, dotted in methods}
+        handlers = dict(methods)
         for method in falcon.COMBINED_METHODS:
             handler = handlers.get(method, self._not_allowed)
             setattr(self, "on_" + method.lower(), self._enter(handler))

@@ -25,7 +25,7 @@ from placement.schemas import allocation_candidate as schema
 @decorators.accepts_json
 def list_allocation_candidates(req, resp):
     found = run(req, _find_or_stream)
-    form = document_form(request.version(req))
+    form = document_form(req.context.version)
     if isinstance(found, engine.Stream):
         request.render_stream(resp, _counted(found, form))
     else:
@@ -58,9 +58,9 @@ def run(req, search):
     """Policy, parse and check the query, then ``search(db, request,
     options)`` with this service's engine options; the contract's 400s
     for unknown names. GET /allocation_candidates/explain shares it."""
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:allocation_candidates:list")
-    version = request.version(req)
+    version = req.context.version
     pairs = request.query_pairs(req)
     request.validate_query(pairs, schema.QUERY(version), every=schema.FIRST_WINS)
     parsed = parse_query(pairs, version)

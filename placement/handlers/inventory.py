@@ -35,7 +35,7 @@ def _render_one(resp, record, generation, status=200):
 
 @decorators.accepts_json
 def get_inventories(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:list")
     try:
         provider, rows = inv_obj.get_inventories(ctx.db, uuid)
@@ -55,7 +55,7 @@ def get_inventories(req, resp, uuid):
 
 @decorators.accepts_json
 def get_inventory(req, resp, uuid, resource_class):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:show")
     try:
         provider, row = inv_obj.get_inventory(ctx.db, uuid, resource_class)
@@ -69,7 +69,7 @@ def get_inventory(req, resp, uuid, resource_class):
 
 @decorators.consumes_json
 def create_inventory(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:create")
     rp_obj.get(ctx.db, uuid)
     data = request.json_body(req, schema.POST_INVENTORY)
@@ -88,7 +88,7 @@ def create_inventory(req, resp, uuid):
 
 @decorators.consumes_json
 def set_inventories(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:update")
     # A missing provider is a 404 whatever the body.
     provider = rp_obj.get(ctx.db, uuid)
@@ -119,7 +119,7 @@ def set_inventories(req, resp, uuid):
 
 @decorators.consumes_json
 def update_inventory(req, resp, uuid, resource_class):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:update")
     provider = rp_obj.get(ctx.db, uuid)
     data = request.json_body(req, schema.PUT_INVENTORY)
@@ -145,7 +145,7 @@ def update_inventory(req, resp, uuid, resource_class):
 
 
 def delete_inventory(req, resp, uuid, resource_class):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:delete")
     try:
         inv_obj.delete_inventory(ctx.db, uuid, resource_class)
@@ -165,7 +165,7 @@ def delete_inventory(req, resp, uuid, resource_class):
 
 @decorators.versioned(versions.DELETE_INVENTORIES, method_not_allowed=True)
 def delete_inventories(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:delete")
     inv_obj.delete_inventories(ctx.db, uuid)
     request.no_content(resp)

@@ -23,7 +23,7 @@ def _render_class(req, name):
 @decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.accepts_json
 def list_resource_classes(req, resp):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:list")
     rows = rc_obj.list_all(ctx.db)
     request.render(
@@ -35,7 +35,7 @@ def list_resource_classes(req, resp):
 @decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.consumes_json
 def create_resource_class(req, resp):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:create")
     name = request.json_body(req, schema.RESOURCE_CLASS)["name"]
     try:
@@ -49,7 +49,7 @@ def create_resource_class(req, resp):
 @decorators.versioned(versions.RESOURCE_CLASSES)
 @decorators.accepts_json
 def get_resource_class(req, resp, name):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:show")
     row = rc_obj.get(ctx.db, name)
     request.render(resp, _render_class(req, row["name"]))
@@ -59,7 +59,7 @@ def get_resource_class(req, resp, name):
 @decorators.versioned(versions.RESOURCE_CLASSES, versions.ENSURE_RESOURCE_CLASS)
 @decorators.consumes_json
 def _rename_resource_class(req, resp, name):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:update")
     new_name = request.json_body(req, schema.RESOURCE_CLASS)["name"]
     row = rc_obj.rename(ctx.db, name, new_name)
@@ -69,7 +69,7 @@ def _rename_resource_class(req, resp, name):
 @decorators.versioned(versions.ENSURE_RESOURCE_CLASS)
 def _ensure_resource_class(req, resp, name):
     """Body-less create-or-check: 201 when created, 204 when it existed."""
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:update")
     request.validate({"name": name}, schema.RESOURCE_CLASS)
     status = 204
@@ -83,14 +83,15 @@ def _ensure_resource_class(req, resp, name):
     request.no_content(resp, status)
 
 
-update_resource_class = decorators.by_version(
-    _rename_resource_class, _ensure_resource_class
-)
+@decorators.by_version(_rename_resource_class, _ensure_resource_class)
+def update_resource_class(req, resp, name):
+    """PUT /resource_classes/{name}: a rename before 1.7, then a body-less
+    create-or-check."""
 
 
 @decorators.versioned(versions.RESOURCE_CLASSES)
 def delete_resource_class(req, resp, name):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_classes:delete")
     try:
         rc_obj.delete(ctx.db, name)

@@ -43,7 +43,7 @@ def _renderer(req):
     as ready-made JSON (orjson.Fragment). Stored uuids are canonical, so
     they need no escaping.
     """
-    version = request.version(req)
+    version = req.context.version
     base = request.link_href(req, _path(_UUID))
     links = [{"rel": "self", "href": base}]
     links += [
@@ -75,9 +75,9 @@ def _render(req, provider):
 
 @decorators.accepts_json
 def list_resource_providers(req, resp):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:list")
-    version = request.version(req)
+    version = req.context.version
     pairs = request.query_pairs(req)
     request.validate_query(pairs, schema.LIST_QUERY(version))
     filters = request.query_last(pairs)
@@ -108,9 +108,9 @@ def list_resource_providers(req, resp):
 
 @decorators.consumes_json
 def create_resource_provider(req, resp):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:create")
-    version = request.version(req)
+    version = req.context.version
     data = request.json_body(req)
     if isinstance(data, dict) and data.get("uuid") == "":
         del data["uuid"]
@@ -136,7 +136,7 @@ def create_resource_provider(req, resp):
 
 @decorators.accepts_json
 def get_resource_provider(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:show")
     provider = rp_obj.get(ctx.db, uuid)
     request.render(resp, _render(req, provider))
@@ -147,9 +147,9 @@ def get_resource_provider(req, resp, uuid):
 
 @decorators.consumes_json
 def update_resource_provider(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:update")
-    version = request.version(req)
+    version = req.context.version
     rp_obj.get(ctx.db, uuid)  # an unknown provider is a 404 before the body
     data = request.json_body(req, schema.PUT(version))
     try:
@@ -169,7 +169,7 @@ def update_resource_provider(req, resp, uuid):
 
 
 def delete_resource_provider(req, resp, uuid):
-    ctx = request.context(req)
+    ctx = req.context.ctx
     ctx.can("placement:resource_providers:delete")
     try:
         rp_obj.delete(ctx.db, uuid)

@@ -10,7 +10,7 @@ from placement.api import request
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
 
-_CUSTOM_TRAIT = re.compile(schema.CUSTOM_TRAIT["pattern"])
+_CUSTOM_TRAIT = re.compile(schema.CUSTOM_TRAIT_PATTERN)
 _MAX_NAME = schema.CUSTOM_TRAIT["maxLength"]
 
 

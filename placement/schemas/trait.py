@@ -3,9 +3,10 @@
 # Custom trait names (CUSTOM_ and upper-case letters, digits, _); standard
 # names fail it too, which is how
 # PUT /traits/{name} refuses to create them.
+CUSTOM_TRAIT_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 CUSTOM_TRAIT = {
     "type": "string",
-    "pattern": "^CUSTOM_[A-Z0-9_]+$",
+    "pattern": CUSTOM_TRAIT_PATTERN,
     "minLength": 1,
     "maxLength": 255,
 }
