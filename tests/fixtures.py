@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from placement import conf as placement_conf
 from placement import deploy
+from placement import policy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
@@ -153,7 +154,7 @@ def database(backend, migrate=False):
             engine.dispose()
 
 
-def configure(**overrides):
+def configure():
     """Parse an empty configuration for in-process tests (noauth2)."""
     global _CONFIGURED
     conf = placement_conf.CONF
@@ -161,10 +162,30 @@ def configure(**overrides):
         placement_conf.parse_args([], default_config_files=[])
         _CONFIGURED = True
     conf.set_override("auth_strategy", "noauth2", group="api")
-    for key, value in overrides.items():
+    return conf
+
+
+@contextlib.contextmanager
+def overrides(**options):
+    """The test configuration with ``options`` ("group.option": value)
+    set while the block runs, and back to ``configure()``'s afterwards.
+    The policy enforcer is rebuilt on both sides (it caches its options)."""
+    conf = configure()
+    for key, value in options.items():
         group, _, name = key.rpartition(".")
         conf.set_override(name, value, group=group or None)
-    return conf
+    policy.reset()
+    try:
+        yield conf
+    finally:
+        for key in options:
+            group, _, name = key.rpartition(".")
+            conf.clear_override(name, group=group or None)
+            # oslo.config keeps reporting the cleared override as the
+            # option's location; the candidate handler reads it.
+            conf._get_opt_info(name, group or None).pop("location", None)
+        configure()
+        policy.reset()
 
 
 @contextlib.contextmanager

@@ -1,12 +1,13 @@
-"""Calling a WSGI app in-process from pytest tests, and building the full
-pipeline with configuration overrides."""
+"""Calling a WSGI app in-process from pytest tests (the one test client
+without an HTTP stack), and building the full pipeline with configuration
+overrides."""
 
 import contextlib
+import io
 import json
 import wsgiref.util
 
 from placement import deploy
-from placement import policy
 from tests import fixtures
 
 
@@ -20,48 +21,62 @@ class Response:
         return json.loads(self.body)
 
 
-def call(app, path, method="GET", body=None, **headers):
-    """``headers`` as keyword names: ``x_auth_token="admin"``."""
-    path, _, query = path.partition("?")
+def call(
+    app,
+    path,
+    method="GET",
+    body=None,
+    query=None,
+    headers=None,
+    script_name="",
+    remote_addr="127.0.0.1",
+    **header_names,
+):
+    """One direct WSGI call with the environ a PEP 3333 server builds (the
+    path percent-decoded, its UTF-8 bytes carried as latin-1).
+
+    ``path`` may carry ``?query`` when ``query`` is None. ``body``: bytes
+    sent as they are, anything else as JSON (with its content type).
+    Headers come from ``headers`` ({"x-auth-token": "admin"}) and from
+    keywords (``x_auth_token="admin"``).
+    """
+    if query is None:
+        path, _, query = path.partition("?")
+    sent = dict(headers or {}, **header_names)
+    if body is None:
+        data = b""
+    elif isinstance(body, bytes):
+        data = body
+    else:
+        data = json.dumps(body).encode()
+        sent.setdefault("content-type", "application/json")
     environ = {
-        "PATH_INFO": path,
-        "SCRIPT_NAME": "",
         "REQUEST_METHOD": method,
+        "SCRIPT_NAME": script_name,
+        "PATH_INFO": path.encode("utf-8", "surrogatepass").decode("latin-1"),
         "QUERY_STRING": query,
+        "REMOTE_ADDR": remote_addr,
+        "wsgi.input": io.BytesIO(data),
+        "CONTENT_LENGTH": str(len(data)) if data else "",
     }
     wsgiref.util.setup_testing_defaults(environ)
-    environ.update(("HTTP_" + k.upper(), v) for k, v in headers.items())
-    if body is not None:
-        data = json.dumps(body).encode()
-        environ.update(CONTENT_TYPE="application/json", CONTENT_LENGTH=str(len(data)))
-        environ["wsgi.input"].write(data)
-        environ["wsgi.input"].seek(0)
+    for name, value in sent.items():
+        key = name.upper().replace("-", "_")
+        environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
     seen = {}
 
-    def start_response(status, headers, exc_info=None):
-        seen["status"], seen["headers"] = status, headers
+    def start_response(status, response_headers, exc_info=None):
+        seen["status"], seen["headers"] = status, response_headers
 
-    body = b"".join(app(environ, start_response))
-    return Response(seen["status"], seen["headers"], body)
+    data = b"".join(app(environ, start_response))
+    return Response(seen["status"], seen["headers"], data)
 
 
 @contextlib.contextmanager
 def pipeline(**overrides):
     """The full pipeline over a fresh SQLite database with ``overrides``
-    ("group.option": value; noauth2 unless given) applied while it is
-    built and used. The policy enforcer is rebuilt for them."""
-    conf = fixtures.configure()
-    overrides.setdefault("api.auth_strategy", "noauth2")
-    for key, value in overrides.items():
-        group, _, name = key.rpartition(".")
-        conf.set_override(name, value, group=group)
-    policy.reset()
-    try:
+    (``fixtures.overrides``; noauth2 unless given) while it is built and
+    used."""
+    with fixtures.overrides(**overrides) as conf:
         with fixtures.database("sqlite") as db:
             yield deploy.build_app(conf, db=db, sync_schema=False)
-    finally:
-        for key in overrides:
-            group, _, name = key.rpartition(".")
-            conf.clear_override(name, group=group)
-        conf.set_override("auth_strategy", "noauth2", group="api")
-        policy.reset()

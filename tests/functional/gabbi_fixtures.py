@@ -6,42 +6,25 @@ configuration for files that need it.
 
 from gabbi import fixture
 
-from placement import policy
 from tests import fixtures
 
 
 class _ConfigFixture(fixture.GabbiFixture):
-    overrides = {}
+    overrides: dict = {}
 
     def start_fixture(self):
-        self.conf = fixtures.configure(**self.overrides)
+        self._overrides = fixtures.overrides(**self.overrides)
+        self._overrides.__enter__()
 
     def stop_fixture(self):
-        for key in self.overrides:
-            group, _, name = key.rpartition(".")
-            self.conf.clear_override(name, group=group or None)
-            # oslo.config keeps reporting the cleared override as the
-            # option's location; the candidate handler reads it.
-            self.conf._get_opt_info(name, group or None).pop("location", None)
+        self._overrides.__exit__(None, None, None)
 
 
-class _PolicyFixture(_ConfigFixture):
-    """A config override that the policy engine must be rebuilt for."""
-
-    def start_fixture(self):
-        super().start_fixture()
-        policy.reset()
-
-    def stop_fixture(self):
-        super().stop_fixture()
-        policy.reset()
-
-
-class LegacyPolicyDefaults(_PolicyFixture):
+class LegacyPolicyDefaults(_ConfigFixture):
     overrides = {"oslo_policy.enforce_new_defaults": False}
 
 
-class NoScopeEnforcement(_PolicyFixture):
+class NoScopeEnforcement(_ConfigFixture):
     overrides = {"oslo_policy.enforce_scope": False}
 
 

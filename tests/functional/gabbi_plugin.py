@@ -68,6 +68,7 @@ class GabbiRun(pytest.Collector):
         self.backend = backend
         self.catalog = catalog
         self._app_cm = None
+        self._catalog = None
 
     def collect(self):
         suite_dict = gabbi_utils.load_yaml(yaml_file=str(self.path))
@@ -91,9 +92,10 @@ class GabbiRun(pytest.Collector):
         fixtures.require_backend(self.backend)
         self._app_cm = fixtures.app(self.backend)
         CURRENT.app, _ = self._app_cm.__enter__()
-        fixtures.configure().set_override(
-            "provider_catalog", self.catalog, group="placement"
+        self._catalog = fixtures.overrides(
+            **{"placement.provider_catalog": self.catalog}
         )
+        self._catalog.__enter__()
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
 
@@ -101,11 +103,14 @@ class GabbiRun(pytest.Collector):
         try:
             self.suite.stop()
         finally:
-            fixtures.configure().clear_override("provider_catalog", group="placement")
+            if self._catalog is not None:
+                self._catalog.__exit__(None, None, None)
+                self._catalog = None
             CURRENT.app = None
             if self._app_cm is not None:
                 self._app_cm.__exit__(None, None, None)
                 self._app_cm = None
+        self._catalog = None
 
 
 class GabbiItem(pytest.Item):

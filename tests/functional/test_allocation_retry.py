@@ -25,12 +25,9 @@ RETRIES = 2
 @pytest.fixture(params=fixtures.BACKENDS)
 def db(request):
     fixtures.require_backend(request.param)
-    conf = fixtures.configure(**{"placement.allocation_conflict_retry_count": RETRIES})
-    try:
+    with fixtures.overrides(**{"placement.allocation_conflict_retry_count": RETRIES}):
         with fixtures.database(request.param) as database:
             yield database
-    finally:
-        conf.clear_override("allocation_conflict_retry_count", group="placement")
 
 
 @pytest.fixture

@@ -44,9 +44,8 @@ def _worker(url, conf):
 class Cloud:
     """Two workers on one database, and the calls a test makes."""
 
-    def __init__(self, writer, reader, reader_db, conf):
+    def __init__(self, writer, reader, reader_db):
         self.writer, self.reader, self.reader_db = writer, reader, reader_db
-        self.conf = conf
         self.agg = str(uuid.uuid4())
 
     def call(self, app, path, method="GET", body=None, status=None):
@@ -85,14 +84,11 @@ class Cloud:
 
     def answers(self, catalog_on):
         """Each query's body from the reading worker."""
-        self.conf.set_override("provider_catalog", catalog_on, group="placement")
-        try:
+        with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
             return [
                 self.call(self.reader, path % {"agg": self.agg}, status=200).json()
                 for path in PATHS
             ]
-        finally:
-            self.conf.clear_override("provider_catalog", group="placement")
 
     def check(self):
         """The cached answers equal the uncached ones; returns them."""
@@ -122,7 +118,7 @@ def cloud(request):
             _worker(url, conf) as (writer, _),
             _worker(url, conf) as (reader, reader_db),
         ):
-            cloud = Cloud(writer, reader, reader_db, conf)
+            cloud = Cloud(writer, reader, reader_db)
             cloud.call(writer, "/traits/CUSTOM_GOLD", "PUT", status=201)
             yield cloud
 

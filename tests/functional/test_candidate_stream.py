@@ -138,9 +138,7 @@ def _materialised(db, query, version):
 @pytest.mark.parametrize("max_candidates", [-1, 1000])
 def test_streamed_answer_is_byte_identical(app_db, max_candidates):
     client, db = app_db
-    conf = fixtures.configure()
-    conf.set_override("max_allocation_candidates", max_candidates, group="placement")
-    try:
+    with fixtures.overrides(**{"placement.max_allocation_candidates": max_candidates}):
         for version in map(versions.Version.parse, VERSIONS):
             for query in QUERIES:
                 if "required=" in query and version < versions.CANDIDATE_TRAITS:
@@ -153,8 +151,6 @@ def test_streamed_answer_is_byte_identical(app_db, max_candidates):
                 assert resp.status_code == 200, (version, query, resp.text)
                 expected = _materialised(db, query, version)
                 assert resp.content == expected, (version, query)
-    finally:
-        conf.clear_override("max_allocation_candidates", group="placement")
 
 
 def _workers(server_pid):

@@ -3,7 +3,6 @@ random layouts and requests (hypothesis): ``candidates`` is always the
 length of GET /allocation_candidates' ``allocation_requests``, and an
 empty answer always has a reason naming a filter whose count is zero."""
 
-import json
 import os
 import urllib.parse
 import uuid
@@ -14,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests import fixtures
 from tests import helpers
-from tests.functional import wsgi_call
+from tests import wsgi_client
 
 EXAMPLES = int(os.environ.get("PLACEMENT_EXPLAIN_EXAMPLES", "25"))
 HEADERS = {
@@ -26,16 +25,9 @@ TRAITS = ["CUSTOM_A", "CUSTOM_B"]
 
 
 def _call(app, method, path, body=None, query=""):
-    status, _, data = wsgi_call.call(
-        app,
-        method,
-        path,
-        query=query,
-        body=json.dumps(body).encode() if body is not None else b"",
-        headers=HEADERS,
-    )
-    assert status < 300, (method, path, query, status, data)
-    return json.loads(data) if data else None
+    r = wsgi_client.call(app, path, method, body, query=query, headers=HEADERS)
+    assert r.status < 300, (method, path, query, r.status, r.body)
+    return r.json() if r.body else None
 
 
 provider = st.fixed_dictionaries(

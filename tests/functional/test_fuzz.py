@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from placement.api import routes
 from tests import fixtures
-from tests.functional import wsgi_call
+from tests import wsgi_client
 
 SCALE = float(os.environ.get("PLACEMENT_FUZZ_EXAMPLES", "1"))
 
@@ -67,7 +67,8 @@ class Client:
         if version is not None:
             sent["openstack-api-version"] = "placement %s" % version
         sent.update(headers or {})
-        return wsgi_call.call(self.app, method, path, query, raw, sent)
+        r = wsgi_client.call(self.app, path, method, raw, query=query, headers=sent)
+        return r.status, r.headers, r.body
 
     def get(self, path, query=""):
         status, _, data = self.call("GET", path, query)

@@ -45,11 +45,8 @@ def test_unreachable_database_is_unhealthy(tmp_path):
 def test_detailed_shows_the_database_error(tmp_path):
     conf = fixtures.configure()
     conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
-    conf.set_override("detailed", True, group="healthcheck")
-    try:
+    with fixtures.overrides(**{"healthcheck.detailed": True}):
         resp = _client(_unreachable_app(tmp_path)).get("/healthcheck")
-    finally:
-        conf.clear_override("detailed", group="healthcheck")
     assert resp.status_code == 503
     reason = resp.json()["reasons"][0]
     assert reason["reason"] == "database unreachable"

@@ -251,18 +251,14 @@ def test_catalog_use_counted(client):
     again, the next ones hit it; with the catalog off nothing is counted."""
     headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
     _provider_with_vcpu(client, headers)
-    conf = fixtures.configure()
     query = "/allocation_candidates?resources=VCPU:1"
     counts = []
     for catalog_on in (True, False):
-        conf.set_override("provider_catalog", catalog_on, group="placement")
-        try:
+        with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
             before = client.get("/metrics").text
             for _ in range(3):
                 assert client.get(query, headers=headers).status_code == 200
             after = client.get("/metrics").text
-        finally:
-            conf.clear_override("provider_catalog", group="placement")
         name = "placement_catalog_requests_total"
         counts.append(
             {

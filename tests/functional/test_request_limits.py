@@ -3,6 +3,7 @@
 value, and a 400 rather than a 500 when a request names more items than
 the database takes in one statement."""
 
+import contextlib
 import socket
 import sqlite3
 import time
@@ -25,12 +26,11 @@ ADMIN = {
 
 @pytest.fixture
 def limit():
-    """Sets [oslo_middleware] max_request_body_size for the block."""
-    conf = fixtures.configure()
-    yield lambda size: conf.set_override(
-        "max_request_body_size", size, group="oslo_middleware"
-    )
-    conf.clear_override("max_request_body_size", group="oslo_middleware")
+    """Sets [oslo_middleware] max_request_body_size for the test."""
+    with contextlib.ExitStack() as stack:
+        yield lambda size: stack.enter_context(
+            fixtures.overrides(**{"oslo_middleware.max_request_body_size": size})
+        )
 
 
 @pytest.fixture(params=fixtures.BACKENDS)

@@ -7,7 +7,7 @@ import pytest
 
 from placement.api import middleware
 from tests import fixtures
-from tests.functional import wsgi_call
+from tests import wsgi_client
 
 LINE = re.compile(
     r'^(?P<addr>\S+) "(?P<method>[A-Z]+) (?P<path>\S+)" status: (?P<status>\d+)'
@@ -23,7 +23,9 @@ def app():
 
 
 def call(app, method, path, **kw):
-    return wsgi_call.call(app, method, path, remote_addr="192.0.2.7", **kw)
+    """(status, headers, body) from a client at 192.0.2.7."""
+    r = wsgi_client.call(app, path, method, remote_addr="192.0.2.7", **kw)
+    return r.status, r.headers, r.body
 
 
 def logged(caplog):
