@@ -1,8 +1,10 @@
 """The falcon application and the full WSGI pipeline around it."""
 
 import logging
+from typing import Any
 
 import falcon
+from oslo_config import cfg
 from oslo_middleware import http_proxy_to_wsgi
 
 from placement import error_codes
@@ -30,7 +32,7 @@ class VersionMiddleware:
     version headers on the way out (doc/architecture.md "Request path",
     "Microversions")."""
 
-    def process_request(self, req, resp):
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.ctx = req.env.get(middleware.CONTEXT_ENV)
         req.context.in_handler = False
         header = ",".join(
@@ -53,7 +55,13 @@ class VersionMiddleware:
             raise error
         _check_body_headers(req.env)
 
-    def process_response(self, req, resp, resource, req_succeeded):
+    def process_response(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        resource: Any,
+        req_succeeded: bool,
+    ) -> None:
         version = req.context.get("version")
         if version is None or resp.context.get("unversioned"):
             return
@@ -102,15 +110,25 @@ def _render_error(req, resp, error):
     resp.context.vary = error.vary and req.context.get("in_handler", False)
 
 
-def handle_placement_error(req, resp, ex, params):
+def handle_placement_error(
+    req: falcon.Request, resp: falcon.Response, ex: errors.PlacementError, params: Any
+) -> None:
     _render_error(req, resp, ex)
 
 
-def handle_domain_error(req, resp, ex, params):
+def handle_domain_error(
+    req: falcon.Request,
+    resp: falcon.Response,
+    ex: exception.PlacementException,
+    params: Any,
+) -> None:
     _render_error(req, resp, errors.from_domain(ex))
 
 
-def handle_falcon_error(req, resp, ex, params):
+def handle_falcon_error(
+    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: Any
+) -> None:
+    error: errors.PlacementError
     if isinstance(ex, falcon.HTTPNotFound):
         error = errors.NotFound(vary=False)
     elif isinstance(ex, falcon.HTTPMethodNotAllowed):
@@ -121,7 +139,9 @@ def handle_falcon_error(req, resp, ex, params):
     _render_error(req, resp, error)
 
 
-def handle_unexpected(req, resp, ex, params):
+def handle_unexpected(
+    req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any
+) -> None:
     """A database that is down or unreachable answers 503 with
     Retry-After; a request naming more items than one statement takes, or
     text the tables cannot hold, 400; anything else is a 500. No body
@@ -161,6 +181,7 @@ def handle_unexpected(req, resp, ex, params):
             ),
         )
         return
+    error: errors.PlacementError
     if db_api.is_unavailable(ex):
         LOG.error(
             "Database unavailable in %s %s (%s): %s",
@@ -185,12 +206,12 @@ def handle_unexpected(req, resp, ex, params):
     resp.context.unversioned = True
 
 
-def create_falcon_app():
+def create_falcon_app() -> falcon.App:
     app = falcon.App(middleware=[VersionMiddleware()])
     app.req_options.strip_url_path_trailing_slash = False
     app.req_options.auto_parse_qs_csv = False
     # Bodies always set their own type; an empty 201 must carry none.
-    app.resp_options.default_media_type = None
+    app.resp_options.default_media_type = None  # type: ignore[assignment]
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(falcon.HTTPError, handle_falcon_error)
     app.add_error_handler(exception.PlacementException, handle_domain_error)
@@ -212,11 +233,11 @@ class OpenPaths:
         return app(environ, start_response)
 
 
-def build_pipeline(conf, db):
+def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """proxy headers -> request id -> metrics -> body size limit -> open
     paths -> CORS -> auth -> context -> falcon app. The order decides which
     error a client sees first (doc/architecture.md "Request path")."""
-    app = middleware.ContextMiddleware(create_falcon_app(), db)
+    app: Any = middleware.ContextMiddleware(create_falcon_app(), db)
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)
     else:

@@ -2,8 +2,11 @@
 ``allowed_origin`` is set. Placement's header/method defaults are set in
 ``placement.conf.set_lib_defaults``."""
 
+from typing import Any
+
+from oslo_config import cfg
 from oslo_middleware import cors
 
 
-def wrap(app, conf):
+def wrap(app: Any, conf: cfg.ConfigOpts) -> Any:
     return cors.CORS(app, conf)

@@ -5,11 +5,18 @@ doc/api.md "Request rules"); the outermost runs first.
 """
 
 import functools
+from typing import Any
+from typing import Callable
 
 from placement.api import errors
+from placement.versions import Version
+
+Handler = Callable[..., Any]
 
 
-def versioned(first, before=None, method_not_allowed=False):
+def versioned(
+    first: Version, before: Version | None = None, method_not_allowed: bool = False
+) -> Callable[[Handler], Handler]:
     """From ``first`` up to (not including) ``before``, both names of
     ``placement.versions``; outside, a 404, or with ``method_not_allowed``
     a 405 without an Allow header."""
@@ -29,7 +36,7 @@ def versioned(first, before=None, method_not_allowed=False):
     return decorator
 
 
-def by_version(*handlers):
+def by_version(*handlers: Handler) -> Callable[[Handler], Handler]:
     """One route+method served by different handlers per version range.
 
     Decorates the route's function, whose name and docstring name the
@@ -51,7 +58,7 @@ def by_version(*handlers):
     return decorator
 
 
-def accepts_json(fn):
+def accepts_json(fn: Handler) -> Handler:
     """406 unless the client accepts application/json."""
 
     @functools.wraps(fn)
@@ -66,7 +73,7 @@ def accepts_json(fn):
     return wrapper
 
 
-def consumes_json(fn):
+def consumes_json(fn: Handler) -> Handler:
     """415 unless the body is declared application/json."""
 
     @functools.wraps(fn)

@@ -15,6 +15,7 @@ from webob import acceptparse
 from placement import error_codes
 from placement import exception
 from placement import versions
+from placement.versions import Version
 
 _EXPLANATION = {
     400: "The server could not comply with the request since it is either "
@@ -52,7 +53,7 @@ def _cut(match):
     return literal[: KEPT + 1] + "..." + literal[0]
 
 
-def shorten(text):
+def shorten(text: str) -> str:
     """``text`` with long quoted values and any excess length cut."""
     if len(text) <= LONG_LITERAL:
         return text
@@ -78,14 +79,14 @@ class PlacementError(Exception):
         self.extra = {}
 
     @property
-    def title(self):
+    def title(self) -> str:
         return http.HTTPStatus(self.status).phrase
 
     @property
-    def explanation(self):
+    def explanation(self) -> str:
         return self.lead_in or _EXPLANATION.get(self.status, self.title)
 
-    def detail(self):
+    def detail(self) -> str:
         return "%s\n\n %s  " % (shorten(self.explanation), shorten(self.message))
 
 
@@ -157,7 +158,7 @@ class ServiceUnavailable(PlacementError):
 _FROM_DOMAIN = {400: BadRequest, 403: Forbidden, 404: NotFound, 409: Conflict}
 
 
-def from_domain(exc):
+def from_domain(exc: exception.PlacementException) -> "PlacementError":
     """The PlacementError a domain exception (``placement.exception``)
     becomes when no handler words it: lookups (404) and policy (403) fail
     before the handler's own work and carry no ``vary``."""
@@ -166,7 +167,9 @@ def from_domain(exc):
     return cls(exc.message, code=exc.code, vary=vary)
 
 
-def error_body(error, request_id, version):
+def error_body(
+    error: PlacementError, request_id: str | None, version: Version | None
+) -> bytes:
     """The ``{"errors": [...]}`` document as bytes."""
     item = {
         "status": error.status,
@@ -180,7 +183,7 @@ def error_body(error, request_id, version):
     return orjson.dumps({"errors": [item]})
 
 
-def accepts(accept, media_type):
+def accepts(accept: str | None, media_type: str) -> bool:
     """Whether an ``Accept`` header admits ``media_type``. An absent or
     unparseable header admits anything."""
     if not accept:
@@ -210,7 +213,12 @@ _HTML_PAGE = """<html>
 </html>"""
 
 
-def render(error, accept, request_id, version):
+def render(
+    error: PlacementError,
+    accept: str | None,
+    request_id: str | None,
+    version: Version | None,
+) -> tuple[str, bytes]:
     """(content type, body bytes) of ``error`` for the client's Accept:
     the JSON document when JSON is acceptable, else an HTML page when
     text/html is, else plain text."""

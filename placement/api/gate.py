@@ -67,7 +67,7 @@ class _Releasing:
     def __iter__(self):
         return iter(self.body)
 
-    def close(self):
+    def close(self) -> None:
         try:
             if hasattr(self.body, "close"):
                 self.body.close()

@@ -7,11 +7,15 @@ may add more backends and ``detailed`` under ``[healthcheck]``.
 """
 
 import logging
+from typing import Any
 
 import sqlalchemy as sa
+from oslo_config import cfg
 from oslo_middleware import healthcheck
 from oslo_middleware.healthcheck import opts as healthcheck_opts
 from oslo_middleware.healthcheck import pluginbase
+
+from placement.db import api as db_api
 
 LOG = logging.getLogger(__name__)
 
@@ -25,7 +29,7 @@ DB_KEY = "placement_db"
 class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     """Healthy while the database answers ``SELECT 1``."""
 
-    def healthcheck(self, server_port):
+    def healthcheck(self, server_port: Any) -> Any:
         try:
             with self.conf[DB_KEY].reader() as conn:
                 conn.execute(sa.text("SELECT 1"))
@@ -37,7 +41,7 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
         return pluginbase.HealthcheckResult(available=True, reason="database reachable")
 
 
-def healthcheck_app(conf, db):
+def healthcheck_app(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """The healthcheck WSGI app: our backend plus any configured ones."""
     conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
     backends = [BACKEND] + [b for b in conf.healthcheck.backends if b != BACKEND]

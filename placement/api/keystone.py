@@ -2,7 +2,10 @@
 configured from ``[keystone_authtoken]``, in front of everything but the
 version document (``/`` and the empty path of a prefix mount)."""
 
+from typing import Any
+
 from keystonemiddleware import auth_token
+from oslo_config import cfg
 
 OPEN_PATHS = ("/", "")
 
@@ -20,7 +23,7 @@ class _OpenRoot:
         return self.authenticated(environ, start_response)
 
 
-def wrap(app, conf):
+def wrap(app: Any, conf: cfg.ConfigOpts) -> Any:
     # auth_token reads its options from our ConfigOpts (and registers them
     # there), so placement.conf or OS_KEYSTONE_AUTHTOKEN__* set them.
     auth = auth_token.AuthProtocol(app, {"oslo_config_config": conf})

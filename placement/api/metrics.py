@@ -12,6 +12,8 @@ process-local default registry is used (tests, one worker).
 
 import os
 import time
+from typing import Any
+from typing import Callable
 
 import falcon.routing
 import prometheus_client
@@ -43,7 +45,7 @@ LATENCY = prometheus_client.Histogram(
 )
 
 
-def exposition():
+def exposition() -> bytes:
     """The text exposition of every metric, summed over workers if any."""
     if os.environ.get(multiproc.ENV):
         registry = prometheus_client.CollectorRegistry()
@@ -53,7 +55,9 @@ def exposition():
     return prometheus_client.generate_latest(registry)
 
 
-def metrics_app(environ, start_response):
+def metrics_app(
+    environ: dict[str, Any], start_response: Callable[..., Any]
+) -> list[bytes]:
     """``GET /metrics``: open like ``/``, Prometheus text format."""
     if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
         start_response(
@@ -81,7 +85,7 @@ class RouteTemplates:
             self.router.add_route(path, object())
         self.extra = set(extra_paths)
 
-    def template(self, path):
+    def template(self, path: str) -> str:
         if path in self.extra:
             return path
         if path == "":

@@ -16,7 +16,7 @@ import tempfile
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
-def prepare():
+def prepare() -> str:
     """Point ``PROMETHEUS_MULTIPROC_DIR`` at an empty directory: the one
     already named there (its old sample files removed, so counts restart
     with the server) or a new temporary one, removed again when the process
@@ -26,7 +26,12 @@ def prepare():
         path = tempfile.mkdtemp(prefix="placement-prometheus-")
         pid = os.getpid()
         # Only the process that made it (gunicorn's master), not a worker.
-        atexit.register(lambda: os.getpid() == pid and shutil.rmtree(path, True))
+
+        def remove() -> None:
+            if os.getpid() == pid:
+                shutil.rmtree(path, True)
+
+        atexit.register(remove)
     os.makedirs(path, exist_ok=True)
     for stale in glob.glob(os.path.join(path, "*.db")):
         os.remove(stale)

@@ -25,6 +25,7 @@ import functools
 import re
 import urllib.parse
 from typing import Any
+from typing import Callable
 
 import orjson
 
@@ -173,13 +174,15 @@ OPERATIONS = {
 }
 
 
-def handler_name(fn):
+def handler_name(fn: Callable[..., Any]) -> str:
     """``module.function`` of a handler under ``placement.handlers``
     (wrappers keep the name of what they wrap)."""
     return "%s.%s" % (fn.__module__.rpartition(".")[2], fn.__name__)
 
 
-def serving(fn, version):
+def serving(
+    fn: Callable[..., Any], version: versions.Version
+) -> Callable[..., Any] | None:
     """The handler that serves ``version`` for the route entry ``fn``
     (one of its per-version variants), or None outside its versions."""
     for variant in getattr(fn, "variants", (fn,)):
@@ -272,11 +275,11 @@ def _operation(path, method, dotted, fn, version):
     return operation
 
 
-def document(version):
+def document(version: versions.Version) -> dict[str, Any]:
     """The OpenAPI document (a dict) of the API at ``version``."""
     paths = {}
     for path, methods in routes.ROUTES:
-        item = {}
+        item: dict[str, Any] = {}
         for method, handler in methods:
             fn = serving(handler, version)
             if fn is not None:
@@ -311,7 +314,7 @@ def document(version):
 
 
 @functools.lru_cache(maxsize=None)
-def document_json(version):
+def document_json(version: versions.Version) -> bytes:
     return orjson.dumps(document(version))
 
 
@@ -331,7 +334,7 @@ def _requested_version(query_string):
     return version
 
 
-def app(environ, start_response):
+def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     """The WSGI app of ``/openapi.json``: it needs no token, like ``/``."""
     try:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):

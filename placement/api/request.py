@@ -8,7 +8,12 @@ which handlers read directly: ``req.context.ctx``, ``req.context.version``.
 import datetime
 import email.utils
 import urllib.parse
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Mapping
+from typing import Any
 
+import falcon
 import jsonschema
 import orjson
 from oslo_utils import uuidutils
@@ -17,7 +22,7 @@ from placement import versions
 from placement.api import errors
 
 
-def json_body(req, schema=None):
+def json_body(req: falcon.Request, schema: Mapping[str, Any] | None = None) -> Any:
     """The request's JSON document, validated against ``schema``."""
     raw = req.bounded_stream.read()
     try:
@@ -40,7 +45,9 @@ def _uuid_like(instance):
     return not isinstance(instance, str) or uuidutils.is_uuid_like(instance)
 
 
-def validate(data, schema, prefix="JSON does not validate"):
+def validate(
+    data: Any, schema: Mapping[str, Any], prefix: str = "JSON does not validate"
+) -> None:
     # jsonschema.validate without its per-call check of the schema itself
     # against the meta-schema (about 2 ms a request; ours are constants,
     # exercised by the tests): the same best_match error.
@@ -52,7 +59,7 @@ def validate(data, schema, prefix="JSON does not validate"):
         raise errors.BadRequest("%s: %s" % (prefix, schema_error_text(error)))
 
 
-def schema_error_text(error):
+def schema_error_text(error: Any) -> str:
     """The whole text of a schema failure on one line: message, the
     validator and schema path, the schema fragment, the instance path and
     the instance, as clients written for the reference compare it."""
@@ -62,7 +69,7 @@ def schema_error_text(error):
 QUERY_PREFIX = "Invalid query string parameters"
 
 
-def query_pairs(req):
+def query_pairs(req: falcon.Request) -> list[tuple[str, str]]:
     """Every (name, value) of the query string, in order; 400 on bad UTF-8."""
     qs = req.query_string
     if not qs:
@@ -77,12 +84,16 @@ def query_pairs(req):
         )
 
 
-def query_last(pairs):
+def query_last(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Single-valued view: the last occurrence of each name wins."""
     return dict(pairs)
 
 
-def validate_query(pairs, schema, every=()):
+def validate_query(
+    pairs: list[tuple[str, str]],
+    schema: Mapping[str, Any],
+    every: Collection[str] = (),
+) -> None:
     """Apply a query-string JSON schema to the last value of each name.
 
     The names in ``every`` have each earlier occurrence checked too, in
@@ -95,14 +106,16 @@ def validate_query(pairs, schema, every=()):
             validate(dict(last, **{name: value}), schema, prefix=QUERY_PREFIX)
 
 
-def render(resp, body, status=200):
+def render(resp: falcon.Response, body: Any, status: int = 200) -> None:
     """``body``: a JSON-able object, or bytes already encoded as JSON."""
     resp.status = status
     resp.content_type = "application/json"
     resp.data = body if isinstance(body, bytes) else orjson.dumps(body)
 
 
-def render_stream(resp, chunks, status=200):
+def render_stream(
+    resp: falcon.Response, chunks: Iterable[bytes], status: int = 200
+) -> None:
     """A JSON body sent piece by piece as ``chunks`` (bytes) are produced,
     without Content-Length; the server closes ``chunks`` when the client
     goes away."""
@@ -111,28 +124,33 @@ def render_stream(resp, chunks, status=200):
     resp.stream = chunks
 
 
-def no_content(resp, status=204):
+def no_content(resp: falcon.Response, status: int = 204) -> None:
     resp.status = status
     resp.content_type = None
     resp.data = b""
 
 
-def link_href(req, path):
+def link_href(req: falcon.Request, path: str) -> str:
     """A path-only URL for links in bodies, carrying the mount prefix."""
     return req.root_path + path
 
 
-def set_location(req, resp, path):
+def set_location(req: falcon.Request, resp: falcon.Response, path: str) -> None:
     resp.set_header("Location", req.prefix + path)
 
 
-def http_date(dt):
+def http_date(dt: datetime.datetime) -> str:
     return email.utils.format_datetime(
         dt.replace(tzinfo=datetime.timezone.utc), usegmt=True
     )
 
 
-def set_last_modified(req, resp, when, always=False):
+def set_last_modified(
+    req: falcon.Request,
+    resp: falcon.Response,
+    when: datetime.datetime | None,
+    always: bool = False,
+) -> None:
     """``last-modified``/``cache-control`` from 1.15 (doc/api.md "Caching
     headers").
 
@@ -148,7 +166,9 @@ def set_last_modified(req, resp, when, always=False):
         resp.set_header("Last-Modified", http_date(when))
 
 
-def last_modified_of(rows):
+def last_modified_of(
+    rows: Iterable[Mapping[str, Any]],
+) -> datetime.datetime | None:
     """Max of updated_at-or-created_at over rows (None if no rows)."""
     times = [r["updated_at"] or r["created_at"] for r in rows]
     times = [t for t in times if t is not None]

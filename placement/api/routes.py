@@ -1,6 +1,9 @@
 """The route table: every path, its methods in ``Allow`` order, and the
 handler function serving each."""
 
+from typing import Any
+from typing import Callable
+
 import falcon
 
 from placement.api import errors
@@ -16,7 +19,8 @@ from placement.handlers import root
 from placement.handlers import trait
 from placement.handlers import usage
 
-ROUTES = [
+# (path, [(method, handler), ...]), methods in Allow order.
+ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
     ("/", [("GET", root.home)]),
     (
         "/resource_classes",
@@ -136,6 +140,6 @@ class Route:
         raise errors.MethodNotAllowed(req.method, self.allowed)
 
 
-def add_routes(app):
+def add_routes(app: falcon.App) -> None:
     for path, methods in ROUTES:
         app.add_route(path, Route(methods))

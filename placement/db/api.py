@@ -13,8 +13,14 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
+from typing import Any
+from typing import Callable
+from typing import TypeVar
+from typing import cast
 
 import sqlalchemy as sa
+from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
@@ -27,7 +33,7 @@ SQLITE_BUSY_TIMEOUT_MS = 30000
 DEADLOCK_RETRIES = 5
 
 
-def build_url(conf):
+def build_url(conf: cfg.ConfigOpts) -> sa.engine.URL:
     url = conf.placement_database.connection
     params = conf.placement_database.connection_parameters
     if params:
@@ -42,11 +48,11 @@ _MYSQL_ACCESS_DENIED = (1044, 1045, 1698)
 _TRANSIENT = ("connection refused", "timed out", "timeout")
 
 
-def connect_problem(error, url):
+def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str]:
     """(worth retrying, one line saying what is wrong and what to do) for
     the DBAPIError of a first connection to ``url``."""
     orig = getattr(error, "orig", None) or error
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     code = args[0] if args and isinstance(args[0], int) else None
     text = str(args[1] if code is not None and len(args) > 1 else orig)
     shown = url.render_as_string(hide_password=True)
@@ -79,10 +85,12 @@ def connect_problem(error, url):
     )
 
 
-def create_engine(url, conf=None):
+def create_engine(
+    url: str | sa.engine.URL, conf: cfg.ConfigOpts | None = None
+) -> sa.Engine:
     url = sa.engine.make_url(url)
     dbconf = conf.placement_database if conf is not None else None
-    kwargs = {"future": True}
+    kwargs: dict[str, Any] = {"future": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
@@ -179,7 +187,9 @@ def _setup_postgresql(engine):
             )
 
 
-def text_equals(db, column, value):
+def text_equals(
+    db: "Database", column: sa.ColumnElement[Any], value: str
+) -> sa.ColumnElement[bool]:
     """``column == value``, except that on PostgreSQL (which cannot store
     NUL characters) a value with one matches nothing instead of failing."""
     if db.dialect == "postgresql" and "\x00" in value:
@@ -236,23 +246,23 @@ def _count_catalog_change(conn):
         conn.execute(_BUMP, {"to_shard": shard})
 
 
-def catalog_stamp(conn):
+def catalog_stamp(conn: sa.Connection) -> int:
     """The number of catalog changes committed so far (only grows)."""
     return conn.execute(
         sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
-    ).scalar()
+    ).scalar_one()
 
 
 # PostgreSQL: serialization failure, deadlock detected.
 _PG_RETRYABLE = ("40001", "40P01")
 
 
-def is_deadlock(error):
+def is_deadlock(error: BaseException) -> bool:
     """True for errors a fresh transaction may not hit again."""
     orig = getattr(error, "orig", None)
     if getattr(orig, "sqlstate", None) in _PG_RETRYABLE:
         return True
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     if args and args[0] in (1213, 1205):  # deadlock, lock wait timeout
         return True
     return "database is locked" in str(error)
@@ -266,7 +276,7 @@ _UNAVAILABLE_CODES = frozenset(
 )
 
 
-def is_unavailable(error):
+def is_unavailable(error: BaseException) -> bool:
     """True when ``error`` says the database is down or unreachable (the
     request may succeed later), not that the request itself failed."""
     if isinstance(error, (sa_exc.TimeoutError, sa_exc.DisconnectionError)):
@@ -281,7 +291,7 @@ def is_unavailable(error):
     if isinstance(error, sa_exc.OperationalError) and _from_psycopg(error.orig):
         # psycopg gives no SQLSTATE when it could not connect at all.
         return True
-    args = getattr(error.orig, "args", ())
+    args: tuple[Any, ...] = getattr(error.orig, "args", ())
     return bool(args) and args[0] in _UNAVAILABLE_CODES
 
 
@@ -294,7 +304,7 @@ def _from_psycopg(orig):
     return type(orig).__module__.startswith("psycopg")
 
 
-def may_conflict(conn):
+def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
     """Context for a statement that may break a unique or foreign key when
     the transaction must go on afterwards (to find out which key): on
     PostgreSQL a failed statement spoils the whole transaction unless it ran
@@ -309,15 +319,15 @@ def may_conflict(conn):
 _UNSTORABLE_TEXT_CODES = frozenset((1267, 1271, 1366))
 
 
-def is_unstorable_text(error):
+def is_unstorable_text(error: BaseException) -> bool:
     """True when MySQL refused text its tables' character set cannot hold."""
     if not isinstance(error, sa_exc.DBAPIError):
         return False
-    args = getattr(error.orig, "args", ())
+    args: tuple[Any, ...] = getattr(error.orig, "args", ())
     return bool(args) and args[0] in _UNSTORABLE_TEXT_CODES
 
 
-def tables_not_utf8mb4(engine):
+def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
     """Names of placement's tables whose default or any column's character
     set is not utf8mb4 (MySQL; none elsewhere)."""
     if engine.dialect.name != "mysql":
@@ -335,7 +345,7 @@ def tables_not_utf8mb4(engine):
         return sorted(t for t in conn.execute(query).scalars() if t != skip)
 
 
-def is_too_many_parameters(error):
+def is_too_many_parameters(error: BaseException) -> bool:
     """True when a statement had more bound parameters than the database
     takes (SQLite's limit is a build setting, 250,000 on Debian): the
     request named too many items for one statement."""
@@ -347,18 +357,18 @@ def is_too_many_parameters(error):
 class Database:
     """The engine plus the two kinds of transaction objects use."""
 
-    def __init__(self, engine):
+    def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
 
     @contextlib.contextmanager
-    def reader(self):
+    def reader(self) -> Iterator[sa.Connection]:
         with self.engine.connect() as conn:
             with conn.begin():
                 yield conn
 
     @contextlib.contextmanager
-    def writer(self, catalog=True):
+    def writer(self, catalog: bool = True) -> Iterator[sa.Connection]:
         """A write transaction. ``catalog``: it may change providers,
         inventories, traits, aggregates or names (anything but allocations
         and consumers), so it is counted in ``catalog_changes`` just before
@@ -370,12 +380,12 @@ class Database:
                 if catalog:
                     _count_catalog_change(conn)
 
-    def insert_ignore(self, table):
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """An INSERT that skips rows whose unique key already exists."""
         return insert_ignore(self.dialect, table)
 
 
-def insert_ignore(dialect, table):
+def insert_ignore(dialect: str, table: sa.Table) -> sa.Insert:
     """An INSERT for ``dialect`` (name) that skips existing unique keys."""
     if dialect == "sqlite":
         return table.insert().prefix_with("OR IGNORE")
@@ -388,18 +398,21 @@ def insert_ignore(dialect, table):
     raise NotImplementedError(dialect)
 
 
-def inserted_id(result):
+def inserted_id(result: sa.CursorResult[Any]) -> int | None:
     """The id of the row a one-row ``insert_ignore`` added; None if the row
     was there already."""
-    if result.rowcount in (0, 1):
-        return result.inserted_primary_key[0] if result.rowcount else None
+    if result.rowcount == 0:
+        return None
     # PostgreSQL counts no rows for an INSERT .. RETURNING: whether a key
-    # came back tells instead.
-    key = result.inserted_primary_key
+    # came back tells instead (elsewhere one row was added).
+    key: Any = result.inserted_primary_key
     return key[0] if key else None
 
 
-def retry_on_deadlock(fn):
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def retry_on_deadlock(fn: F) -> F:
     """Re-run a whole transaction when the database reports a deadlock."""
 
     @functools.wraps(fn)
@@ -413,4 +426,4 @@ def retry_on_deadlock(fn):
                 LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, attempt)
                 time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
 
-    return wrapper
+    return cast(F, wrapper)

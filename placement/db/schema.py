@@ -6,6 +6,7 @@ explained: a start-up that finds the schema at HEAD does not pay for it.
 
 import importlib.resources
 import logging
+from typing import Any
 
 import os_resource_classes
 import os_traits
@@ -24,7 +25,7 @@ HEAD = "c7d1e4f2a9b3"
 SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
 
 
-def alembic_config(engine):
+def alembic_config(engine: sa.Engine) -> Any:
     import alembic.config
 
     config = alembic.config.Config()
@@ -33,7 +34,7 @@ def alembic_config(engine):
     return config
 
 
-def upgrade(engine, revision="head"):
+def upgrade(engine: sa.Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Run the revisions up to ``revision``; (revision before, after)."""
     before = current_revision(engine)
     if before == HEAD and revision in ("head", HEAD):
@@ -44,13 +45,13 @@ def upgrade(engine, revision="head"):
     return before, current_revision(engine)
 
 
-def stamp(engine, revision):
+def stamp(engine: sa.Engine, revision: str) -> None:
     import alembic.command
 
     alembic.command.stamp(alembic_config(engine), revision)
 
 
-def current_revision(engine):
+def current_revision(engine: sa.Engine) -> str | None:
     """The revision recorded in the database (None: no schema)."""
     with engine.connect() as conn:
         if not sa.inspect(conn).has_table("alembic_version"):
@@ -58,7 +59,7 @@ def current_revision(engine):
         return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
 
 
-def mismatch(engine):
+def mismatch(engine: sa.Engine) -> str | None:
     """Why the schema cannot serve this placement and what to do, or None
     when it is at HEAD."""
     current = current_revision(engine)
@@ -88,7 +89,7 @@ def mismatch(engine):
 
 
 @db_api.retry_on_deadlock
-def sync_standard_names(db):
+def sync_standard_names(db: db_api.Database) -> None:
     """Insert missing standard traits and resource classes (idempotent).
 
     INSERT-IGNORE makes this safe when several workers start at once (on a

@@ -18,7 +18,7 @@ MYSQL_TABLE_ARGS: dict[str, typing.Any] = {
 }
 
 
-def utcnow():
+def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
