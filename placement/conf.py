@@ -131,7 +131,8 @@ placement_opts = [
         help="Keep a per-worker in-memory copy of providers, "
         "inventories, traits and aggregates for allocation "
         "candidates and the unfiltered provider list, read "
-        "again after any of them changes (usage and "
+        "as the worker starts and kept current by the change "
+        "log writes add to (usage and "
         "generations are always read from the database). "
         "Costs memory in proportion to the number of "
         "providers; False reads everything per request.",

@@ -22,9 +22,17 @@ CONFLICT_RETRIES = prometheus_client.Counter(
 CATALOG = prometheus_client.Counter(
     "placement_catalog_requests",
     "Requests that asked for the provider catalog, by outcome: hit (it was "
-    "current), read (this request read it again), sql (not current and "
-    "being read by another request: plain SQL).",
+    "current, or made current by its change log), read (this request read "
+    "it whole again), sql (not current and being read by another request, "
+    "or newer than the request: plain SQL).",
     ["outcome"],
+)
+CATALOG_UPDATES = prometheus_client.Counter(
+    "placement_catalog_updates",
+    "Times a worker brought its provider catalog up to date, by how: deltas "
+    "(only what the change log says changed) or full (read whole: at "
+    "start, or when the log could not tell).",
+    ["how"],
 )
 CONFLICTS = prometheus_client.Counter(
     "placement_generation_conflicts",
@@ -46,6 +54,12 @@ def catalog_used(outcome: str) -> None:
     """A request asked for the provider catalog: ``hit``, ``read`` or
     ``sql``."""
     CATALOG.labels(outcome).inc()
+
+
+def catalog_updated(how: str) -> None:
+    """A worker brought its provider catalog up to date: ``deltas`` or
+    ``full``."""
+    CATALOG_UPDATES.labels(how).inc()
 
 
 def candidates_returned(count: int) -> None:

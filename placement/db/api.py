@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
 from typing import Callable
@@ -224,26 +225,78 @@ def _track_transaction_end(engine):
 
 
 _ENDED = "placement_transaction_ended"
+_CHANGES = "placement_catalog_changes"
 
 
 CATALOG = tables.catalog_changes
+CHANGE_LOG = tables.catalog_log
 _BUMP = (
     CATALOG.update()
     .where(CATALOG.c.shard == sa.bindparam("to_shard"))
     .values(changes=CATALOG.c.changes + 1)
 )
 
+# What a write changed (catalog_log.kind): the ``ref`` provider (its row,
+# inventories, traits, aggregates), resource class, trait or aggregate (one
+# a provider joined: it may be new), or anything (ref 0: the catalog is
+# read again).
+PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE, EVERYTHING = 1, 2, 3, 4, 5
+# More changes than this in one transaction are logged as EVERYTHING.
+MAX_LOGGED = 100
+# Rows kept per shard: a worker that fell further behind reads its catalog
+# again. A writer prunes its shard's old rows one time in PRUNE_EVERY.
+LOG_KEPT = 1000
+PRUNE_EVERY = 64
 
-def _count_catalog_change(conn):
-    # Last statement before commit: the shard's row lock is held briefly and
-    # its holder waits for nothing else, so it cannot join a deadlock.
+
+def changed(conn: sa.Connection, kind: int, refs: Iterable[int] = (0,)) -> None:
+    """Note that ``conn``'s write transaction changed the ``refs`` (ids) of
+    ``kind``: logged in ``catalog_log`` just before commit, which tells
+    every worker what of its cached catalog is out of date."""
+    conn.info[_CHANGES].update((kind, ref) for ref in refs)
+
+
+def _log_changes(conn: sa.Connection, changes: set) -> None:
+    # Last statements before commit: the shard's row lock is held briefly
+    # and its holder waits for nothing else, so it cannot join a deadlock.
+    # The lock (on Galera: certification of the same row) orders a shard's
+    # writers, so its numbers commit in order and without gaps.
     shard = random.randrange(tables.CATALOG_SHARDS)
     if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
-        # A missing shard row would leave the count unchanged.
+        # A missing shard row would leave the count unchanged; its count
+        # starts again, so its old numbers go.
         conn.execute(
             insert_ignore(conn.dialect.name, CATALOG), {"shard": shard, "changes": 0}
         )
+        conn.execute(CHANGE_LOG.delete().where(CHANGE_LOG.c.shard == shard))
         conn.execute(_BUMP, {"to_shard": shard})
+    if len(changes) > MAX_LOGGED:
+        changes = {(EVERYTHING, 0)}
+    # One statement: the rows take the shard's new count from its row.
+    rows = [
+        sa.select(
+            CATALOG.c.shard,
+            CATALOG.c.changes,
+            sa.literal(item, sa.Integer),
+            sa.literal(kind, sa.SmallInteger),
+            sa.literal(ref, sa.Integer),
+        ).where(CATALOG.c.shard == shard)
+        for item, (kind, ref) in enumerate(sorted(changes))
+    ]
+    conn.execute(
+        CHANGE_LOG.insert().from_select(
+            ["shard", "seq", "item", "kind", "ref"],
+            rows[0] if len(rows) == 1 else sa.union_all(*rows),
+        )
+    )
+    if random.randrange(PRUNE_EVERY) == 0:
+        count = sa.select(CATALOG.c.changes).where(CATALOG.c.shard == shard)
+        conn.execute(
+            CHANGE_LOG.delete().where(
+                CHANGE_LOG.c.shard == shard,
+                CHANGE_LOG.c.seq <= count.scalar_subquery() - LOG_KEPT,
+            )
+        )
 
 
 def catalog_stamp(conn: sa.Connection) -> int:
@@ -368,17 +421,22 @@ class Database:
                 yield conn
 
     @contextlib.contextmanager
-    def writer(self, catalog: bool = True) -> Iterator[sa.Connection]:
-        """A write transaction. ``catalog``: it may change providers,
-        inventories, traits, aggregates or names (anything but allocations
-        and consumers), so it is counted in ``catalog_changes`` just before
-        commit, which tells every worker its cached catalog is out of date."""
+    def writer(self) -> Iterator[sa.Connection]:
+        """A write transaction. What it changes of providers, inventories,
+        traits, aggregates or names (anything but allocations and
+        consumers) is noted with ``changed`` and counted in
+        ``catalog_changes`` and logged in ``catalog_log`` just before
+        commit."""
         with self.engine.connect() as conn:
             conn = conn.execution_options(placement_writer=True)
-            with conn.begin():
-                yield conn
-                if catalog:
-                    _count_catalog_change(conn)
+            changes = conn.info[_CHANGES] = set()
+            try:
+                with conn.begin():
+                    yield conn
+                    if changes:
+                        _log_changes(conn, changes)
+            finally:
+                del conn.info[_CHANGES]
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """An INSERT that skips rows whose unique key already exists."""

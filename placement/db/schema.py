@@ -21,7 +21,7 @@ LOG = logging.getLogger(__name__)
 # (see setup.py): found the same way from a checkout or a wheel.
 MIGRATIONS_DIR = str(importlib.resources.files("placement.migrations"))
 # The last revision under migrations/versions (a test keeps it in step).
-HEAD = "c7d1e4f2a9b3"
+HEAD = "d3a8f1c6b2e4"
 SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
 
 
@@ -98,13 +98,13 @@ def sync_standard_names(db: db_api.Database) -> None:
     """
     with db.writer() as conn:
         have = set(conn.scalars(sa.select(tables.traits.c.name)))
-        missing = [
+        missing_traits = [
             {"name": n, "created_at": tables.utcnow()}
             for n in os_traits.get_traits()
             if n not in have
         ]
-        if missing:
-            conn.execute(db.insert_ignore(tables.traits), missing)
+        if missing_traits:
+            conn.execute(db.insert_ignore(tables.traits), missing_traits)
         have = set(conn.scalars(sa.select(tables.resource_classes.c.name)))
         missing = [
             {"id": i, "name": n, "created_at": tables.utcnow()}
@@ -113,3 +113,5 @@ def sync_standard_names(db: db_api.Database) -> None:
         ]
         if missing:
             conn.execute(db.insert_ignore(tables.resource_classes), missing)
+        if missing or missing_traits:
+            db_api.changed(conn, db_api.EVERYTHING)

@@ -176,11 +176,12 @@ consumers = _table(
     sa.Index("consumers_consumer_type_id_idx", "consumer_type_id"),
 )
 
-# Committed writes that may change what the allocation candidate catalog
-# (objects/catalog.py) caches per worker: providers,
-# inventories, traits, aggregates and names; allocation writes don't count.
-# Every such transaction adds one to a random shard, so concurrent writers
-# rarely wait on the same row; readers sum the shards.
+# Committed writes that change what the provider catalog (objects/catalog.py)
+# caches per worker: providers, inventories, traits, aggregates and names;
+# allocation writes don't count. Every such transaction adds one to a random
+# shard, so concurrent writers rarely wait on the same row; readers sum the
+# shards. A shard's count is also the sequence number of the transaction's
+# rows in catalog_log.
 CATALOG_SHARDS = 32
 catalog_changes = sa.Table(
     "catalog_changes",
@@ -198,3 +199,21 @@ def _add_shards(table, connection, **kw):
         table.insert(),
         [{"shard": shard, "changes": 0} for shard in range(CATALOG_SHARDS)],
     )
+
+
+# What each counted write changed: one row per provider, resource class or
+# trait (db/api.py, kinds), numbered by the shard's count after the
+# transaction added its one. Holding the shard's row until commit, writers
+# of a shard commit its numbers in order and without gaps; a worker reads
+# the numbers past its catalog's to follow the changes (doc/architecture.md
+# "Provider catalog").
+catalog_log = sa.Table(
+    "catalog_log",
+    metadata,
+    sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("item", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.SmallInteger, nullable=False),
+    sa.Column("ref", sa.Integer, nullable=False),
+    **MYSQL_TABLE_ARGS,
+)

@@ -82,5 +82,8 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
                     for agg in wanted - current
                 ],
             )
+        if wanted != current:
+            db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+            db_api.changed(conn, db_api.AGGREGATE, wanted - current)
     common.remember(conn, learned)
     return generation

@@ -64,19 +64,17 @@ def replace_allocations(db, writes, check_generation):
         db,
         attempt,
         "Inventory and/or allocations changed while attempting to allocate: ",
-        catalog=False,
     )
     common.remember(db, learned)  # committed now
 
 
-def run_write(db, attempt, conflict_prefix, catalog=True):
+def run_write(db, attempt, conflict_prefix):
     """Run ``attempt(conn)`` in a writer transaction, re-running it in a new
-    transaction when it lost a generation race. ``catalog``: as for
-    ``db.writer`` (False when only allocations and consumers change)."""
+    transaction when it lost a generation race."""
     retries = CONF.placement.allocation_conflict_retry_count
     for n in range(retries + 1):
         try:
-            return _transaction(db, attempt, catalog)
+            return _transaction(db, attempt)
         except (ProviderRace, consumer_obj.ConsumerRace) as race:
             lost = race
             if n < retries:
@@ -88,8 +86,8 @@ def run_write(db, attempt, conflict_prefix, catalog=True):
 
 
 @db_api.retry_on_deadlock
-def _transaction(db, attempt, catalog):
-    with db.writer(catalog=catalog) as conn:
+def _transaction(db, attempt):
+    with db.writer() as conn:
         return attempt(conn)
 
 
@@ -306,7 +304,7 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
 def delete_consumer_allocations(db, consumer_uuid):
     """Remove every allocation of a consumer and its record; provider
     generations do not move. ConsumerNotFound when it has none."""
-    with db.writer(catalog=False) as conn:
+    with db.writer() as conn:
         deleted = conn.execute(
             ALLOC.delete().where(ALLOC.c.consumer_id == consumer_uuid)
         ).rowcount

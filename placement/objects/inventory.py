@@ -193,6 +193,7 @@ def create_inventory(db, uuid, rc_name, record):
                 **_values(record),
             )
         )
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
     return generation
 
 
@@ -259,6 +260,7 @@ def replace_inventories(db, uuid, generation, records):
                 ),
                 updated,
             )
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
     return new_generation
 
 
@@ -286,6 +288,7 @@ def update_inventory(db, uuid, generation, rc_name, record):
         )
         if result.rowcount != 1:
             raise InventoryNotFound("No inventory of class %s found." % rc_name)
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
     return new_generation
 
 
@@ -313,6 +316,7 @@ def delete_inventory(db, uuid, rc_name):
         if _in_use_class_names(conn, provider["id"], [rc_id]):
             raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
         conn.execute(INV.delete().where(*where))
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
 
 
 @db_api.retry_on_deadlock
@@ -339,3 +343,4 @@ def delete_inventories(db, uuid):
         if in_use:
             raise exception.InventoryInUse(_in_use_message(in_use, uuid))
         conn.execute(INV.delete().where(INV.c.resource_provider_id == provider["id"]))
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])

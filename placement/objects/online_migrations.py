@@ -9,6 +9,7 @@ before the batch, rows fixed by it.
 import sqlalchemy as sa
 
 from placement.conf import CONF
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -54,13 +55,14 @@ def set_root_provider_ids(db, batch_size):
             conn.execute(
                 RP.update().where(RP.c.id.in_(ids)).values(root_provider_id=RP.c.id)
             )
+            db_api.changed(conn, db_api.PROVIDER, ids)
     return found, len(ids)
 
 
 def create_incomplete_consumers(db, batch_size):
     """Consumer rows, owned by the configured "incomplete" project and user,
     for allocations written before consumers were recorded."""
-    with db.writer(catalog=False) as conn:
+    with db.writer() as conn:
         found = _count(conn, _consumerless())
         uuids = conn.scalars(_consumerless().limit(batch_size)).all()
         if uuids:

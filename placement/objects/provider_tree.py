@@ -7,6 +7,7 @@ size; a move rewrites the root of the whole subtree in one UPDATE.
 import sqlalchemy as sa
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 
 RP = tables.resource_providers
@@ -68,8 +69,6 @@ def move(conn, me, parent_uuid, allow_reparenting):
 
 
 def _set_root(conn, provider_id, root_id):
-    conn.execute(
-        RP.update()
-        .where(RP.c.id.in_(subtree_ids(provider_id)))
-        .values(root_provider_id=root_id)
-    )
+    moved = conn.scalars(subtree_ids(provider_id)).all()
+    conn.execute(RP.update().where(RP.c.id.in_(moved)).values(root_provider_id=root_id))
+    db_api.changed(conn, db_api.PROVIDER, moved)

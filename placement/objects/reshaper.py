@@ -5,6 +5,7 @@ import sqlalchemy as sa
 
 from placement import error_codes
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation
 from placement.objects import common
@@ -44,6 +45,7 @@ def reshape(db, inventories, writes):
             conn, records, rc_ids, {row["id"]: uuid for uuid, row in providers.items()}
         )
         _bump(conn, expected, records)
+        db_api.changed(conn, db_api.PROVIDER, records)
 
     allocation.run_write(db, attempt, "update conflict: ")
 

@@ -78,7 +78,9 @@ def _create_once(db, name):
         top = conn.scalar(
             sa.select(sa.func.max(RC.c.id)).where(RC.c.id >= CUSTOM_ID_START)
         )
-        conn.execute(RC.insert().values(id=(top or CUSTOM_ID_START - 1) + 1, name=name))
+        rc_id = (top or CUSTOM_ID_START - 1) + 1
+        conn.execute(RC.insert().values(id=rc_id, name=name))
+        db_api.changed(conn, db_api.RESOURCE_CLASS, [rc_id])
     return name
 
 
@@ -95,6 +97,7 @@ def rename(db, name, new_name):
             conn.execute(RC.update().where(RC.c.id == row["id"]).values(name=new_name))
         except sa_exc.IntegrityError:
             raise exception.Exists("Resource class already exists: %s" % new_name)
+        db_api.changed(conn, db_api.RESOURCE_CLASS, [row["id"]])
         return _get(conn, new_name)
 
 
@@ -115,3 +118,4 @@ def delete(db, name):
             raise exception.ResourceClassInUse(
                 "Cannot delete resource class %s. Class is in use in inventory." % name
             )
+        db_api.changed(conn, db_api.RESOURCE_CLASS, [row["id"]])

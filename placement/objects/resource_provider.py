@@ -125,6 +125,7 @@ def create(db, uuid, name, parent_uuid=None):
             _check_unique(conn, name, uuid)
             raise
         new_id = result.inserted_primary_key[0]
+        db_api.changed(conn, db_api.PROVIDER, [new_id])
         if parent is None:
             conn.execute(
                 RP.update()
@@ -185,6 +186,7 @@ def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
         except sa_exc.IntegrityError:
             _check_name_free(conn, name, me.id)
             raise
+        db_api.changed(conn, db_api.PROVIDER, [me.id])
         return _fetch(conn, uuid)
 
 
@@ -225,6 +227,7 @@ def delete(db, uuid):
                 "Unable to delete resource provider %s: Resource provider has "
                 "allocations." % uuid
             )
+        db_api.changed(conn, db_api.PROVIDER, [me.id])
 
 
 def _cannot_delete_parent(uuid):

@@ -56,7 +56,10 @@ def ensure_trait(db, name):
     """(row, created): create the trait unless it already exists."""
     with db.writer() as conn:
         result = conn.execute(db.insert_ignore(T).values(name=name))
-        created = db_api.inserted_id(result) is not None
+        trait_id = db_api.inserted_id(result)
+        created = trait_id is not None
+        if created:
+            db_api.changed(conn, db_api.TRAIT, [trait_id])
         return _get(conn, name), created
 
 
@@ -80,6 +83,7 @@ def delete_trait(db, name):
             raise exception.TraitInUse(
                 "The trait %s is in use by a resource provider." % name
             )
+        db_api.changed(conn, db_api.TRAIT, [trait["id"]])
 
 
 def _provider_traits(conn, provider_id):
@@ -155,6 +159,7 @@ def set_provider_traits(db, uuid, names, generation):
             )
             # The links read with the generation just swapped are current.
             _replace_links(conn, provider["id"], set(current), set(wanted))
+            db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
         return generation, sorted(wanted.values(), key=lambda r: r["id"])
 
 
@@ -186,3 +191,4 @@ def delete_provider_traits(db, uuid):
             conn, provider["id"], provider["generation"], common.GENERATION_CHANGED
         )
         conn.execute(RPT.delete().where(RPT.c.resource_provider_id == provider["id"]))
+        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])

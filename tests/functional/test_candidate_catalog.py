@@ -1,12 +1,20 @@
 """The per-worker provider catalog: two workers (two engines and apps) on
 one database. Every kind of write made through one worker changes what the
 other's warm catalog answers (allocation candidates and the provider list),
-exactly as the uncached SQL path would, and allocation writes leave the
-catalog in place while usage and generations stay current."""
+exactly as the uncached SQL path would, by following the change log (never
+reading the catalog whole again, and ending equal to a catalog read
+afresh); allocation writes leave the catalog in place while usage and
+generations stay current. A seeded random interleaving of every kind of
+write and read through both workers holds the same."""
 
+import concurrent.futures
 import contextlib
+import random
+import threading
+import time
 import uuid
 
+import prometheus_client
 import pytest
 import sqlalchemy as sa
 
@@ -44,8 +52,9 @@ def _worker(url, conf):
 class Cloud:
     """Two workers on one database, and the calls a test makes."""
 
-    def __init__(self, writer, reader, reader_db):
-        self.writer, self.reader, self.reader_db = writer, reader, reader_db
+    def __init__(self, writer, writer_db, reader, reader_db):
+        self.writer, self.writer_db = writer, writer_db
+        self.reader, self.reader_db = reader, reader_db
         self.agg = str(uuid.uuid4())
 
     def call(self, app, path, method="GET", body=None, status=None):
@@ -82,25 +91,61 @@ class Cloud:
             },
         )
 
-    def answers(self, catalog_on):
+    def answers(self, catalog_on, reader=None):
         """Each query's body from the reading worker."""
         with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
             return [
-                self.call(self.reader, path % {"agg": self.agg}, status=200).json()
+                self.call(
+                    reader or self.reader, path % {"agg": self.agg}, status=200
+                ).json()
                 for path in PATHS
             ]
 
-    def check(self):
-        """The cached answers equal the uncached ones; returns them."""
-        cached = self.answers(True)
-        assert catalog._CACHES[self.reader_db].catalog.stamp == _stamp(self.reader_db)
-        assert cached == self.answers(False)
+    def check(self, reader=None, reader_db=None):
+        """The cached answers (of the reading worker, or ``reader`` on
+        ``reader_db``) equal the uncached ones, and its catalog, once read,
+        followed the changes by their deltas to what a fresh read gives;
+        returns the answers."""
+        reader, reader_db = reader or self.reader, reader_db or self.reader_db
+        cache = catalog._CACHES.get(reader_db)
+        first = cache is None or cache.catalog is None
+        full_reads = _full_reads()
+        cached = self.answers(True, reader)
+        if not first:
+            assert _full_reads() == full_reads
+        assert catalog._CACHES[reader_db].catalog.stamp == _stamp(reader_db)
+        with reader_db.reader() as conn:
+            afresh = catalog.Catalog.read(conn)
+        assert _contents(catalog._CACHES[reader_db].catalog) == _contents(afresh)
+        assert cached == self.answers(False, reader)
         return cached
 
 
 def _stamp(db):
     with db.reader() as conn:
         return db_api.catalog_stamp(conn)
+
+
+def _full_reads():
+    return (
+        prometheus_client.REGISTRY.get_sample_value(
+            "placement_catalog_updates_total", {"how": "full"}
+        )
+        or 0
+    )
+
+
+def _contents(cached):
+    """Everything a catalog holds, lists in order."""
+    return {name: _ordered(value) for name, value in vars(cached).items()}
+
+
+def _ordered(value):
+    if isinstance(value, dict):
+        return {k: _ordered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return sorted(value)
+    return value
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
@@ -115,10 +160,10 @@ def cloud(request):
         schema.sync_standard_names(db_api.Database(engine))
         engine.dispose()
         with (
-            _worker(url, conf) as (writer, _),
+            _worker(url, conf) as (writer, writer_db),
             _worker(url, conf) as (reader, reader_db),
         ):
-            cloud = Cloud(writer, reader, reader_db)
+            cloud = Cloud(writer, writer_db, reader, reader_db)
             cloud.call(writer, "/traits/CUSTOM_GOLD", "PUT", status=201)
             yield cloud
 
@@ -272,7 +317,7 @@ def test_rolled_back_writes_are_not_counted(cloud):
 
 
 def test_missing_shard_rows_are_recreated(cloud):
-    with cloud.reader_db.writer(catalog=False) as conn:
+    with cloud.reader_db.writer() as conn:
         conn.execute(tables.catalog_changes.delete())
     assert _stamp(cloud.reader_db) == 0
     cloud.provider("lonely")
@@ -322,3 +367,217 @@ def test_catalog_is_read_in_one_snapshot_while_writes_commit(cloud):
         sa.event.remove(cloud.reader_db.engine, "before_cursor_execute", write_first)
     assert len(late) > 3  # the catalog's statements each came after a write
     assert _count(cloud.check()[0]) == len(late)
+
+
+CLASSES = ["VCPU", "DISK_GB", "SRIOV_NET_VF", "CUSTOM_FPGA"]
+TRAITS = [
+    "CUSTOM_GOLD",
+    "CUSTOM_SILVER",
+    "HW_CPU_X86_AVX2",
+    "MISC_SHARES_VIA_AGGREGATE",
+]
+
+
+class RandomCloud:
+    """Random writes of every kind through a random worker of ``cloud``.
+    Refused ones (409, 400: in use, a loop...) change nothing, which is
+    fine: the answers are compared with the uncached path either way."""
+
+    def __init__(self, cloud, rng):
+        self.cloud, self.rng = cloud, rng
+        self.aggs = [cloud.agg, str(uuid.uuid4())]
+        self.providers, self.consumers = [], []
+
+    def send(self, path, method="PUT", body=None):
+        app = self.rng.choice([self.cloud.writer, self.cloud.reader])
+        resp = self.cloud.call(app, path, method, body)
+        assert resp.status < 500, resp.body
+        return resp
+
+    def some(self, items):
+        return self.rng.sample(items, self.rng.randint(0, len(items)))
+
+    def generation(self, rp):
+        resp = self.cloud.call(self.cloud.writer, "/resource_providers/%s" % rp)
+        return resp.json()["generation"] if resp.status == 200 else 0
+
+    def provider(self):
+        rp = str(uuid.uuid4())
+        parent = self.rng.choice(self.providers) if self.providers else None
+        if self.rng.random() < 0.5:
+            parent = None
+        body = {"name": rp, "uuid": rp, "parent_provider_uuid": parent}
+        if self.send("/resource_providers", "POST", body).status == 200:
+            self.providers.append(rp)
+            self.inventories(rp)
+
+    def inventories(self, rp=None):
+        rp = rp or self.rng.choice(self.providers)
+        self.send(
+            "/resource_providers/%s/inventories" % rp,
+            body={
+                "resource_provider_generation": self.generation(rp),
+                "inventories": {
+                    rc: {"total": self.rng.randint(1, 8)} for rc in self.some(CLASSES)
+                },
+            },
+        )
+
+    def inventory(self):
+        rp, rc = self.rng.choice(self.providers), self.rng.choice(CLASSES)
+        path = "/resource_providers/%s/inventories/%s" % (rp, rc)
+        if self.rng.random() < 0.5:
+            self.send(path, "DELETE")
+        else:
+            body = {"resource_provider_generation": self.generation(rp), "total": 6}
+            self.send(path, body=body)
+
+    def traits(self):
+        rp = self.rng.choice(self.providers)
+        self.send(
+            "/resource_providers/%s/traits" % rp,
+            body={
+                "resource_provider_generation": self.generation(rp),
+                "traits": self.some(TRAITS),
+            },
+        )
+
+    def aggregates(self):
+        rp = self.rng.choice(self.providers)
+        self.send(
+            "/resource_providers/%s/aggregates" % rp,
+            body={
+                "resource_provider_generation": self.generation(rp),
+                "aggregates": self.some(self.aggs),
+            },
+        )
+
+    def move(self):
+        rp = self.rng.choice(self.providers)
+        parent = self.rng.choice(self.providers + [None])
+        body = {"name": "moved-%s" % rp, "parent_provider_uuid": parent}
+        self.send("/resource_providers/%s" % rp, body=body)
+
+    def delete(self):
+        rp = self.rng.choice(self.providers)
+        if self.send("/resource_providers/%s" % rp, "DELETE").status == 204:
+            self.providers.remove(rp)
+
+    def names(self):
+        kind = self.rng.choice(["resource_classes", "traits"])
+        name = "CUSTOM_FPGA" if kind == "resource_classes" else "CUSTOM_SILVER"
+        self.send("/%s/%s" % (kind, name), self.rng.choice(["PUT", "DELETE"]))
+
+    def allocate(self):
+        if self.consumers and self.rng.random() < 0.4:
+            consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
+            self.send("/allocations/%s" % consumer, "DELETE")
+            return
+        consumer = str(uuid.uuid4())
+        rp = self.rng.choice(self.providers)
+        body = {
+            "allocations": {rp: {"resources": {self.rng.choice(CLASSES): 1}}},
+            "project_id": str(uuid.uuid4()),
+            "user_id": str(uuid.uuid4()),
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        }
+        if self.send("/allocations/%s" % consumer, body=body).status == 204:
+            self.consumers.append(consumer)
+
+    def step(self):
+        if len(self.providers) < 3:
+            return self.provider()
+        action = self.rng.choice(
+            [
+                self.provider,
+                self.inventories,
+                self.inventory,
+                self.traits,
+                self.aggregates,
+                self.move,
+                self.delete,
+                self.names,
+                self.allocate,
+            ]
+        )
+        action()
+
+
+def test_random_writes_and_reads_through_both_workers(cloud):
+    """Seeded random writes of every kind through either worker, read
+    between them through one or the other: each worker's catalog follows
+    the deltas and answers as the uncached path does."""
+    rng = random.Random(20261123)
+    cloud.call(cloud.writer, "/resource_classes/CUSTOM_FPGA", "PUT", status=201)
+    writes = RandomCloud(cloud, rng)
+    workers = [(cloud.writer, cloud.writer_db), (cloud.reader, cloud.reader_db)]
+    deadline = time.monotonic() + 40
+    steps = 0
+    while steps < 300 and time.monotonic() < deadline:
+        writes.step()
+        steps += 1
+        if rng.random() < 0.4:
+            cloud.check(*rng.choice(workers))
+    for worker in workers:
+        cloud.check(*worker)
+    assert steps >= 30
+
+
+def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):
+    """A worker whose catalog is older than what the log keeps (pruned),
+    or that sees a write of EVERYTHING, reads the catalog whole again and
+    still answers as the uncached path."""
+    cn, _, _ = _tree(cloud)
+    cloud.check()
+    monkeypatch.setattr(db_api, "LOG_KEPT", 1)
+    monkeypatch.setattr(db_api, "PRUNE_EVERY", 1)
+    monkeypatch.setattr(db_api.random, "randrange", lambda n: 0)
+    for _ in range(3):
+        cloud.inventories(cloud.provider(str(uuid.uuid4())), VCPU=2)
+    full_reads = _full_reads()
+    assert len(cloud.answers(True)[-1]["resource_providers"]) == 6
+    assert _full_reads() == full_reads + 1
+    cloud.check()
+    with cloud.writer_db.writer() as conn:
+        db_api.changed(conn, db_api.EVERYTHING)
+    cloud.answers(True)
+    assert _full_reads() == full_reads + 2
+    cloud.check()
+
+
+def test_concurrent_writers_leave_no_gap(cloud):
+    """Writers through both workers at once, while the reading worker
+    keeps answering: each shard's changes commit in order and without
+    gaps, so the reader follows them all by their deltas."""
+    hosts = [cloud.provider("host-%d" % n) for n in range(8)]
+    cloud.check()
+    full_reads = _full_reads()
+
+    def report(host):
+        for total in range(1, 9):
+            app = cloud.writer if total % 2 else cloud.reader
+            for _ in range(20):
+                body = {
+                    "resource_provider_generation": cloud.generation(host),
+                    "inventories": {"VCPU": {"total": total}},
+                }
+                resp = cloud.call(
+                    app, "/resource_providers/%s/inventories" % host, "PUT", body
+                )
+                if resp.status != 409:  # lost to a reading of its generation
+                    break
+            assert resp.status == 200, resp.body
+
+    def read(done):
+        while not done.is_set():
+            cloud.call(cloud.reader, "/allocation_candidates?" + QUERIES[4], status=200)
+
+    done = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        reading = pool.submit(read, done)
+        list(pool.map(report, hosts))
+        done.set()
+        reading.result()
+    cloud.check()
+    assert _full_reads() == full_reads

@@ -306,11 +306,11 @@ def test_allocation_conflict_retry_counted(client, monkeypatch):
     real = allocation._transaction
     lost = []
 
-    def lose_once(db, attempt, catalog):
+    def lose_once(db, attempt):
         if not lost:
             lost.append(True)
             raise allocation.ProviderRace("lost")
-        return real(db, attempt, catalog)
+        return real(db, attempt)
 
     monkeypatch.setattr(allocation, "_transaction", lose_once)
     before = client.get("/metrics").text

@@ -27,7 +27,7 @@ WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 # the build leaves nothing (build/, *.egg-info) in it.
 SOURCES = ("setup.py", "setup.cfg", "pyproject.toml", "README.rst")
 SOURCE_DIRS = ("placement", "migrations")
-HEAD = "c7d1e4f2a9b3"
+HEAD = "d3a8f1c6b2e4"
 
 
 def _pip(*args, python=None):
@@ -67,7 +67,7 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
     names = zipfile.ZipFile(wheel).namelist()
     assert "placement/migrations/env.py" in names
     assert "placement/migrations/script.py.mako" in names
-    assert "placement/migrations/versions/%s_add_catalog_changes.py" % HEAD in names
+    assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]
 
 
