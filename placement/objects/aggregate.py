@@ -27,7 +27,7 @@ def _provider_aggregates(conn, provider_id):
     )
 
 
-def get_provider_aggregates(db, uuid):
+def get_provider_aggregates(db: db_api.Database, uuid: str) -> tuple[int, list[str]]:
     """(provider generation, aggregate uuids); ResourceProviderNotFound."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
@@ -37,7 +37,9 @@ def get_provider_aggregates(db, uuid):
         )
 
 
-def set_provider_aggregates(db, uuid, aggregates, expected):
+def set_provider_aggregates(
+    db: db_api.Database, uuid: str, aggregates: list[str], expected: int | None
+) -> int:
     """Make ``aggregates`` (uuids) the provider's aggregates; returns the
     provider generation. An ``expected`` generation (not None) is compared,
     then moved even when the set is unchanged (v1.19+).

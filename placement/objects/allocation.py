@@ -16,6 +16,7 @@ import dataclasses
 import random
 import time
 import typing
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -51,7 +52,11 @@ class ProviderRace(exception.ConcurrentUpdate):
 # --------------------------------------------------------------- the write
 
 
-def replace_allocations(db, writes, check_generation):
+def replace_allocations(
+    db: db_api.Database,
+    writes: list[consumer_obj.ConsumerWrite],
+    check_generation: bool,
+) -> None:
     """Replace the allocations of every consumer in ``writes`` (a list of
     ``consumer.ConsumerWrite``), all or nothing."""
 
@@ -68,7 +73,11 @@ def replace_allocations(db, writes, check_generation):
     common.remember(db, learned)  # committed now
 
 
-def run_write(db, attempt, conflict_prefix):
+def run_write(
+    db: db_api.Database,
+    attempt: Callable[[sa.Connection], typing.Any],
+    conflict_prefix: str,
+) -> typing.Any:
     """Run ``attempt(conn)`` in a writer transaction, re-running it in a new
     transaction when it lost a generation race."""
     retries = CONF.placement.allocation_conflict_retry_count
@@ -101,14 +110,18 @@ class _Prepared:
     learned: list = dataclasses.field(default_factory=list)
 
 
-def prepare(conn, writes, check_generation):
+def prepare(
+    conn: sa.Connection,
+    writes: list[consumer_obj.ConsumerWrite],
+    check_generation: bool,
+) -> "_Prepared":
     """The checks that come before any change: consumer generations (from
     1.28) in body order, then that every named provider exists (400)."""
     consumers, held = consumer_obj.existing(conn, [w.uuid for w in writes])
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
     named = [rp for w in writes for rp in w.allocations]
-    providers = dict(
+    providers: dict[str, int] = dict(
         conn.execute(
             sa.select(RP.c.uuid, RP.c.id).where(RP.c.uuid.in_(set(named)))
         ).all()
@@ -121,7 +134,7 @@ def prepare(conn, writes, check_generation):
     return _Prepared(writes, consumers, providers, held)
 
 
-def write_in(conn, db, prepared):
+def write_in(conn: sa.Connection, db: db_api.Database, prepared: _Prepared) -> set[int]:
     """Steps 2-5 of the write inside the caller's transaction; returns the
     ids of the providers whose generation it moved."""
     writes = prepared.writes
@@ -301,7 +314,7 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
 
 
 @db_api.retry_on_deadlock
-def delete_consumer_allocations(db, consumer_uuid):
+def delete_consumer_allocations(db: db_api.Database, consumer_uuid: str) -> None:
     """Remove every allocation of a consumer and its record; provider
     generations do not move. ConsumerNotFound when it has none."""
     with db.writer() as conn:
@@ -328,7 +341,7 @@ class ConsumerAllocations:
     rows: typing.Sequence = ()  # the allocation rows, for last-modified
 
 
-def for_consumer(db, consumer_uuid):
+def for_consumer(db: db_api.Database, consumer_uuid: str) -> "ConsumerAllocations":
     """A consumer's allocations with its owner and generation."""
     query = (
         sa.select(
@@ -360,7 +373,7 @@ def for_consumer(db, consumer_uuid):
         rows = conn.execute(query).mappings().all()
     if not rows:
         return ConsumerAllocations({})
-    allocations = {}
+    allocations: dict[str, typing.Any] = {}
     for row in rows:
         entry = allocations.setdefault(
             row["rp_uuid"], {"generation": row["generation"], "resources": {}}
@@ -382,10 +395,10 @@ class ProviderAllocations:
     generation: int
     # {consumer uuid: {"resources": {}, "consumer_generation": g}}
     allocations: dict
-    rows: list  # the allocation rows, for last-modified
+    rows: typing.Sequence  # the allocation rows, for last-modified
 
 
-def for_provider(db, rp_uuid):
+def for_provider(db: db_api.Database, rp_uuid: str) -> "ProviderAllocations":
     """Every allocation against a provider, grouped by consumer.
     ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
@@ -410,7 +423,7 @@ def for_provider(db, rp_uuid):
             .mappings()
             .all()
         )
-    allocations = {}
+    allocations: dict[str, typing.Any] = {}
     for row in rows:
         entry = allocations.setdefault(
             row["consumer_id"],

@@ -539,7 +539,7 @@ class _Cache:
         # True while the held lock reads the whole catalog (not deltas).
         self.reading_all = False
 
-    def current(self, db, conn):
+    def current(self, db: db_api.Database, conn: sa.Connection) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
         stamp = db_api.catalog_stamp(conn)
@@ -598,7 +598,7 @@ class _Cache:
         events.catalog_updated(how)
         return how
 
-    def warm(self, db):
+    def warm(self, db: db_api.Database) -> None:
         with self.reading, db.reader() as conn:
             if self.catalog is None or self.catalog.stamp != db_api.catalog_stamp(conn):
                 self._refresh(db, conn)

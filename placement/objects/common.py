@@ -5,6 +5,8 @@ inside their own transaction.
 """
 
 import weakref
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -35,7 +37,7 @@ PROVIDER_COLUMNS = (
 )
 
 
-def get_provider(conn, uuid):
+def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
     row = (
         conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid))
@@ -47,7 +49,9 @@ def get_provider(conn, uuid):
     return row
 
 
-def get_provider_with(conn, uuid, column):
+def get_provider_with(
+    conn: sa.Connection, uuid: str, column: sa.Column[Any]
+) -> tuple[sa.RowMapping, set[Any]]:
     """(provider row, {values of ``column``}) for ``uuid``, where ``column``
     belongs to a table of per-provider rows (inventories, aggregate links),
     in one statement; ResourceProviderNotFound if there is no provider."""
@@ -69,13 +73,17 @@ def get_provider_with(conn, uuid, column):
     return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
 
 
-def provider_not_found(uuid):
+def provider_not_found(uuid: str) -> exception.ResourceProviderNotFound:
     return exception.ResourceProviderNotFound(
         "No resource provider with uuid %s found" % uuid
     )
 
 
-def swap_generations(conn, seen, conflict=None):
+def swap_generations(
+    conn: sa.Connection,
+    seen: dict[int, int],
+    conflict: exception.PlacementException | None = None,
+) -> None:
     """Compare-and-swap the generation of every provider in ``seen``
     ({id: generation read}) to generation + 1, in one statement.
 
@@ -94,12 +102,17 @@ def swap_generations(conn, seen, conflict=None):
         )
 
 
-def bump_generation(conn, provider_id, seen_generation, message=None):
+def bump_generation(
+    conn: sa.Connection,
+    provider_id: int,
+    seen_generation: int,
+    message: str | None = None,
+) -> int:
     """One provider's compare-and-swap; returns the new generation."""
     swap_generations(
         conn,
         {provider_id: seen_generation},
-        message and exception.ConcurrentUpdate(message),
+        exception.ConcurrentUpdate(message) if message else None,
     )
     return seen_generation + 1
 
@@ -113,7 +126,7 @@ _KNOWN_MAX = 50000  # per table; forgotten all at once past that
 CUSTOM_CLASS_ID_START = 10000
 
 
-def known(conn, table):
+def known(conn: sa.Connection | db_api.Database, table: sa.Table) -> dict[Any, Any]:
     """{key: value} remembered for ``table`` on this connection's engine."""
     per_engine = _KNOWN.get(conn.engine)
     if per_engine is None:
@@ -132,14 +145,19 @@ def _remembered(conn, table, names):
     return cache, found, set(names) - set(found)
 
 
-def remember(conn, learned):
+def remember(
+    conn: sa.Connection | db_api.Database,
+    learned: Iterable[tuple[sa.Table, dict[Any, Any]]],
+) -> None:
     """Remember ``learned`` ([(table, {key: value})]) once the transaction
     that read or created those rows has committed."""
     for table, values in learned:
         known(conn, table).update(values)
 
 
-def resource_class_ids(conn, names, cached=False):
+def resource_class_ids(
+    conn: sa.Connection, names: Iterable[str], cached: bool = False
+) -> dict[str, int]:
     """{name: id} for ``names``; ResourceClassNotFound for the first unknown.
     ``cached``: standard classes already looked up are not looked up again."""
     names = list(names)
@@ -162,7 +180,7 @@ def resource_class_ids(conn, names, cached=False):
     return found
 
 
-def trait_rows(conn, names):
+def trait_rows(conn: sa.Connection, names: Iterable[str]) -> dict[str, sa.RowMapping]:
     """{name: row (id, name, created_at, updated_at)} for ``names``;
     TraitNotFound naming every unknown one. Standard traits already looked
     up are not looked up again."""
@@ -189,12 +207,12 @@ def trait_rows(conn, names):
     return found
 
 
-def trait_ids(conn, names):
+def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
     """{name: id} for ``names``; TraitNotFound naming every unknown one."""
     names = set(names)
     if not names:
         return {}
-    found = dict(
+    found: dict[str, int] = dict(
         conn.execute(
             sa.select(TRAIT.c.name, TRAIT.c.id).where(TRAIT.c.name.in_(names))
         ).all()
@@ -204,7 +222,14 @@ def trait_ids(conn, names):
     return found
 
 
-def ensure_ids(conn, db, table, column, names, learned=None):
+def ensure_ids(
+    conn: sa.Connection,
+    db: db_api.Database,
+    table: sa.Table,
+    column: str,
+    names: Iterable[Any],
+    learned: list[tuple[sa.Table, dict[Any, Any]]] | None = None,
+) -> dict[Any, int]:
     """{name: id} of the rows of ``table`` whose ``column`` is in ``names``,
     inserting the missing ones first (projects, users, consumer types,
     aggregates: rows that exist as soon as something refers to them).

@@ -7,11 +7,14 @@ lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
 """
 
 import dataclasses
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -40,7 +43,9 @@ class ConsumerWrite:
     allocations: dict
 
 
-def existing(conn, uuids):
+def existing(
+    conn: sa.Connection, uuids: Iterable[str]
+) -> tuple[dict[str, sa.RowMapping], dict[str, set[int]]]:
     """({uuid: row} of the consumers among ``uuids`` that exist,
     {uuid: {provider ids}} of those among ``uuids`` that hold allocations,
     with or without a consumer row): one statement."""
@@ -68,7 +73,8 @@ def existing(conn, uuids):
         .where(ALLOC.c.consumer_id.in_(uuids))
         .distinct()
     )
-    found, providers = {}, {}
+    found: dict[str, sa.RowMapping] = {}
+    providers: dict[str, set[int]] = {}
     for row in conn.execute(sa.union_all(consumers, held)).mappings():
         if row["resource_provider_id"] is None:
             found[row["uuid"]] = row
@@ -77,7 +83,9 @@ def existing(conn, uuids):
     return found, providers
 
 
-def check_generations(writes, found):
+def check_generations(
+    writes: Iterable[ConsumerWrite], found: dict[str, sa.RowMapping]
+) -> None:
     """409 on the first consumer (body order) whose generation is not the
     one the client believes it has (null = "does not exist yet")."""
     for write in writes:
@@ -90,7 +98,13 @@ def check_generations(writes, found):
             )
 
 
-def save(conn, db, writes, found, learned=None):
+def save(
+    conn: sa.Connection,
+    db: db_api.Database,
+    writes: list[ConsumerWrite],
+    found: dict[str, sa.RowMapping],
+    learned: list[Any] | None = None,
+) -> None:
     """Create, update or delete the consumer record of every write.
 
     Consumers keeping allocations get generation + 1 (new ones start at 0,
@@ -136,7 +150,7 @@ def save(conn, db, writes, found, learned=None):
         except sa_exc.IntegrityError:
             raise ConsumerRace("consumer created concurrently")
     # One UPDATE per distinct (project, user, type): usually a single one.
-    groups = {}
+    groups: dict[tuple[Any, ...], list[Any]] = {}
     for write in kept:
         key = tuple(sorted(values(write).items()))
         groups.setdefault(key, []).append(found[write.uuid])
@@ -166,6 +180,6 @@ def _swap(conn, statement, rows):
         raise ConsumerRace("consumer generation changed concurrently")
 
 
-def delete_records(conn, uuids):
+def delete_records(conn: sa.Connection, uuids: Iterable[str]) -> None:
     """Remove consumer records (their allocations are already gone)."""
     conn.execute(CONSUMERS.delete().where(CONSUMERS.c.uuid.in_(set(uuids))))

@@ -6,6 +6,10 @@ writer until commit, so the in-use checks that follow read allocations no
 allocation writer can change underneath (they swap the same generation).
 """
 
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
 import sqlalchemy as sa
 
 from placement import exception
@@ -32,18 +36,22 @@ class InventoryNotFound(exception.NotFound):
     pass
 
 
-def with_defaults(record):
+def with_defaults(record: Mapping[str, Any]) -> dict[str, Any]:
     """The six record fields, defaults filled in, extra keys dropped."""
     return {
         field: record.get(field, schema.DEFAULTS.get(field)) for field in schema.FIELDS
     }
 
 
-def capacity(record):
+def capacity(record: Mapping[str, Any]) -> int:
     return int((record["total"] - record["reserved"]) * record["allocation_ratio"])
 
 
-def check_capacity(provider_uuid, records, allow_reserved_equal_total):
+def check_capacity(
+    provider_uuid: str,
+    records: Mapping[str, Mapping[str, Any]],
+    allow_reserved_equal_total: bool,
+) -> None:
     """BadRequest for the first record whose capacity is not allowed.
 
     ``records`` maps class name to a record with defaults applied.
@@ -71,12 +79,12 @@ def check_capacity(provider_uuid, records, allow_reserved_equal_total):
             )
 
 
-def check_generation(provider, generation):
+def check_generation(provider: Mapping[str, Any], generation: int) -> None:
     if provider["generation"] != generation:
         raise exception.ConcurrentUpdate("resource provider generation conflict")
 
 
-def stored_record(row):
+def stored_record(row: Mapping[str, Any]) -> dict[str, Any]:
     """The six record fields of an inventory row."""
     record = {field: row[field] for field in schema.FIELDS}
     record["allocation_ratio"] = float(record["allocation_ratio"])
@@ -96,7 +104,9 @@ def _select_inventories(provider_id):
     )
 
 
-def get_inventories(db, uuid):
+def get_inventories(
+    db: db_api.Database, uuid: str
+) -> tuple[sa.RowMapping, Sequence[sa.RowMapping]]:
     """(provider, inventory rows) for one provider, in class id order."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
@@ -110,7 +120,9 @@ def get_inventories(db, uuid):
     return provider, rows
 
 
-def get_inventory(db, uuid, rc_name):
+def get_inventory(
+    db: db_api.Database, uuid: str, rc_name: str
+) -> tuple[sa.RowMapping, sa.RowMapping]:
     """(provider, inventory row) or InventoryNotFound."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
@@ -160,7 +172,9 @@ def _in_use_message(rc_names, provider_uuid):
 
 
 @db_api.retry_on_deadlock
-def create_inventory(db, uuid, rc_name, record):
+def create_inventory(
+    db: db_api.Database, uuid: str, rc_name: str, record: Mapping[str, Any]
+) -> int:
     """Add one record; returns the new provider generation.
 
     No generation is taken from the client: the one read here is swapped.
@@ -198,7 +212,12 @@ def create_inventory(db, uuid, rc_name, record):
 
 
 @db_api.retry_on_deadlock
-def replace_inventories(db, uuid, generation, records):
+def replace_inventories(
+    db: db_api.Database,
+    uuid: str,
+    generation: int,
+    records: Mapping[str, Mapping[str, Any]],
+) -> int:
     """Make ``records`` ({class name: record}) the provider's whole
     inventory if its generation is still ``generation``; returns the new
     provider generation."""
@@ -265,7 +284,13 @@ def replace_inventories(db, uuid, generation, records):
 
 
 @db_api.retry_on_deadlock
-def update_inventory(db, uuid, generation, rc_name, record):
+def update_inventory(
+    db: db_api.Database,
+    uuid: str,
+    generation: int,
+    rc_name: str,
+    record: Mapping[str, Any],
+) -> int:
     """Overwrite the provider's existing record of ``rc_name``; returns the
     new provider generation."""
     with db.writer() as conn:
@@ -293,7 +318,7 @@ def update_inventory(db, uuid, generation, rc_name, record):
 
 
 @db_api.retry_on_deadlock
-def delete_inventory(db, uuid, rc_name):
+def delete_inventory(db: db_api.Database, uuid: str, rc_name: str) -> None:
     """Remove one record unless it has allocations."""
     with db.writer() as conn:
         provider = common.get_provider(conn, uuid)
@@ -320,7 +345,7 @@ def delete_inventory(db, uuid, rc_name):
 
 
 @db_api.retry_on_deadlock
-def delete_inventories(db, uuid):
+def delete_inventories(db: db_api.Database, uuid: str) -> None:
     """Remove every record unless any has allocations."""
     with db.writer() as conn:
         provider = common.get_provider(conn, uuid)

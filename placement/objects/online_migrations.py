@@ -36,17 +36,17 @@ def _count(conn, select):
     return conn.scalar(sa.select(sa.func.count()).select_from(select.subquery()))
 
 
-def count_missing_root_ids(db):
+def count_missing_root_ids(db: db_api.Database) -> int:
     with db.reader() as conn:
         return _count(conn, _missing_root())
 
 
-def count_incomplete_consumers(db):
+def count_incomplete_consumers(db: db_api.Database) -> int:
     with db.reader() as conn:
         return _count(conn, _consumerless())
 
 
-def set_root_provider_ids(db, batch_size):
+def set_root_provider_ids(db: db_api.Database, batch_size: int) -> tuple[int, int]:
     """Providers written before nesting existed are their own roots."""
     with db.writer() as conn:
         found = _count(conn, _missing_root())
@@ -59,7 +59,9 @@ def set_root_provider_ids(db, batch_size):
     return found, len(ids)
 
 
-def create_incomplete_consumers(db, batch_size):
+def create_incomplete_consumers(
+    db: db_api.Database, batch_size: int
+) -> tuple[int, int]:
     """Consumer rows, owned by the configured "incomplete" project and user,
     for allocations written before consumers were recorded."""
     with db.writer() as conn:

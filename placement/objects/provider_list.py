@@ -8,12 +8,17 @@ trees from the worker's provider catalog while it is current and reads
 only generations.
 """
 
+import datetime
+from collections.abc import Mapping
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import catalog
 from placement.objects import common
+from placement.objects import constraints
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import inventory as inventory_schema
 
@@ -30,14 +35,14 @@ LISTED = ("uuid", "name", "generation", "parent_provider_uuid", "root_provider_u
 
 
 def list_providers(
-    db,
-    name=None,
-    uuid=None,
-    member_of=None,
-    resources=None,
-    in_tree=None,
-    required=None,
-):
+    db: db_api.Database,
+    name: str | None = None,
+    uuid: str | None = None,
+    member_of: constraints.MemberOf | None = None,
+    resources: Mapping[str, int] | None = None,
+    in_tree: str | None = None,
+    required: constraints.RequiredTraits | None = None,
+) -> tuple[Sequence[sa.RowMapping], datetime.datetime | None]:
     """(providers, last modified) for the providers matching every filter.
 
     Providers are mappings with the LISTED keys; last modified is the

@@ -4,6 +4,8 @@ Subtrees are walked by one recursive query in the database, whatever their
 size; a move rewrites the root of the whole subtree in one UPDATE.
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from placement import exception
@@ -18,7 +20,7 @@ LOOP = "creating loop in the provider tree is not allowed."
 NO_SUCH_PARENT = "parent provider UUID does not exist."
 
 
-def subtree_ids(provider_id):
+def subtree_ids(provider_id: int) -> sa.Select[Any]:
     """SELECT of the ids of ``provider_id`` and all its descendants."""
     # nesting=True keeps the WITH inside the subquery, where MariaDB (which
     # has no WITH ... UPDATE) accepts it.
@@ -34,7 +36,12 @@ def subtree_ids(provider_id):
     return sa.select(tree.c.id)
 
 
-def move(conn, me, parent_uuid, allow_reparenting):
+def move(
+    conn: sa.Connection,
+    me: sa.Row[Any],
+    parent_uuid: str | None,
+    allow_reparenting: bool,
+) -> dict[str, Any]:
     """Column values putting provider ``me`` (id, parent_provider_id,
     root_provider_id) under ``parent_uuid`` (None: make it a root).
 

@@ -1,6 +1,9 @@
 """POST /reshaper: replace the inventories of some providers and the
 allocations of some consumers in one transaction (doc/api.md "Reshaper")."""
 
+from collections.abc import Mapping
+from typing import Any
+
 import sqlalchemy as sa
 
 from placement import error_codes
@@ -9,6 +12,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation
 from placement.objects import common
+from placement.objects import consumer
 from placement.objects import inventory
 
 INV = tables.inventories
@@ -17,7 +21,11 @@ ALLOC = tables.allocations
 RC = tables.resource_classes
 
 
-def reshape(db, inventories, writes):
+def reshape(
+    db: db_api.Database,
+    inventories: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]],
+    writes: list[consumer.ConsumerWrite],
+) -> None:
     """``inventories``: {rp uuid: (generation, {class: record})};
     ``writes``: consumer.ConsumerWrite list (consumer generations checked)."""
 

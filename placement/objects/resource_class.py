@@ -5,6 +5,10 @@ os_resource_classes.STANDARDS); custom classes get ids from 10000 up so the
 two ranges never meet, which is also how a standard class is recognised.
 """
 
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -22,11 +26,11 @@ CREATE_RETRIES = 10
 _COLUMNS = (RC.c.id, RC.c.name, RC.c.created_at, RC.c.updated_at)
 
 
-def is_standard(row):
+def is_standard(row: Mapping[str, Any]) -> bool:
     return row["id"] < CUSTOM_ID_START
 
 
-def list_all(db):
+def list_all(db: db_api.Database) -> Sequence[sa.RowMapping]:
     """Every class, standard ones first, then custom ones by creation."""
     with db.reader() as conn:
         return conn.execute(sa.select(*_COLUMNS).order_by(RC.c.id)).mappings().all()
@@ -45,17 +49,17 @@ def _get(conn, name):
     return row
 
 
-def get(db, name):
+def get(db: db_api.Database, name: str) -> sa.RowMapping:
     with db.reader() as conn:
         return _get(conn, name)
 
 
-def exists(db, name):
+def exists(db: db_api.Database, name: str) -> bool:
     with db.reader() as conn:
         return _find(conn, name) is not None
 
 
-def create(db, name):
+def create(db: db_api.Database, name: str) -> str:
     """Create custom class ``name``; Exists if it is already there."""
     for _ in range(CREATE_RETRIES):
         try:
@@ -85,7 +89,7 @@ def _create_once(db, name):
 
 
 @db_api.retry_on_deadlock
-def rename(db, name, new_name):
+def rename(db: db_api.Database, name: str, new_name: str) -> sa.RowMapping:
     """Rename custom class ``name``; references follow (they use the id)."""
     with db.writer() as conn:
         row = _get(conn, name)
@@ -102,7 +106,7 @@ def rename(db, name, new_name):
 
 
 @db_api.retry_on_deadlock
-def delete(db, name):
+def delete(db: db_api.Database, name: str) -> None:
     """Delete custom class ``name`` unless an inventory uses it."""
     with db.writer() as conn:
         row = _get(conn, name)

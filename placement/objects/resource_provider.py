@@ -6,6 +6,8 @@ A provider is returned as a mapping with ``id``, ``uuid``, ``name``,
 walking in provider_tree.py.
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -28,7 +30,7 @@ SAME_AS_PARENT = (
 )
 
 
-def select_providers():
+def select_providers() -> sa.Select[Any]:
     """SELECT of provider mappings; callers add WHERE clauses."""
     return sa.select(
         RP.c.id,
@@ -59,7 +61,7 @@ def _ids(conn, uuid):
     ).first()
 
 
-def get(db, uuid):
+def get(db: db_api.Database, uuid: str) -> sa.RowMapping:
     """The provider; ResourceProviderNotFound (the lookup message) if none."""
     with db.reader() as conn:
         row = _fetch(conn, uuid)
@@ -84,7 +86,9 @@ def _clashes(conn, name, uuid):
 
 
 @db_api.retry_on_deadlock
-def create(db, uuid, name, parent_uuid=None):
+def create(
+    db: db_api.Database, uuid: str, name: str, parent_uuid: str | None = None
+) -> Any:
     """Create a root (or, with ``parent_uuid``, a child) provider.
 
     ObjectActionError for a missing name or a bad parent, DuplicateName when
@@ -124,7 +128,8 @@ def create(db, uuid, name, parent_uuid=None):
         except sa_exc.IntegrityError:
             _check_unique(conn, name, uuid)
             raise
-        new_id = result.inserted_primary_key[0]
+        key: Any = result.inserted_primary_key  # one row inserted
+        new_id = key[0]
         db_api.changed(conn, db_api.PROVIDER, [new_id])
         if parent is None:
             conn.execute(
@@ -132,7 +137,8 @@ def create(db, uuid, name, parent_uuid=None):
                 .where(RP.c.id == new_id)
                 .values(root_provider_id=new_id, updated_at=RP.c.updated_at)
             )
-        created_at = result.last_inserted_params()["created_at"]
+        inserted: Any = result.last_inserted_params()  # one row's values
+        created_at = inserted["created_at"]
         if conn.dialect.name == "mysql":
             created_at = created_at.replace(microsecond=0)  # DATETIME(0)
         # Everything the row holds is known: no read back.
@@ -166,7 +172,13 @@ def _check_name_free(conn, name, provider_id):
 
 
 @db_api.retry_on_deadlock
-def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
+def update(
+    db: db_api.Database,
+    uuid: str,
+    name: str,
+    parent_uuid: Any = UNCHANGED,
+    allow_reparenting: bool = False,
+) -> sa.RowMapping:
     """Rename and (unless ``parent_uuid`` is UNCHANGED) move the provider.
 
     Moving rewrites the root of the provider's whole subtree. The generation
@@ -191,7 +203,7 @@ def update(db, uuid, name, parent_uuid=UNCHANGED, allow_reparenting=False):
 
 
 @db_api.retry_on_deadlock
-def delete(db, uuid):
+def delete(db: db_api.Database, uuid: str) -> None:
     """Delete a leaf provider without allocations, with its inventories and
     trait and aggregate associations."""
     with db.writer() as conn:

@@ -1,5 +1,8 @@
 """Traits and the trait sets of resource providers."""
 
+from collections.abc import Iterable
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
@@ -18,7 +21,12 @@ def _associated():
     return sa.exists().where(RPT.c.trait_id == T.c.id)
 
 
-def list_traits(db, names=None, prefix=None, associated=None):
+def list_traits(
+    db: db_api.Database,
+    names: Iterable[str] | None = None,
+    prefix: str | None = None,
+    associated: bool | None = None,
+) -> Sequence[sa.RowMapping]:
     """Trait rows, filtered by exact names, a LIKE prefix and whether any
     provider has them; every filter left as None is not applied."""
     query = sa.select(*TRAIT_COLUMNS)
@@ -45,26 +53,25 @@ def _get(conn, name):
     return row
 
 
-def get_trait(db, name):
+def get_trait(db: db_api.Database, name: str) -> sa.RowMapping:
     """The trait row; TraitNotFound if there is none."""
     with db.reader() as conn:
         return _get(conn, name)
 
 
 @db_api.retry_on_deadlock
-def ensure_trait(db, name):
+def ensure_trait(db: db_api.Database, name: str) -> tuple[sa.RowMapping, bool]:
     """(row, created): create the trait unless it already exists."""
     with db.writer() as conn:
         result = conn.execute(db.insert_ignore(T).values(name=name))
         trait_id = db_api.inserted_id(result)
-        created = trait_id is not None
-        if created:
+        if trait_id is not None:
             db_api.changed(conn, db_api.TRAIT, [trait_id])
-        return _get(conn, name), created
+        return _get(conn, name), trait_id is not None
 
 
 @db_api.retry_on_deadlock
-def delete_trait(db, name):
+def delete_trait(db: db_api.Database, name: str) -> None:
     """Delete a custom trait that no provider has."""
     with db.writer() as conn:
         trait = _get(conn, name)
@@ -99,7 +106,9 @@ def _provider_traits(conn, provider_id):
     )
 
 
-def get_provider_traits(db, uuid):
+def get_provider_traits(
+    db: db_api.Database, uuid: str
+) -> tuple[int, list[sa.RowMapping]]:
     """(provider generation, trait rows); ResourceProviderNotFound if none."""
     with db.reader() as conn:
         provider = common.get_provider(conn, uuid)
@@ -144,7 +153,9 @@ def _provider_with_traits(conn, uuid):
 
 
 @db_api.retry_on_deadlock
-def set_provider_traits(db, uuid, names, generation):
+def set_provider_traits(
+    db: db_api.Database, uuid: str, names: Iterable[str], generation: int
+) -> tuple[int, list[sa.RowMapping]]:
     """Replace the provider's traits; the generation moves only when the set
     actually changes. Returns (generation, trait rows); TraitNotFound for
     unknown names."""
@@ -180,7 +191,7 @@ def _replace_links(conn, provider_id, current, wanted):
 
 
 @db_api.retry_on_deadlock
-def delete_provider_traits(db, uuid):
+def delete_provider_traits(db: db_api.Database, uuid: str) -> None:
     """Remove every trait of the provider, bumping its generation if it had
     any."""
     with db.writer() as conn:

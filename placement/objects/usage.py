@@ -2,6 +2,7 @@
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -15,7 +16,7 @@ UNKNOWN_TYPE = "unknown"
 ALL_TYPES = "all"
 
 
-def provider_usages(db, rp_uuid):
+def provider_usages(db: db_api.Database, rp_uuid: str) -> tuple[int, dict[str, int]]:
     """(generation, {class: used}) with one entry per inventory class of the
     provider. ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
@@ -37,7 +38,9 @@ def provider_usages(db, rp_uuid):
     return provider["generation"], {name: int(used) for name, used in rows}
 
 
-def total_usages(db, project_id, user_id=None):
+def total_usages(
+    db: db_api.Database, project_id: str, user_id: str | None = None
+) -> dict[str, int]:
     """{class: used} over the consumers of a project (and user)."""
     groups = _usages(db, project_id, user_id, sa.literal(ALL_TYPES))
     usage = groups.get(ALL_TYPES, {})
@@ -45,7 +48,12 @@ def total_usages(db, project_id, user_id=None):
     return usage
 
 
-def usages_by_type(db, project_id, user_id=None, consumer_type=None):
+def usages_by_type(
+    db: db_api.Database,
+    project_id: str,
+    user_id: str | None = None,
+    consumer_type: str | None = None,
+) -> dict[str, dict[str, int]]:
     """{group: {class: used, "consumer_count": n}} (v1.38 grouping):
     ``consumer_type`` None groups by type, "all" is one group, "unknown"
     only untyped consumers, any other name only that type."""

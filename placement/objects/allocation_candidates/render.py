@@ -13,8 +13,12 @@ handler works that out once and passes a ``Form``.
 
 import dataclasses
 import itertools
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
+
+from placement.objects import allocation_candidates as engine
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,13 +121,13 @@ class _Writer:
         )
 
 
-def provider_summaries(result, form):
+def provider_summaries(result: engine.Result, form: Form) -> dict[str, Any]:
     requested = set(result.class_names.values())
     all_inventories = form.all_inventories
     with_traits = form.traits
     with_tree = form.tree_uuids
     # Identical inventories (same hardware, same usage) share one entry.
-    usage = {}  # Inventory -> {"capacity": ..., "used": ...}
+    usage: dict[Any, dict[str, int]] = {}  # Inventory -> capacity, used
     out = {}
     for _, summary in sorted(result.summaries.items()):
         resources = {}
@@ -136,7 +140,7 @@ def provider_summaries(result, form):
                         "used": inventory.used,
                     }
                 resources[rc] = entry
-        body = {"resources": resources}
+        body: dict[str, Any] = {"resources": resources}
         if with_traits:
             body["traits"] = list(summary.traits)
         if with_tree:
@@ -150,7 +154,7 @@ OPEN = b'{"allocation_requests":['
 SUMMARIES = b'],"provider_summaries":'
 
 
-def document_json(result, form):
+def document_json(result: engine.Result, form: Form) -> bytes:
     """The response body (bytes)."""
     writer = _Writer(result.uuids, result.class_names, form)
     return b"".join(
@@ -171,7 +175,7 @@ BATCH = 2000
 CACHE_ENTRIES = 100_000
 
 
-def document_stream(stream, form):
+def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
     """The response body of an ``allocation_candidates.Stream`` in pieces,
     byte for byte ``document_json`` of the same answer. Closing it (the
     client went away) stops the search."""
@@ -202,6 +206,6 @@ def document_stream(stream, form):
         stream.close()
 
 
-def document(result, form):
+def document(result: engine.Result, form: Form) -> dict[str, Any]:
     """The response document as a dict (tests read it this way)."""
     return orjson.loads(document_json(result, form))

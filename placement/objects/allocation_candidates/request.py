@@ -9,36 +9,33 @@ import dataclasses
 
 from placement import error_codes
 from placement import exception
+from placement.objects import constraints
 
 
 @dataclasses.dataclass(frozen=True)
 class RequestGroup:
-    """One request group; ``suffix`` "" is the unsuffixed group.
-
-    ``required``/``member_of`` are ``constraints.RequiredTraits`` /
-    ``MemberOf`` (``any_of`` tuple of frozensets, ``forbidden`` frozenset).
-    """
+    """One request group; ``suffix`` "" is the unsuffixed group."""
 
     suffix: str
     resources: tuple = ()  # ((class name, amount), ...)
-    required: object = None
-    member_of: object = None
+    required: constraints.RequiredTraits | None = None
+    member_of: constraints.MemberOf | None = None
     in_tree: str | None = None
 
     @property
-    def any_traits(self):
+    def any_traits(self) -> tuple[frozenset[str], ...]:
         return self.required.any_of if self.required else ()
 
     @property
-    def forbidden_traits(self):
+    def forbidden_traits(self) -> frozenset[str]:
         return self.required.forbidden if self.required else frozenset()
 
     @property
-    def any_aggregates(self):
+    def any_aggregates(self) -> tuple[frozenset[str], ...]:
         return self.member_of.any_of if self.member_of else ()
 
     @property
-    def forbidden_aggregates(self):
+    def forbidden_aggregates(self) -> frozenset[str]:
         return self.member_of.forbidden if self.member_of else frozenset()
 
 
@@ -52,11 +49,11 @@ class Request:
     limit: int | None = None
 
     @property
-    def suffixed(self):
+    def suffixed(self) -> list["RequestGroup"]:
         return [g for g in self.groups if g.suffix]
 
     @property
-    def isolate(self):
+    def isolate(self) -> bool:
         return self.group_policy == "isolate"
 
 
@@ -64,7 +61,9 @@ def _param(name, suffix):
     return name + suffix
 
 
-def check_structure(request, resourceless_groups, trait_conflicts):
+def check_structure(
+    request: Request, resourceless_groups: bool, trait_conflicts: bool
+) -> None:
     """Structural rules, trait conflicts and group_policy, in upstream's
     order (it decides which 400 a client sees). ``resourceless_groups``:
     a suffixed group may name no resources if it is in a same_subtree;
