@@ -257,12 +257,14 @@ def _responses(op, version, public):
     return out
 
 
-def _operation(path, method, dotted, fn, version):
+def _operation(path, method, name, fn, version):
+    """The operation ``name`` (``module.function`` of the route's handler)
+    served by ``fn`` at ``version``."""
     op = OPERATIONS[handler_name(fn)]
     public = path == "/"
     operation = {
-        "operationId": "%s_%s" % (method.lower(), dotted.replace(".", "_")),
-        "tags": [dotted.partition(".")[0]],
+        "operationId": "%s_%s" % (method.lower(), name.replace(".", "_")),
+        "tags": [name.partition(".")[0]],
         "parameters": _parameters(path, op, version),
         "responses": _responses(op, version, public),
     }

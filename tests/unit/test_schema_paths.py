@@ -36,7 +36,7 @@ OF_TYPE = {
 
 def _all_schemas():
     """(name, schema) for every schema dict and every row of every
-    VersionTable in the package, each distinct schema once."""
+    versions.Table in the package, each distinct schema once."""
     seen, found = set(), []
 
     def add(name, value):
