@@ -21,6 +21,37 @@ from oslo_utils import uuidutils
 from placement import versions
 from placement.api import errors
 
+# Items one request may name (doc/api.md "Errors"): list elements and
+# object members at any depth of a body, comma-separated values of a query
+# string. A statement binds at most about one parameter per item, so this
+# keeps every statement under the smallest common limits on bound
+# parameters (SQLite's default 32,766; psycopg's 65,535) and far under
+# MySQL's max_allowed_packet.
+MAX_ITEMS = 30_000
+
+
+def _too_many_items(what: str) -> errors.BadRequest:
+    return errors.BadRequest(
+        "The request names more than %d items (%s); send it in smaller parts."
+        % (MAX_ITEMS, what)
+    )
+
+
+def _body_items(data: Any) -> int:
+    """List elements and object members in ``data``, counted until past
+    MAX_ITEMS."""
+    count = 0
+    stack = [data]
+    while stack and count <= MAX_ITEMS:
+        node = stack.pop()
+        if isinstance(node, dict):
+            count += len(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            count += len(node)
+            stack.extend(node)
+    return count
+
 
 def json_body(req: falcon.Request, schema: Mapping[str, Any] | None = None) -> Any:
     """The request's JSON document, validated against ``schema``."""
@@ -29,6 +60,8 @@ def json_body(req: falcon.Request, schema: Mapping[str, Any] | None = None) -> A
         data = orjson.loads(raw) if raw else orjson.loads(b"")
     except orjson.JSONDecodeError as e:
         raise errors.BadRequest("Malformed JSON: %s" % e)
+    if _body_items(data) > MAX_ITEMS:
+        raise _too_many_items("list elements and object members in the body")
     if schema is not None:
         validate(data, schema)
     return data
@@ -75,13 +108,16 @@ def query_pairs(req: falcon.Request) -> list[tuple[str, str]]:
     if not qs:
         return []
     try:
-        return urllib.parse.parse_qsl(
+        pairs = urllib.parse.parse_qsl(
             qs, keep_blank_values=True, encoding="utf-8", errors="strict"
         )
     except UnicodeDecodeError:
         raise errors.BadRequest(
             "Invalid query string parameters: query string is not UTF-8"
         )
+    if sum(value.count(",") + 1 for _name, value in pairs) > MAX_ITEMS:
+        raise _too_many_items("comma-separated values in the query string")
+    return pairs
 
 
 def query_last(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

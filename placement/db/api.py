@@ -400,10 +400,12 @@ def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
 
 def is_too_many_parameters(error: BaseException) -> bool:
     """True when a statement had more bound parameters than the database
-    takes (SQLite's limit is a build setting, 250,000 on Debian): the
-    request named too many items for one statement."""
-    return isinstance(error, sa_exc.OperationalError) and (
-        "too many SQL variables" in str(error.orig)
+    takes (SQLite's limit is a build setting, 250,000 on Debian, 32,766 by
+    default, 999 in old builds; psycopg's is 65,535): the request named too
+    many items for one statement."""
+    return isinstance(error, sa_exc.OperationalError) and any(
+        text in str(error.orig)
+        for text in ("too many SQL variables", "number of parameters must be")
     )
 
 

@@ -143,9 +143,25 @@ def _has_traits(trait_ids):
     )
 
 
+def _has_every_trait(trait_ids):
+    """All of ``trait_ids``: one clause however many there are (one
+    ``required`` may name thousands)."""
+    if len(trait_ids) == 1:
+        return _has_traits(trait_ids)
+    return sa.select(sa.func.count()).where(
+        RPT.c.resource_provider_id == RP.c.id, RPT.c.trait_id.in_(trait_ids)
+    ).scalar_subquery() == len(trait_ids)
+
+
 def _traits(ids, required):
-    clauses = [
-        _has_traits([ids[name] for name in any_of]) for any_of in required.any_of
+    every = sorted(
+        {ids[n] for any_of in required.any_of if len(any_of) == 1 for n in any_of}
+    )
+    clauses = [_has_every_trait(every)] if every else []
+    clauses += [
+        _has_traits([ids[name] for name in any_of])
+        for any_of in required.any_of
+        if len(any_of) > 1
     ]
     if required.forbidden:
         clauses.append(~_has_traits([ids[name] for name in required.forbidden]))
