@@ -81,6 +81,21 @@ QUERIES = [
 ]
 
 
+def _aggregate(client, providers):
+    agg = str(uuid.uuid4())
+    for rp in providers:
+        got = client.get("/resource_providers/%s" % rp, headers=_headers("1.19"))
+        resp = client.put(
+            "/resource_providers/%s/aggregates" % rp,
+            headers=_headers("1.19"),
+            json={
+                "aggregates": [agg],
+                "resource_provider_generation": got.json()["generation"],
+            },
+        )
+        assert resp.status_code == 200, resp.text
+
+
 @pytest.fixture(params=fixtures.BACKENDS)
 def app_db(request):
     fixtures.require_backend(request.param)
@@ -102,20 +117,7 @@ def app_db(request):
             inventories={"DISK_GB": 100},
             traits=["MISC_SHARES_VIA_AGGREGATE"],
         )
-        agg = str(uuid.uuid4())
-        for rp in hosts + [shared]:
-            got = client.get(
-                "/resource_providers/%s" % rp, headers=_headers("1.19")
-            ).json()
-            resp = client.put(
-                "/resource_providers/%s/aggregates" % rp,
-                headers=_headers("1.19"),
-                json={
-                    "aggregates": [agg],
-                    "resource_provider_generation": got["generation"],
-                },
-            )
-            assert resp.status_code == 200, resp.text
+        _aggregate(client, hosts + [shared])
         yield client, db
 
 
@@ -229,3 +231,91 @@ def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
         assert _cpu_seconds(worker) - cpu < 0.3
         assert _workers(server) == [worker]
         assert client.get("/resource_providers", headers=ADMIN).status_code == 200
+
+
+def _stream(url, query, worker, seconds):
+    """(bytes read, its last bytes if the answer ended (else None), RSS
+    growth in MB at 20 MB read, peak growth) of the unlimited request,
+    read for up to ``seconds``."""
+    before = _rss_mb(worker)
+    early = peak = 0.0
+    read, tail, started = 0, b"", time.monotonic()
+    with requests.get(
+        url + "/allocation_candidates?" + query,
+        headers=_headers("1.39"),
+        stream=True,
+        timeout=30,
+    ) as resp:
+        assert resp.status_code == 200
+        for chunk in resp.iter_content(1 << 20):
+            read += len(chunk)
+            tail = (tail + chunk)[-64:]
+            growth = _rss_mb(worker) - before
+            peak = max(peak, growth)
+            if read < 20 << 20:
+                early = growth
+            if time.monotonic() - started > seconds:
+                return read, None, early, peak
+    return read, tail, early, peak
+
+
+def test_sharing_layouts_stream_in_bounded_memory(tmp_path):
+    """With a sharing provider in the answer, repeats are dropped without
+    remembering every candidate: with PGPUs of the root's own tree no
+    candidate can repeat (it uses a provider of one tree only), so memory
+    stays flat however long the answer; when every provider of a candidate
+    is sharing (16 sharing PGPU roots) at most MAX_REMEMBERED are
+    remembered and then the answer ends, complete JSON."""
+    with live_server.placement_api(
+        str(tmp_path), "--workers", "1", "--threads", "2"
+    ) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        root = _pgpu_host(client, "big")
+        disk = _create(
+            client,
+            "disk",
+            inventories={"DISK_GB": 100},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+        )
+        _aggregate(client, [root, disk])
+        (server,) = [
+            pid for pid in _workers(os.getpid()) if b"placement-api" in _cmdline(pid)
+        ]
+        (worker,) = _workers(server)
+        # 5,765,760 candidates, each with the shared disk.
+        read, ended, early, peak = _stream(
+            url, _isolated(6, "&resources=DISK_GB:1"), worker, 8
+        )
+        assert read > 40 << 20, read
+        assert peak < 512, peak
+        # Flat: growing with the candidates was about 1 KB each.
+        assert peak - early < 64, (early, peak)
+
+    (tmp_path / "2").mkdir()
+    with live_server.placement_api(
+        str(tmp_path / "2"), "--workers", "1", "--threads", "2"
+    ) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        (server,) = [
+            pid for pid in _workers(os.getpid()) if b"placement-api" in _cmdline(pid)
+        ]
+        (worker,) = _workers(server)
+        anchor = _create(client, "anchor", inventories={"VCPU": 8})
+        gpus = [
+            _create(
+                client,
+                "shared-gpu%d" % i,
+                inventories={"PGPU": 1},
+                traits=["MISC_SHARES_VIA_AGGREGATE"],
+            )
+            for i in range(PGPUS)
+        ]
+        _aggregate(client, [anchor] + gpus)
+        # Candidates made of sharing providers only, repeated under every
+        # anchor: the answer ends after MAX_REMEMBERED distinct ones.
+        read, ended, early, peak = _stream(url, _isolated(6), worker, 40)
+        # Ended as a whole document: the summaries follow the candidates.
+        assert ended is not None and ended.endswith(b"}}"), (read, ended)
+        assert peak < 512, peak
+        assert client.get("/resource_providers", headers=ADMIN).status_code == 200
+        assert _workers(server) == [worker]

@@ -194,7 +194,7 @@ def _search(source, request, options):
     if not paged and snapshots[0].serves:
         # Only a sharing provider can put one candidate under two anchors:
         # within an anchor every choice differs in allocations or mappings.
-        found = search.unique(found)
+        found = search.unique(found, snapshots[0].serves)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
     one_per_tree = not options.nested_aware and source.is_nested()

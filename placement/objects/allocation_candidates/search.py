@@ -285,11 +285,29 @@ def breadth_first(streams):
 STRATEGIES = {"depth-first": depth_first, "breadth-first": breadth_first}
 
 
-def unique(candidates):
+# Candidates ``unique`` remembers at most (about 1.3 KB each with six
+# groups): past them the answer ends, as at max_allocation_candidates.
+MAX_REMEMBERED = 100_000
+
+
+def unique(candidates, sharing, most=MAX_REMEMBERED):
     """Drop repeats: same allocations and same mappings (doc/api.md
-    "Combining groups")."""
+    "Combining groups").
+
+    Anchors are roots, and a provider that is not sharing (not in
+    ``sharing``) is under its own root's anchor only; within an anchor no
+    candidate repeats. So only a candidate made wholly of sharing
+    providers can repeat, and only those are remembered: memory follows
+    them, not all candidates. After ``most`` of them the candidates end.
+    """
     seen = set()
     for candidate in candidates:
-        if candidate not in seen:
+        if any(rp not in sharing for rp, _, _ in candidate.allocations) or any(
+            rp not in sharing for _, rps in candidate.mappings for rp in rps
+        ):
+            yield candidate
+        elif candidate not in seen:
+            if len(seen) == most:
+                return
             seen.add(candidate)
             yield candidate
