@@ -148,24 +148,31 @@ def _ordered(value):
     return value
 
 
+@contextlib.contextmanager
+def two_workers(writer_url, reader_url):
+    """A Cloud of two workers on one empty database, reached through the
+    given URLs (the same, or two nodes of a cluster)."""
+    conf = fixtures.configure()
+    engine = db_api.create_engine(writer_url, conf)
+    tables.metadata.create_all(engine)
+    from placement.db import schema
+
+    schema.sync_standard_names(db_api.Database(engine))
+    engine.dispose()
+    with (
+        _worker(writer_url, conf) as (writer, writer_db),
+        _worker(reader_url, conf) as (reader, reader_db),
+    ):
+        cloud = Cloud(writer, writer_db, reader, reader_db)
+        cloud.call(writer, "/traits/CUSTOM_GOLD", "PUT", status=201)
+        yield cloud
+
+
 @pytest.fixture(params=fixtures.BACKENDS)
 def cloud(request):
     fixtures.require_backend(request.param)
-    conf = fixtures.configure()
-    with fixtures.database_url(request.param) as url:
-        engine = db_api.create_engine(url, conf)
-        tables.metadata.create_all(engine)
-        from placement.db import schema
-
-        schema.sync_standard_names(db_api.Database(engine))
-        engine.dispose()
-        with (
-            _worker(url, conf) as (writer, writer_db),
-            _worker(url, conf) as (reader, reader_db),
-        ):
-            cloud = Cloud(writer, writer_db, reader, reader_db)
-            cloud.call(writer, "/traits/CUSTOM_GOLD", "PUT", status=201)
-            yield cloud
+    with fixtures.database_url(request.param) as url, two_workers(url, url) as cloud:
+        yield cloud
 
 
 def _tree(cloud):
@@ -504,24 +511,29 @@ class RandomCloud:
         action()
 
 
-def test_random_writes_and_reads_through_both_workers(cloud):
-    """Seeded random writes of every kind through either worker, read
-    between them through one or the other: each worker's catalog follows
-    the deltas and answers as the uncached path does."""
+def random_day(cloud, steps, seconds):
+    """Seeded random writes of every kind through either worker of
+    ``cloud``, read between them through one or the other, ``steps`` of
+    them or as many as ``seconds`` allow (at least 30): each worker's
+    catalog follows the deltas and answers as the uncached path does."""
     rng = random.Random(20261123)
     cloud.call(cloud.writer, "/resource_classes/CUSTOM_FPGA", "PUT", status=201)
     writes = RandomCloud(cloud, rng)
     workers = [(cloud.writer, cloud.writer_db), (cloud.reader, cloud.reader_db)]
-    deadline = time.monotonic() + 40
-    steps = 0
-    while steps < 300 and time.monotonic() < deadline:
+    deadline = time.monotonic() + seconds
+    done = 0
+    while done < steps and time.monotonic() < deadline:
         writes.step()
-        steps += 1
+        done += 1
         if rng.random() < 0.4:
             cloud.check(*rng.choice(workers))
     for worker in workers:
         cloud.check(*worker)
-    assert steps >= 30
+    assert done >= 30
+
+
+def test_random_writes_and_reads_through_both_workers(cloud):
+    random_day(cloud, steps=300, seconds=40)
 
 
 def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from tests import fixtures
+from tests.functional import test_candidate_catalog
 from tests.functional import test_concurrency
 
 pytestmark = [pytest.mark.slow, pytest.mark.galera]
@@ -95,3 +96,18 @@ def test_sessions_wait_for_the_cluster(tmp_path):
                     assert rp in seen
                     listed = session.get(other + "/resource_providers/%s" % rp)
                     assert listed.status_code == 200
+
+
+def test_catalogs_follow_writes_made_through_another_node():
+    """Two workers on two nodes, seeded random writes of every kind through
+    either and reads through both (test_candidate_catalog.random_day): each
+    worker's catalog follows the other node's writes by their deltas alone
+    and answers as the uncached path does (its reads wait for the cluster:
+    wsrep_sync_wait)."""
+    fixtures.require_backend("galera")
+    nodes = fixtures.galera_urls()
+    with fixtures.database_url("galera", node=0) as first:
+        name = sa.engine.make_url(first).database
+        urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
+        with test_candidate_catalog.two_workers(*urls) as cloud:
+            test_candidate_catalog.random_day(cloud, steps=150, seconds=50)
