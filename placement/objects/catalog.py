@@ -1,14 +1,17 @@
 """The per-worker provider catalog: providers, their trees, inventories,
-traits, aggregates and names, kept in memory while they are current.
+traits, aggregates and names, kept in memory and kept current.
 
 Everything but usage and generations changes rarely. ``catalog_changes``
-(db/tables.py) counts every committed write that could change what is kept
-here; a request reads that count (the stamp) in its own transaction and
-uses the catalog only when it was read at the same stamp. A stale or
-missing catalog is read again, in one consistent snapshot, by one request
-of the worker; the others meanwhile read through SQL, so answers are the
-same either way. Users: the candidate engine's stage 2 and the unfiltered
-provider list. See "Provider catalog" in doc/architecture.md.
+(db/tables.py) counts every committed write that changes what is kept
+here, and ``catalog_log`` says what each one changed; a request reads the
+count (the stamp) in its own transaction and uses the catalog only at the
+same stamp. A catalog that is behind is brought up to date by one request
+of the worker, in one consistent snapshot: by reading again only what the
+log names (the others wait, briefly), or whole when the log cannot tell
+(the others read through SQL meanwhile), so answers are the same either
+way. It is read first as the worker starts (``warm``). Users: the
+candidate engine's stage 2 and the unfiltered provider list. See
+"Provider catalog" in doc/architecture.md.
 """
 
 import collections
