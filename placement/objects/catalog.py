@@ -39,8 +39,6 @@ MAX_DELTAS = 5000
 # How long a request waits for another one to apply deltas.
 WAIT_S = 1.0
 
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
-
 
 class Inventory(typing.NamedTuple):
     """One inventory with its usage; the catalog keeps them with used=0."""
@@ -124,8 +122,6 @@ class Catalog:
         self.aggregate_ids: dict = {}  # uuid -> id
         # A provider's traits are listed in trait id order.
         self.trait_names: dict = {}  # rp -> tuple of names
-        self.serves: dict = {}  # sharing rp -> frozenset of roots it serves
-        self.sharing_classes: set = set()
 
     @classmethod
     def read(cls, conn: sa.Connection) -> "Catalog":
@@ -170,11 +166,6 @@ class Catalog:
             rp: tuple(name_of[t] for t in sorted(ids))
             for rp, ids in self.traits.items()
         }
-        sharing = self.trait_ids.get(SHARING_TRAIT)
-        self.serves = {
-            rp: self._served_roots(rp) for rp in self.trait_holders.get(sharing, ())
-        }
-        self.sharing_classes = self._classes_of(self.serves)
 
     def advanced(self, conn: sa.Connection, seqs: dict, changes: dict) -> "Catalog":
         """A new catalog: this one with the ``changes`` ({kind: ids}, read
@@ -226,7 +217,6 @@ class Catalog:
         self.aggregate_members = _holders(
             self.aggregate_members, changed, old, new, "aggregates"
         )
-        self._sharing(changed, old, new)
 
     def _state(self, rp):
         """What this catalog has of provider ``rp``."""
@@ -350,47 +340,6 @@ class Catalog:
             else:
                 idle_in_tree.pop(root, None)
         self.idle_in_tree = idle_in_tree
-
-    def _sharing(self, changed, old, new):
-        """serves and sharing_classes: sharing providers that changed, or
-        share an aggregate whose members changed or moved trees."""
-        sharing = self.trait_ids.get(SHARING_TRAIT)
-        sharers = self.trait_holders.get(sharing, ())
-        aggregates = set()
-        for rp in changed:
-            before, after = old[rp].provider, new[rp].provider
-            had, has = old[rp].aggregates, new[rp].aggregates
-            if before is None or after is None or before.root_id != after.root_id:
-                aggregates |= had | has
-            else:
-                aggregates |= had ^ has
-        changed_set = set(changed)
-        serves = {}
-        for rp in sharers:
-            kept = self.serves.get(rp)
-            if (
-                kept is None
-                or rp in changed_set
-                or not aggregates.isdisjoint(self.aggregates.get(rp, ()))
-            ):
-                kept = self._served_roots(rp)
-            serves[rp] = kept
-        self.serves = serves
-        self.sharing_classes = self._classes_of(serves)
-
-    def _classes_of(self, providers):
-        return {rc for rp in providers for rc, _ in self.by_provider.get(rp, ())}
-
-    def _served_roots(self, rp):
-        """Its own root and the roots of every provider sharing an
-        aggregate with it (doc/api.md "Terms")."""
-        roots = {self.providers[rp].root_id}
-        for aggregate in self.aggregates.get(rp, ()):
-            roots.update(
-                self.providers[other].root_id
-                for other in self.aggregate_members[aggregate]
-            )
-        return frozenset(roots)
 
 
 class _State(typing.NamedTuple):

@@ -1,10 +1,11 @@
 """The allocation candidate engine (GET /allocation_candidates).
 
 Stages, one module each: ``request`` (groups and structural rules),
-``providers`` (all SQL), ``trees`` (who can serve which group under which
-anchor), ``search`` (lazy combinations) and ``render`` (JSON per
-microversion); ``catalog`` answers stage 2 from a per-worker cache while it
-is current. ``find`` runs stages 2-4 in one read transaction.
+``providers`` (what the search looks at, over an index that ``sql`` or
+``catalog``, the worker's provider cache, answers), ``trees`` (who can
+serve which group under which anchor), ``search`` (lazy combinations) and
+``render`` (JSON per microversion). ``find`` runs stages 2-4 in one read
+transaction.
 """
 
 import dataclasses
@@ -43,31 +44,31 @@ FIRST_PAGE = 16  # trees read first by a limited search (at least
 def find(db, request, options=Options()):
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
-        source = catalog.reader(db, conn) or providers.Reader(conn)
+        index = catalog.index(db, conn)
         try:
-            return _find(source, request, options)
+            return _find(index, request, options)
         except providers.NoCandidates:
             return EMPTY
 
 
-def _resolve(source, request):
+def _resolve(index, request):
     """Names to ids, in upstream's order (it decides which unknown name is
     reported); TraitNotFound or
     ResourceClassNotFound for unknown names."""
-    trait_ids = source.trait_ids(request.root_required | request.root_forbidden)
+    trait_ids = index.trait_ids(request.root_required | request.root_forbidden)
     groups, aggregate_ids, class_ids = [], set(), {}
     for group in request.groups:
-        classes = source.class_ids([name for name, _ in group.resources])
+        classes = index.class_ids([name for name, _ in group.resources])
         class_ids.update(classes)
         member_of = group.member_of
-        known = source.aggregate_ids(
+        known = index.aggregate_ids(
             set().union(*group.any_aggregates, group.forbidden_aggregates)
         )
         any_aggs = tuple(
             frozenset(known[u] for u in any_of if u in known)
             for any_of in group.any_aggregates
         )
-        traits = source.trait_ids(group.required.names if group.required else ())
+        traits = index.trait_ids(group.required.names if group.required else ())
         trait_ids.update(traits)
         groups.append(
             trees.Group(
@@ -81,7 +82,7 @@ def _resolve(source, request):
                 forbidden_aggregates=frozenset(
                     known[u] for u in group.forbidden_aggregates if u in known
                 ),
-                in_tree_root=_root_of(source, group),
+                in_tree_root=_root_of(index, group),
             )
         )
         aggregate_ids.update(known.values())
@@ -91,11 +92,11 @@ def _resolve(source, request):
     return groups, class_ids, trait_ids, aggregate_ids
 
 
-def _root_of(source, group):
+def _root_of(index, group):
     if not group.in_tree:
         return None
     try:
-        return source.root_of(group.in_tree)
+        return index.root_of(group.in_tree)
     except providers.NoCandidates:
         raise providers.NoCandidates(group.suffix, "in_tree")
 
@@ -112,9 +113,9 @@ class Stream:
         self._reader = db.reader()
         conn = self._reader.__enter__()
         try:
-            self._source = catalog.reader(db, conn) or providers.Reader(conn)
+            self._index = catalog.index(db, conn)
             try:
-                search_ = _search(self._source, request, options)
+                search_ = _search(self._index, request, options)
             except providers.NoCandidates:
                 search_ = (iter(()), _Seen(), {}, False)
             self._found, self._seen, self._class_ids, self._one_per_tree = search_
@@ -135,13 +136,13 @@ class Stream:
 
     def uuids(self, provider_ids):
         """{id: uuid} of providers candidates name, in one lookup."""
-        return self._source.uuids(provider_ids)
+        return self._index.uuids(provider_ids)
 
     def summaries(self):
         """A Result with no candidates: the summaries of the providers the
         candidates used, once they are all out."""
         return _summaries(
-            self._source,
+            self._index,
             (),
             self._seen,
             self._class_ids,
@@ -157,20 +158,21 @@ class Stream:
             reader.__exit__(None, None, None)
 
 
-def _find(source, request, options):
-    found, seen, class_ids, one_per_tree = _search(source, request, options)
+def _find(index, request, options):
+    found, seen, class_ids, one_per_tree = _search(index, request, options)
     found = _limit(found, request.limit, options.randomize)
     allocated = {rp for c in found for rp, _, _ in c.allocations}
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
-    return _summaries(source, found, seen, class_ids, one_per_tree, allocated, mapped)
+    return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
 
 
-def _search(source, request, options):
+def _search(index, request, options):
     """(candidates, lazily, in answer order before any limit; what the
     snapshots read; {class name: id}; whether one provider per tree)."""
-    groups, class_ids, trait_ids, aggregate_ids = _resolve(source, request)
+    groups, class_ids, trait_ids, aggregate_ids = _resolve(index, request)
     load = functools.partial(
-        source.snapshot,
+        providers.load_snapshot,
+        index,
         class_ids.values(),
         set(trait_ids.values()),
         aggregate_ids,
@@ -179,11 +181,11 @@ def _search(source, request, options):
     paged = (
         request.limit is not None
         and not options.randomize
-        and not source.sharing_holds(class_ids.values())
+        and not index.sharing_holds(class_ids.values())
     )
     if paged:
         snapshots = (
-            load(roots=page) for page in _pages(source.root_ids(), request.limit)
+            load(roots=page) for page in _pages(index.root_ids(), request.limit)
         )
     else:
         snapshots = [load()]
@@ -197,7 +199,7 @@ def _search(source, request, options):
         found = search.unique(found, snapshots[0].serves)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
-    one_per_tree = not options.nested_aware and source.is_nested()
+    one_per_tree = not options.nested_aware and index.is_nested()
     if one_per_tree:
         found = (c for c in found if _one_provider_per_tree(c, seen))
     return found, seen, class_ids, one_per_tree
@@ -264,12 +266,13 @@ def _limit(found, limit, randomize):
     return found
 
 
-def _summaries(source, found, seen, class_ids, allocated_only, allocated, mapped):
+def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped):
     """The Result of ``found``: ``allocated`` and ``mapped`` are the
     providers its candidates allocate from and map."""
     roots = {seen.root(rp) for rp in allocated}
     class_names = {i: n for n, i in class_ids.items()}
-    summaries = source.summaries(
+    summaries = providers.load_summaries(
+        index,
         roots,
         seen.inventories(roots),
         class_names,
@@ -278,5 +281,5 @@ def _summaries(source, found, seen, class_ids, allocated_only, allocated, mapped
     uuids = {rp: s.uuid for rp, s in summaries.items()}
     # Resourceless groups may map providers outside the summarised trees.
     if not mapped <= uuids.keys():
-        uuids.update(source.uuids(mapped - uuids.keys()))
+        uuids.update(index.uuids(mapped - uuids.keys()))
     return Result(found, summaries, uuids, class_names)

@@ -1,166 +1,146 @@
-"""Stage 2 answered from the worker's provider catalog
-(``placement.objects.catalog``), reading only usage from the database."""
+"""Stage 2's ``Index`` answered from the worker's provider catalog
+(``placement.objects.catalog``) while it is current: no statement but the
+stamp's (usage is read by ``providers.usage`` either way)."""
 
-import collections
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.objects import catalog as cache
-from placement.objects.allocation_candidates import providers as sql
-
-ALLOC = sql.ALLOC
-_USED = sa.cast(sa.func.sum(ALLOC.c.used), sa.Integer)
-USAGE_OF_CLASSES = (
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .where(ALLOC.c.resource_class_id.in_(sa.bindparam("classes", expanding=True)))
-    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-)
-USAGE_OF_PROVIDERS = (
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .where(ALLOC.c.resource_provider_id.in_(sa.bindparam("providers", expanding=True)))
-    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-)
+from placement.objects.allocation_candidates import providers as stage
+from placement.objects.allocation_candidates import sql
+from placement.objects.allocation_candidates.providers import Inventory
+from placement.objects.allocation_candidates.providers import Key
+from placement.objects.allocation_candidates.providers import Provider
 
 
-class Reader:
-    """The SQL stage's interface (``providers.Reader``) answered from a
-    current catalog, reading only usage from the database."""
+class CatalogIndex:
+    """``providers.Index`` on a current catalog. Names the catalog doesn't
+    know don't exist: the SQL lookups raise the API's errors for them."""
 
-    def __init__(self, conn, catalog):
+    def __init__(self, conn: sa.Connection, catalog: cache.Catalog):
         self.conn = conn
         self.catalog = catalog
-        self.sql = sql.Reader(conn)
+        self.sql = sql.SqlIndex(conn)
+        self._sharing = catalog.trait_holders.get(
+            catalog.trait_ids.get(stage.SHARING_TRAIT), ()
+        )
 
-    # Names the catalog doesn't know don't exist: the SQL lookups raise
-    # the API's errors for them.
-
-    def class_ids(self, names):
+    def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         return _ids(self.catalog.class_ids, names, self.sql.class_ids)
 
-    def trait_ids(self, names):
+    def trait_ids(self, names: Iterable[str]) -> dict[str, int]:
         return _ids(self.catalog.trait_ids, names, self.sql.trait_ids)
 
-    def aggregate_ids(self, uuids):
+    def aggregate_ids(self, uuids: Iterable[str]) -> dict[str, int]:
         known = self.catalog.aggregate_ids
         return {uuid: known[uuid] for uuid in uuids if uuid in known}
 
-    def root_of(self, provider_uuid):
-        for spelling in sql._uuid_spellings([provider_uuid]):
+    def root_of(self, provider_uuid: str) -> int:
+        for spelling in stage.uuid_spellings(provider_uuid):
             rp = self.catalog.ids.get(spelling)
             if rp is not None:
                 return self.catalog.providers[rp].root_id
         return self.sql.root_of(provider_uuid)
 
-    def root_ids(self):
+    def root_ids(self) -> list[int]:
         return self.catalog.roots
 
-    def sharing_holds(self, class_ids):
-        return not self.catalog.sharing_classes.isdisjoint(class_ids)
-
-    def is_nested(self):
+    def is_nested(self) -> bool:
         return self.catalog.nested
 
-    def uuids(self, provider_ids):
-        return {
-            rp: self.catalog.uuids[rp]
-            for rp in provider_ids
-            if rp in self.catalog.uuids
-        }
+    def uuids(self, provider_ids: Iterable[int]) -> dict[int, str]:
+        uuids = self.catalog.uuids
+        return {rp: uuids[rp] for rp in provider_ids if rp in uuids}
 
-    def _usage(self, statement, name, ids, classes=None):
-        """{(provider, class): used}, binding long id lists in chunks."""
-        used = {}
-        for chunk in sql._chunks(ids):
-            for rp, rc, amount in self.conn.execute(statement, {name: chunk}):
-                if classes is None or rc in classes:
-                    used[rp, rc] = amount
-        return used
+    def sharing_holds(self, class_ids: Collection[int]) -> bool:
+        by_provider = self.catalog.by_provider
+        return any(
+            rc in class_ids for rp in self._sharing for rc, _ in by_provider.get(rp, ())
+        )
 
-    def snapshot(
-        self, class_ids, trait_ids, aggregate_ids, whole_trees=False, roots=None
-    ):
-        """As ``providers.load_snapshot``."""
+    def holders(
+        self, class_ids: Collection[int], roots: list[int] | None
+    ) -> tuple[dict[int, Provider], dict[Key, Inventory]]:
         catalog = self.catalog
-        every = catalog.providers
-        inventories, providers = {}, {}
+        providers: dict[int, Provider] = {}
+        inventories: dict[Key, Inventory] = {}
         if roots is None:
             for rc in class_ids:
                 inventories.update(catalog.idle.get(rc, {}))
                 providers.update(catalog.holders.get(rc, {}))
-            used = self._usage(USAGE_OF_CLASSES, "classes", class_ids)
-        else:
-            for root in roots:
-                tree = catalog.idle_in_tree.get(root)
-                for rc in class_ids if tree else ():
-                    held = tree.get(rc)
-                    if held:
-                        inventories.update(held)
-                        providers.update((rp, every[rp]) for rp, _ in held)
-            used = self._usage(
-                USAGE_OF_PROVIDERS, "providers", providers, set(class_ids)
-            )
-        for key, amount in used.items():
-            idle = inventories.get(key)
-            if idle is not None:
-                inventories[key] = idle._replace(used=amount)
-        serves = {rp: catalog.serves[rp] for rp in providers if rp in catalog.serves}
-        anchors = {p.root_id for p in providers.values()}
-        anchors.update(*serves.values())
-        for root in anchors:
-            if whole_trees:
-                providers.update(
-                    (rp, every[rp]) for rp in catalog.members.get(root, ())
-                )
-            elif root not in providers:
-                providers[root] = every[root]
-        return sql.Snapshot(
-            providers=providers,
-            inventories=inventories,
-            traits=_of_interest(catalog.trait_holders, trait_ids, providers),
-            aggregates=_of_interest(
-                catalog.aggregate_members, aggregate_ids, providers
-            ),
-            serves=serves,
-            nested=catalog.nested,
-        )
+            return providers, inventories
+        every = catalog.providers
+        for root in roots:
+            tree = catalog.idle_in_tree.get(root)
+            if tree is None:
+                continue
+            for rc in class_ids:
+                held = tree.get(rc)
+                if held:
+                    inventories.update(held)
+                    providers.update((rp, every[rp]) for rp, _ in held)
+        return providers, inventories
 
-    def summaries(self, root_ids, known, class_names, provider_ids=None):
-        """As ``providers.load_summaries``."""
+    def members(self, roots: Iterable[int]) -> dict[int, Provider]:
+        every, members = self.catalog.providers, self.catalog.members
+        return {rp: every[rp] for root in roots for rp in members.get(root, ())}
+
+    def traits(
+        self,
+        wanted: Collection[int],
+        providers: Mapping[int, Provider],
+        roots: list[int] | None,
+    ) -> dict[int, frozenset[int]]:
+        return _having(self.catalog.trait_holders, wanted, providers)
+
+    def aggregates(
+        self,
+        wanted: Collection[int],
+        providers: Mapping[int, Provider],
+        roots: list[int] | None,
+    ) -> dict[int, frozenset[int]]:
+        return _having(self.catalog.aggregate_members, wanted, providers)
+
+    def sharing(self, providers: Mapping[int, Provider]) -> list[int]:
+        return [rp for rp in self._sharing if rp in providers]
+
+    def memberships(self, provider_ids: Collection[int]) -> dict[int, frozenset[int]]:
+        aggregates = self.catalog.aggregates
+        return {rp: aggregates[rp] for rp in provider_ids if rp in aggregates}
+
+    def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
+        every, members = self.catalog.providers, self.catalog.aggregate_members
+        return {
+            aggregate: {every[rp].root_id for rp in members.get(aggregate, ())}
+            for aggregate in aggregate_ids
+        }
+
+    def stock(
+        self, roots: Collection[int], except_classes: Collection[int]
+    ) -> list[tuple[int, int, str, Inventory]]:
         catalog = self.catalog
-        inventories = collections.defaultdict(dict)
-        for (rp, rc), inventory in known:
-            inventories[rp][class_names[rc]] = inventory
-        members = [rp for root in root_ids for rp in catalog.members.get(root, ())]
-        others = [
-            (rp, rc, idle)
-            for rp in members
-            for rc, idle in catalog.by_provider.get(rp, ())
-            if rc not in class_names
+        names, by_provider = catalog.class_names, catalog.by_provider
+        return [
+            (rp, rc, names[rc], idle)
+            for root in roots
+            for rp in catalog.members.get(root, ())
+            for rc, idle in by_provider.get(rp, ())
+            if rc not in except_classes
         ]
-        if others:
-            used = self._usage(
-                USAGE_OF_PROVIDERS, "providers", {rp for rp, _, _ in others}
-            )
-            names = catalog.class_names
-            for rp, rc, idle in others:
-                amount = used.get((rp, rc))
-                inventories[rp][names[rc]] = (
-                    idle if amount is None else idle._replace(used=amount)
-                )
-        uuids = catalog.uuids
-        if provider_ids is not None:
-            members = [rp for rp in members if rp in provider_ids]
-        out = {}
-        for rp in members:
-            provider = catalog.providers[rp]
-            out[rp] = sql.Summary(
-                uuids[rp],
-                uuids.get(provider.parent_id),
-                uuids[provider.root_id],
-                inventories.get(rp, {}),
-                catalog.trait_names.get(rp, ()),
-            )
-        return out
+
+    def trait_names(self, roots: Collection[int]) -> dict[int, tuple[str, ...]]:
+        catalog = self.catalog
+        names = catalog.trait_names
+        return {
+            rp: names[rp]
+            for root in roots
+            for rp in catalog.members.get(root, ())
+            if rp in names
+        }
 
 
 def _ids(known, names, lookup):
@@ -171,18 +151,26 @@ def _ids(known, names, lookup):
     return {name: known[name] for name in names}
 
 
-def _of_interest(holders, wanted, providers):
-    """{provider: frozenset of the ``wanted`` values it has} for the
-    snapshot's providers (an index lookup per wanted value)."""
-    into = collections.defaultdict(set)
+def _having(
+    holders: Mapping[int, list[int]],
+    wanted: Collection[int],
+    providers: Mapping[int, Provider],
+) -> dict[int, frozenset[int]]:
+    """{provider: frozenset of the ``wanted`` values it has} for
+    ``providers``: a set intersection per wanted value (usually one)."""
+    into: dict[int, frozenset[int]] = {}
     for value in wanted:
-        for rp in holders.get(value, ()):
-            if rp in providers:
-                into[rp].add(value)
-    return {rp: frozenset(values) for rp, values in into.items()}
+        one = frozenset((value,))
+        for rp in providers.keys() & holders.get(value, ()):
+            had = into.get(rp)
+            into[rp] = one if had is None else had | one
+    return into
 
 
-def reader(db, conn):
-    """A ``Reader`` on the current catalog of ``db``, or None."""
+def index(db: db_api.Database, conn: sa.Connection) -> stage.Index:
+    """Stage 2's index for a request reading on ``conn``: the catalog's
+    when it is on and current, else SQL's."""
     catalog = cache.current(db, conn)
-    return Reader(conn, catalog) if catalog is not None else None
+    if catalog is None:
+        return sql.SqlIndex(conn)
+    return CatalogIndex(conn, catalog)

@@ -11,6 +11,7 @@ full; a tree whose budget runs out counts as failing (``truncated``).
 
 import sqlalchemy as sa
 
+from placement.db import tables
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
@@ -57,9 +58,9 @@ class _Recorder:
 
 
 class _Explainer:
-    def __init__(self, conn, source, request):
+    def __init__(self, conn, index, request):
         self.conn = conn
-        self.source = source
+        self.index = index
         self.request = request
 
     def label(self, name):
@@ -70,13 +71,13 @@ class _Explainer:
 
     def run(self):
         groups, class_ids, trait_ids, aggregate_ids = engine._resolve(
-            self.source, self.request
+            self.index, self.request
         )
         self.classes = {i: n for n, i in class_ids.items()}
         self.asked = {g.suffix: g for g in self.request.groups}
         self.aggregates = {
             i: u
-            for u, i in self.source.aggregate_ids(
+            for u, i in self.index.aggregate_ids(
                 set().union(
                     *(
                         set().union(*g.any_aggregates, g.forbidden_aggregates)
@@ -86,8 +87,12 @@ class _Explainer:
             ).items()
         }
         self.traits = {i: n for n, i in trait_ids.items()}
-        snapshot = self.source.snapshot(
-            class_ids.values(), set(trait_ids.values()), aggregate_ids, whole_trees=True
+        snapshot = providers.load_snapshot(
+            self.index,
+            class_ids.values(),
+            set(trait_ids.values()),
+            aggregate_ids,
+            whole_trees=True,
         )
         self.root_required = frozenset(trait_ids[t] for t in self.request.root_required)
         self.root_forbidden = frozenset(
@@ -367,7 +372,7 @@ def _name(conn, closest):
     """The entries of ``closest`` name providers (or roots) by id: give
     them their uuid and name, which the reason quotes."""
     ids = {e.get("provider", e.get("tree")) for e in closest}
-    rp = providers.RP
+    rp = tables.resource_providers
     found = {
         row[0]: row[1:]
         for row in conn.execute(
@@ -402,9 +407,9 @@ def explain(db, request, options):
     """The explain document (a dict) for a checked ``request.Request``."""
     real = engine.find(db, request, options)
     with db.reader() as conn:
-        source = catalog.reader(db, conn) or providers.Reader(conn)
+        index = catalog.index(db, conn)
         try:
-            document = _Explainer(conn, source, request).run()
+            document = _Explainer(conn, index, request).run()
         except providers.NoCandidates as e:
             suffix, name = e.args
             document = {
