@@ -8,13 +8,18 @@ serve which group under which anchor), ``search`` (lazy combinations) and
 transaction.
 """
 
+import contextlib
 import dataclasses
 import functools
 import itertools
 import random
+from collections.abc import Iterable
+from collections.abc import Iterator
 
+from placement.db import api as db_api
 from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
 
@@ -41,7 +46,9 @@ FIRST_PAGE = 16  # trees read first by a limited search (at least
 # twice the limit)
 
 
-def find(db, request, options=Options()):
+def find(
+    db: db_api.Database, request: ac_request.Request, options: Options = Options()
+) -> Result:
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
         index = catalog.index(db, conn)
@@ -109,8 +116,10 @@ class Stream:
     their errors raised, when it is opened; its read transaction stays
     open until ``close()``, which also stops the search."""
 
-    def __init__(self, db, request, options):
-        self._reader = db.reader()
+    def __init__(
+        self, db: db_api.Database, request: ac_request.Request, options: Options
+    ) -> None:
+        self._reader: contextlib.AbstractContextManager | None = db.reader()
         conn = self._reader.__enter__()
         try:
             self._index = catalog.index(db, conn)
@@ -122,11 +131,12 @@ class Stream:
         except BaseException:
             self.close()
             raise
-        self.allocated, self.mapped = set(), set()
+        self.allocated: set[int] = set()
+        self.mapped: set[int] = set()
         self.count = 0
         self.class_names = {i: n for n, i in self._class_ids.items()}
 
-    def candidates(self):
+    def candidates(self) -> Iterator[search.Candidate]:
         for candidate in self._found:
             self.allocated.update(rp for rp, _, _ in candidate.allocations)
             for _, rps in candidate.mappings:
@@ -134,11 +144,11 @@ class Stream:
             self.count += 1
             yield candidate
 
-    def uuids(self, provider_ids):
+    def uuids(self, provider_ids: Iterable[int]) -> dict[int, str]:
         """{id: uuid} of providers candidates name, in one lookup."""
         return self._index.uuids(provider_ids)
 
-    def summaries(self):
+    def summaries(self) -> Result:
         """A Result with no candidates: the summaries of the providers the
         candidates used, once they are all out."""
         return _summaries(
@@ -151,7 +161,7 @@ class Stream:
             self.mapped,
         )
 
-    def close(self):
+    def close(self) -> None:
         self._found = iter(())
         reader, self._reader = self._reader, None
         if reader is not None:

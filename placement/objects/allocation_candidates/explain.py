@@ -11,10 +11,12 @@ full; a tree whose budget runs out counts as failing (``truncated``).
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
 
@@ -403,7 +405,9 @@ def _nearness(entry):
     return (1, 0)
 
 
-def explain(db, request, options):
+def explain(
+    db: db_api.Database, request: ac_request.Request, options: engine.Options
+) -> dict:
     """The explain document (a dict) for a checked ``request.Request``."""
     real = engine.find(db, request, options)
     with db.reader() as conn:
