@@ -129,12 +129,35 @@ def database_url(backend, node=-1):
         url = "%s/%s" % (POSTGRESQL_URL, name)
     with admin.connect() as conn:
         conn.exec_driver_sql(create % name)
+    if backend == "galera":
+        _wait_for_database(galera_urls()[node], name)
     try:
         yield url
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(drop % name)
         admin.dispose()
+
+
+def _wait_for_database(server, name):
+    """Return once the Galera node at ``server`` has applied the CREATE
+    DATABASE of ``name`` made through another node: the originating node
+    answers before the others have applied a DDL statement, so a connection
+    to the new database there can fail with "Unknown database"."""
+    engine = sa.create_engine(server, connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect() as conn:
+            # A causal read: waits until this node has applied every write
+            # set the cluster had committed when the statement started.
+            conn.exec_driver_sql("SET SESSION wsrep_sync_wait = 1")
+            found = conn.exec_driver_sql(
+                "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                (name,),
+            ).scalar()
+    finally:
+        engine.dispose()
+    if found is None:
+        raise RuntimeError("database %s not replicated to %s" % (name, server))
 
 
 @contextlib.contextmanager

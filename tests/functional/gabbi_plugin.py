@@ -7,6 +7,7 @@ transport). A request whose path starts with ``/placement`` is served as if
 the app were mounted there (SCRIPT_NAME), to test prefix mounts.
 """
 
+import contextlib
 import os
 import unittest
 
@@ -67,8 +68,7 @@ class GabbiRun(pytest.Collector):
         super().__init__(**kw)
         self.backend = backend
         self.catalog = catalog
-        self._app_cm = None
-        self._catalog = None
+        self._stack = None
 
     def collect(self):
         suite_dict = gabbi_utils.load_yaml(yaml_file=str(self.path))
@@ -89,28 +89,23 @@ class GabbiRun(pytest.Collector):
             yield GabbiItem.from_parent(self, name=case.test_data["name"], case=case)
 
     def setup(self):
+        # pytest calls teardown even when setup fails part way: the stack
+        # undoes only what was done, last first (suite, catalog, app).
+        self._stack = contextlib.ExitStack()
         fixtures.require_backend(self.backend)
-        self._app_cm = fixtures.app(self.backend)
-        CURRENT.app, _ = self._app_cm.__enter__()
-        self._catalog = fixtures.overrides(
-            **{"placement.provider_catalog": self.catalog}
+        CURRENT.app, _ = self._stack.enter_context(fixtures.app(self.backend))
+        self._stack.callback(setattr, CURRENT, "app", None)
+        self._stack.enter_context(
+            fixtures.overrides(**{"placement.provider_catalog": self.catalog})
         )
-        self._catalog.__enter__()
         self.suite.used_fixtures = []
         self.suite.start(unittest.TestResult())
+        self._stack.callback(self.suite.stop)
 
     def teardown(self):
-        try:
-            self.suite.stop()
-        finally:
-            if self._catalog is not None:
-                self._catalog.__exit__(None, None, None)
-                self._catalog = None
-            CURRENT.app = None
-            if self._app_cm is not None:
-                self._app_cm.__exit__(None, None, None)
-                self._app_cm = None
-        self._catalog = None
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
 
 
 class GabbiItem(pytest.Item):
