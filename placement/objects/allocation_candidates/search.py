@@ -16,6 +16,12 @@ import collections
 import itertools
 import math
 import typing
+from collections.abc import Callable
+from collections.abc import Container
+from collections.abc import Iterable
+from collections.abc import Iterator
+
+from placement.objects.allocation_candidates.trees import Plan
 
 
 class Candidate(typing.NamedTuple):
@@ -25,7 +31,7 @@ class Candidate(typing.NamedTuple):
     allocations: tuple  # ((provider id, class id, amount), ...) sorted
     mappings: tuple  # ((suffix, (provider id, ...)), ...) sorted
 
-    def providers(self):
+    def providers(self) -> set[int]:
         return {rp for rp, _, _ in self.allocations}
 
 
@@ -123,7 +129,7 @@ class Search:
         # The walk meets each pair many times.
         self._room = _Room(self.snap.inventories) if sums else _Unbounded()
 
-    def ancestors(self, rp):
+    def ancestors(self, rp: int) -> frozenset[int]:
         """``rp`` and every provider above it."""
         found = self._ancestors.get(rp)
         if found is None:
@@ -135,13 +141,15 @@ class Search:
             )
         return found
 
-    def one_subtree(self, rps):
+    def one_subtree(self, rps: Iterable[int]) -> bool:
         """Some provider of ``rps`` is at or above all of them."""
         return not frozenset.intersection(
             *[self.ancestors(rp) for rp in rps]
         ).isdisjoint(rps)
 
-    def traits_hold(self, any_traits):
+    def traits_hold(
+        self, any_traits: Iterable[frozenset[int]]
+    ) -> Callable[[Iterable[int]], bool]:
         """Check of a spread group's traits, judged on all its providers."""
         traits = self.trees.traits
 
@@ -173,7 +181,7 @@ class Search:
                         )
         return all(supply[rc] >= amount for rc, amount in demand.items())
 
-    def candidates(self, plan):
+    def candidates(self, plan: Plan) -> Iterator[Candidate]:
         """Every valid combination for one anchor, lazily (an iterator)."""
         options = plan.options
         if not options:
@@ -259,16 +267,16 @@ class Search:
         return walk(0)
 
 
-def depth_first(streams):
+def depth_first(streams: Iterable[Iterator[Candidate]]) -> Iterator[Candidate]:
     return itertools.chain.from_iterable(streams)
 
 
-def breadth_first(streams):
+def breadth_first(streams: Iterable[Iterator[Candidate]]) -> Iterator[Candidate]:
     """One candidate per anchor in turn until every anchor is exhausted.
 
     Anchors join the first round as it reaches them: a limit met within
     that round never builds the later anchors' plans."""
-    active = collections.deque()
+    active: collections.deque[Iterator[Candidate]] = collections.deque()
     for stream in streams:
         for candidate in stream:
             yield candidate
@@ -290,7 +298,11 @@ STRATEGIES = {"depth-first": depth_first, "breadth-first": breadth_first}
 MAX_REMEMBERED = 100_000
 
 
-def unique(candidates, sharing, most=MAX_REMEMBERED):
+def unique(
+    candidates: Iterable[Candidate],
+    sharing: Container[int],
+    most: int = MAX_REMEMBERED,
+) -> Iterator[Candidate]:
     """Drop repeats: same allocations and same mappings (doc/api.md
     "Combining groups").
 
@@ -300,7 +312,7 @@ def unique(candidates, sharing, most=MAX_REMEMBERED):
     providers can repeat, and only those are remembered: memory follows
     them, not all candidates. After ``most`` of them the candidates end.
     """
-    seen = set()
+    seen: set[Candidate] = set()
     for candidate in candidates:
         if any(rp not in sharing for rp, _, _ in candidate.allocations) or any(
             rp not in sharing for _, rps in candidate.mappings for rp in rps

@@ -11,6 +11,9 @@ ordered list of slots, each slot a list of options ``(provider id,
 import collections
 import dataclasses
 import typing
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Group:
     in_tree_root: int | None = None
 
     @property
-    def spread(self):
+    def spread(self) -> bool:
         return self.suffix == ""
 
 
@@ -43,6 +46,12 @@ class Plan(typing.NamedTuple):
     # every anchor of the request
     options: tuple  # per slot: ((provider id, allocations),
     # ...)
+
+
+# A filter: keeps a provider id or not.
+Keep = Callable[[int], bool]
+# One way a provider serves a slot: (provider id, ((class id, amount), ...)).
+Option = tuple[int, tuple]
 
 
 def _capacity_filter(inventories, rc, amount):
@@ -87,28 +96,29 @@ class Trees:
                 and not root_forbidden & self.traits(rp)
             }
 
-    def traits(self, rp):
+    def traits(self, rp: int) -> frozenset[int]:
         return self.snap.traits.get(rp, frozenset())
 
-    def aggregates(self, rp):
+    def aggregates(self, rp: int) -> frozenset[int]:
         return self.snap.aggregates.get(rp, frozenset())
 
-    def root(self, rp):
+    def root(self, rp: int) -> int:
         return self.snap.providers[rp].root_id
 
-    def anchors_of(self, rp):
+    def anchors_of(self, rp: int) -> Iterable[int]:
         """The roots under which provider ``rp`` may be offered."""
         root = self.root(rp)
         if rp not in self.snap.serves:  # most providers: no set work
             return (root,) if root in self.anchor_ok else ()
         return ({root} | self.snap.serves[rp]) & self.anchor_ok
 
-    def filters(self, group):
+    def filters(self, group: Group) -> list[tuple[object, Keep]]:
         """The ordered (name, keep) filters of a group served by one
-        provider (§4.1), each only if the group asks for it; ``keep``
-        takes a provider id. Explain counts what each one leaves."""
+        provider (doc/api.md "Request groups"), each only if the group
+        asks for it; ``keep`` takes a provider id. Explain counts what
+        each one leaves."""
         traits, inventories = self.traits, self.snap.inventories
-        found = []
+        found: list[tuple[object, Keep]] = []
         if group.in_tree_root is not None and group.resources:
             root = group.in_tree_root
             found.append(("in_tree", lambda rp: self.root(rp) == root))
@@ -134,7 +144,7 @@ class Trees:
             )
         return found
 
-    def starts(self, group):
+    def starts(self, group: Group) -> Sequence[int]:
         """The providers a one-provider group's filters start from."""
         if group.resources:
             return self.holders.get(group.resources[0][0], ())
@@ -144,8 +154,9 @@ class Trees:
             return sorted(self.snap.providers)
         return []
 
-    def single(self, group):
-        """{anchor: [option]} for a group served by one provider (§4.1)."""
+    def single(self, group: Group) -> dict[int, list[Option]]:
+        """{anchor: [option]} for a group served by one provider (doc/api.md
+        "Request groups")."""
         candidates = self.starts(group)
         if self.observe is not None:
             first = ("resources", group.resources[0][0]) if group.resources else "all"
@@ -163,10 +174,12 @@ class Trees:
             self.observe(group, "trees", by_anchor)
         return by_anchor
 
-    def spread_filters(self, group, rc, amount):
+    def spread_filters(
+        self, group: Group, rc: int, amount: int
+    ) -> list[tuple[object, Keep]]:
         """The ordered (name, keep) filters of one class's providers of
-        the unsuffixed group (§4.2)."""
-        found = [
+        the unsuffixed group (doc/api.md "Request groups")."""
+        found: list[tuple[object, Keep]] = [
             (("capacity", rc), _capacity_filter(self.snap.inventories, rc, amount))
         ]
         if group.forbidden_traits:
@@ -174,7 +187,7 @@ class Trees:
             found.append(("forbidden", lambda rp: not self.traits(rp) & forbidden))
         return found
 
-    def spread(self, group):
+    def spread(self, group: Group) -> dict[int, list[list[Option]]]:
         """{anchor: [[option] per class]} for the unsuffixed group."""
         if not group.resources:
             return {}
@@ -215,7 +228,7 @@ class Trees:
         mine = self.aggregates(rp)
         return [a for a in anchors if _in_aggregates(mine | self.aggregates(a), group)]
 
-    def plans(self, groups):
+    def plans(self, groups: Sequence[Group]) -> list[Plan]:
         """A Plan for every anchor with a result for every group."""
         # Without trees or sharing every anchor is a lone provider: spreading
         # the unsuffixed group is the same as one provider serving it all
@@ -229,18 +242,18 @@ class Trees:
         ]
         if not per_group:
             return []
-        slots = []
+        slot_list: list[Slot] = []
         for index, (group, spread) in enumerate(zip(groups, spreads)):
             count = len(group.resources) if spread else 1
-            slots.extend(Slot(index, i == count - 1, spread) for i in range(count))
-        slots = tuple(slots)
+            slot_list.extend(Slot(index, i == count - 1, spread) for i in range(count))
+        slots = tuple(slot_list)
         anchors = set.intersection(*(set(c) for c in per_group))
         plans = []
         for anchor in sorted(anchors):
-            options = []
+            options: list[tuple] = []
             for found, spread in zip(per_group, spreads):
                 if spread:
-                    options.extend(map(tuple, found[anchor]))
+                    options.extend(tuple(slot) for slot in found[anchor])
                 else:
                     options.append(tuple(found[anchor]))
             plans.append(Plan(anchor, slots, tuple(options)))
