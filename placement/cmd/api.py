@@ -30,6 +30,8 @@ from placement.api import errors  # noqa: E402
 from placement.api import gate  # noqa: E402
 from placement.objects import catalog  # noqa: E402
 
+LOG = logging.getLogger(__name__)
+
 GC_THRESHOLD = 50000
 THREADS = 4
 
@@ -125,17 +127,33 @@ class Server(base.BaseApplication):
         self.cfg.set("worker_class", "placement.cmd.worker.HeadFirstWorker")
         # Each worker brings the provider catalog it inherited up to date
         # before it accepts a connection: no request waits for that read.
-        self.cfg.set("post_worker_init", lambda worker: catalog.warm(self.db))
+        self.cfg.set("post_worker_init", lambda worker: warm_catalog(self.db))
 
     def load(self):
         app = deploy.build_app(self.conf, db=self.db)
         # Read once here and shared with the workers as they fork.
-        catalog.warm(self.db)
+        warm_catalog(self.db)
         # Connections must not cross the fork into the workers: each opens
         # its own.
         self.db.engine.dispose()
         tune_gc()
         return gate.Gate(app, self.conf.active) if self.conf.active else app
+
+
+def warm_catalog(db):
+    """Read the provider catalog ahead of requests, if the database lets
+    us now. It must never stop a worker: gunicorn halts the whole server
+    when a worker fails to boot, so a worker replaced while the database
+    is down would take the service with it. The first request reads the
+    catalog instead (or answers 503 while the database is away)."""
+    try:
+        catalog.warm(db)
+    except Exception as e:
+        LOG.warning(
+            "provider catalog not read ahead of requests (%s); the first "
+            "request reads it",
+            type(e).__name__,
+        )
 
 
 def write_json_error(sock, status, reason, message):
