@@ -30,6 +30,17 @@ def mariadb():
         server.close()
 
 
+def _status_once_up(url, timeout=20):
+    """The status of GET ``url``: its first 200, or the last status seen
+    after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = requests.get(url, headers=ADMIN).status_code
+        if status == 200 or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
+
+
 def test_database_down_answers_503_then_recovers(mariadb, tmp_path):
     mariadb.execute("CREATE DATABASE placement CHARACTER SET utf8mb4")
     with live_server.placement_api(
@@ -51,13 +62,7 @@ def test_database_down_answers_503_then_recovers(mariadb, tmp_path):
                 assert leak not in resp.text
         assert requests.get(url + "/healthcheck").status_code == 503
         mariadb.start()
-        deadline = time.monotonic() + 20
-        while True:
-            status = requests.get(url + "/traits", headers=ADMIN).status_code
-            if status == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert status == 200
+        assert _status_once_up(url + "/traits") == 200
 
 
 SECRET = "SELECT secret_column FROM hidden_table WHERE host = 'db.internal'"
@@ -138,10 +143,4 @@ def test_worker_replaced_while_database_is_down(mariadb, tmp_path):
         resp = requests.get(url + "/traits", headers=ADMIN, timeout=20)
         assert resp.status_code == 503, resp.text
         mariadb.start()
-        deadline = time.monotonic() + 20
-        while True:
-            status = requests.get(url + "/traits", headers=ADMIN).status_code
-            if status == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert status == 200
+        assert _status_once_up(url + "/traits") == 200
