@@ -16,7 +16,7 @@ import requests
 
 from tests import fixtures
 from tests import helpers
-from tests.ports import free_port
+from tests import ports
 
 
 def _wait_up(url, proc, timeout=60):
@@ -56,7 +56,7 @@ def running(cmd, env, log_path, probe_url, cwd=None, timeout=60):
 def serve(workers, env, log_path):
     """Yield the base URL of a gunicorn with ``workers`` workers running the
     placement app with the environment ``env``; stop it afterwards."""
-    port = free_port()
+    port = ports.free_port()
     url = "http://127.0.0.1:%d" % port
     with running(
         [
@@ -83,7 +83,7 @@ def placement_api(workdir, *args, **env):
     """Yield the base URL of the real ``placement-api`` command run with
     ``args`` on a free port and configured only by ``env`` (noauth2 and a
     SQLite file in ``workdir`` unless given there); stop it afterwards."""
-    port = free_port()
+    port = ports.free_port()
     env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
     env.setdefault(
         "OS_PLACEMENT_DATABASE__CONNECTION", "sqlite:///%s/placement.sqlite" % workdir

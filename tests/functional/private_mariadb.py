@@ -13,7 +13,7 @@ import time
 import pymysql
 import pytest
 
-from tests.functional import live_server
+from tests import ports
 
 INSTALL_DB = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
 SERVER = next(
@@ -35,7 +35,7 @@ class PrivateMariaDB:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="placement-mariadb-")
         self.datadir = os.path.join(self.dir, "data")
-        self.port = live_server.free_port()
+        self.port = ports.free_port()
         self.proc = None
         # mariadbd refuses to run as root: hand it the directory.
         self.user = []

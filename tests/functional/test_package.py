@@ -17,6 +17,7 @@ import requests
 
 from tests import fixtures
 from tests import helpers
+from tests import ports
 from tests.functional import live_server
 
 pytestmark = pytest.mark.slow
@@ -87,7 +88,7 @@ def test_installed_wheel_syncs_and_serves(installed, backend, tmp_path):
             timeout=120,
         )
         assert result.returncode == 0, result.stderr
-        port = live_server.free_port()
+        port = ports.free_port()
         base = "http://127.0.0.1:%d" % port
         env["OS_API__AUTH_STRATEGY"] = "noauth2"
         with live_server.running(

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from placement.db import schema
 from tests import fixtures
 from tests import helpers
+from tests import ports
 from tests.functional import live_server
 
 pytestmark = pytest.mark.slow
@@ -155,7 +156,7 @@ def test_debug_shows_the_traceback():
 
 
 def test_refused_connection_is_retried_with_a_countdown():
-    url = "mysql+pymysql://root@127.0.0.1:%d/placement" % live_server.free_port()
+    url = "mysql+pymysql://root@127.0.0.1:%d/placement" % ports.free_port()
     result, _ = run(
         "placement-manage",
         "db",
