@@ -80,6 +80,11 @@ QUERIES = {
         for limit in ("", "&limit=10")
     ],
     "rp-list": [],
+    # cloud_day.py's scheduler request.
+    "cloud": [
+        "resources=DISK_GB:20&resources1=VCPU:2,MEMORY_MB:2048"
+        "&required=HW_CPU_X86_AVX2&required1=HW_NUMA_ROOT&limit=1000"
+    ],
     # More single-unit groups than any tree has units: pruned before any
     # walk, however many combinations the trees would otherwise offer.
     "symmetric": [
@@ -252,6 +257,33 @@ def load_symmetric(loader, n, children=10):
             )
 
 
+def load_cloud(loader, n):
+    """cloud_day.py's hosts: a root with disk and CPU traits, two NUMA nodes."""
+    for i in range(n):
+        root = loader.provider(
+            "compute-%05d" % i,
+            {"DISK_GB": {"total": 2000, "reserved": 10}},
+            traits=[
+                "HW_CPU_X86_AVX2",
+                "HW_CPU_X86_SSE42",
+                "COMPUTE_VOLUME_MULTI_ATTACH",
+            ],
+            aggregates=(
+                ["%08d-0000-4000-8000-000000000000" % (i % 10)] if i % 10 == 0 else []
+            ),
+        )
+        for numa in range(2):
+            loader.provider(
+                "compute-%05d-numa%d" % (i, numa),
+                {
+                    "VCPU": {"total": 32, "allocation_ratio": 4.0},
+                    "MEMORY_MB": {"total": 65536, "reserved": 512},
+                },
+                root,
+                ["HW_NUMA_ROOT"],
+            )
+
+
 def load_rp_list(loader, n):
     for i in range(n):
         root = loader.provider("list-%d" % i, {})
@@ -266,6 +298,7 @@ LOADERS = {
     "nested": load_nested,
     "wide": load_wide,
     "rp-list": load_rp_list,
+    "cloud": load_cloud,
     "symmetric": load_symmetric,
 }
 

@@ -42,8 +42,8 @@ class Result:
 
 
 EMPTY = Result([], {}, {}, {})
-FIRST_PAGE = 16  # trees read first by a limited search (at least
-# twice the limit)
+FIRST_PAGE = 16  # trees read first by a limited search beyond its
+# limit: most trees give one candidate in the first round
 
 
 def find(
@@ -219,7 +219,7 @@ def _pages(roots, limit):
     """Trees in ascending root id pages, growing: a limited search reads
     only as many trees as it needs (no sharing providers: each anchor's
     candidates come from its own tree)."""
-    start, size = 0, max(FIRST_PAGE, 2 * limit)
+    start, size = 0, limit + FIRST_PAGE
     while start < len(roots):
         yield roots[start : start + size]
         start += size
