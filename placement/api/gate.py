@@ -1,6 +1,7 @@
 """How many requests a gunicorn worker executes at once (placement-api
 ``--active``)."""
 
+import collections
 import threading
 
 
@@ -29,8 +30,8 @@ class Gate:
 
     def __init__(self, app, active):
         self.app = app
-        self.slots = threading.BoundedSemaphore(active)
-        self.heavy = threading.Lock()
+        self.slots = FairSemaphore(active)
+        self.heavy = FairSemaphore(1)
 
     def __call__(self, environ, start_response):
         held = [self.slots]
@@ -52,6 +53,37 @@ class Gate:
         # A streamed body (candidates without a limit) is produced while
         # it is written: the request keeps its turn until it is closed.
         return _Releasing(body, held)
+
+
+class FairSemaphore:
+    """A semaphore that admits its waiters in arrival order.
+
+    ``threading`` locks let any waiter (or a thread that never waited)
+    take a released lock, so under steady load one request can wait
+    behind many later ones: a tail latency of several heavy reads. Here a
+    release hands the slot to the longest waiter."""
+
+    def __init__(self, value: int) -> None:
+        self._mutex = threading.Lock()
+        self._free = value
+        self._waiters: collections.deque[threading.Lock] = collections.deque()
+
+    def acquire(self) -> None:
+        with self._mutex:
+            if self._free:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by the release() that hands it the slot
+
+    def release(self) -> None:
+        with self._mutex:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._free += 1
 
 
 def _release(locks):

@@ -64,3 +64,31 @@ def test_other_reads_and_filtered_paths_are_not_heavy():
     gated = gate.Gate(app, 4)
     _run(gated, [("GET", "/resource_providers/x/inventories")] * 4)
     assert app.max_running == 4
+
+
+def test_waiters_are_admitted_in_arrival_order():
+    slot = gate.FairSemaphore(1)
+    slot.acquire()
+    admitted = []
+
+    def wait(n):
+        slot.acquire()
+        admitted.append(n)
+        slot.release()
+
+    threads = []
+    for n in range(8):
+        thread = threading.Thread(target=wait, args=(n,))
+        thread.start()
+        threads.append(thread)
+        # Each waiter queues before the next one starts.
+        while len(slot._waiters) <= n:
+            time.sleep(0.001)
+    # A newcomer does not jump the queue when the slot is handed on.
+    slot.release()
+    slot.acquire()
+    admitted.append("late")
+    slot.release()
+    for thread in threads:
+        thread.join()
+    assert admitted == list(range(8)) + ["late"]
