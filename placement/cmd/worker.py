@@ -15,11 +15,15 @@ after its head, is closed. Bodies sent without ``Content-Length``
 (chunked) are not read ahead: the app never reads them, and gunicorn
 drains them within its own bound. With TLS (not something placement-api
 sets up) gunicorn's own behaviour is kept.
+
+It also never closes an idle kept-alive connection whose next request has
+already arrived (see ``murder_keepalived``).
 """
 
 import errno
 import re
 import selectors
+import socket
 import time
 from functools import partial
 
@@ -132,6 +136,31 @@ class HeadFirstWorker(gthread.ThreadWorker):
         for conn in [c for c in self.pending_conns if c.timeout <= now]:
             self._drop(conn)
 
+    def murder_keepalived(self, force=False):
+        # A request can arrive on a kept-alive connection after the poller
+        # looked and before its idle time is checked here. gunicorn closes
+        # it anyway, and closing a socket with unread data resets the
+        # connection: the client's request fails though it was sent in
+        # time (clients that reuse connections on a period close to the
+        # keep-alive timeout saw this). Such a connection is left to the
+        # poller, which dispatches its request on its next round.
+        if force or self.cfg.is_ssl:
+            return super().murder_keepalived(force)
+        now = time.monotonic()
+        spared = []
+        while self.keepalived_conns and self.keepalived_conns[0].timeout <= now:
+            conn = self.keepalived_conns.popleft()
+            if _has_data(conn.sock):
+                spared.append(conn)
+                continue
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass
+            self.nr_conns -= 1
+            conn.close()
+        self.keepalived_conns.extendleft(reversed(spared))
+
     def handle(self, conn):
         reading = getattr(conn, "reading", None)
         if reading is not None:
@@ -141,3 +170,11 @@ class HeadFirstWorker(gthread.ThreadWorker):
             if not conn.is_http2:
                 conn.parser.unreader.unread(bytes(reading.data))
         return super().handle(conn)
+
+
+def _has_data(sock):
+    """True when a non-blocking socket has bytes to read (not EOF)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except OSError:  # nothing yet (EAGAIN), or the peer reset it
+        return False
