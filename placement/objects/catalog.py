@@ -38,6 +38,9 @@ CHANGES, LOG = tables.catalog_changes, tables.catalog_log
 MAX_DELTAS = 5000
 # How long a request waits for another one to apply deltas.
 WAIT_S = 1.0
+# How many times a request brings the catalog up to the count its
+# transaction sees before it reads through SQL instead.
+CHASES = 3
 
 
 class Inventory(typing.NamedTuple):
@@ -497,26 +500,34 @@ class _Cache:
         stamp = db_api.catalog_stamp(conn)
         catalog = self.catalog
         outcome = "hit"
-        if catalog is None or catalog.stamp != stamp:
-            # One request brings the catalog up to date. Following deltas
-            # takes milliseconds: others wait for it. A whole read takes a
-            # second at 70,000 providers: others read through SQL meanwhile.
-            if not self._lock(wait=catalog is not None):
-                events.catalog_used("sql")
-                return None
-            try:
-                if self.catalog is None or self.catalog.stamp != stamp:
-                    if self._refresh(db, conn) == "full":
-                        outcome = "read"
-                catalog = self.catalog
-            finally:
-                self.reading.release()
-        if catalog.stamp != stamp and db.dialect != "sqlite":
+        for _ in range(CHASES):
+            if catalog is not None and catalog.stamp == stamp:
+                break
+            if catalog is None or catalog.stamp < stamp:
+                # One request brings the catalog up to date. Following
+                # deltas takes milliseconds: others wait for it. A whole
+                # read takes a second at 70,000 providers: others read
+                # through SQL meanwhile.
+                if not self._lock(wait=catalog is not None):
+                    events.catalog_used("sql")
+                    return None
+                try:
+                    if self.catalog is None or self.catalog.stamp < stamp:
+                        if self._refresh(db, conn) == "full":
+                            outcome = "read"
+                    catalog = self.catalog
+                finally:
+                    self.reading.release()
+            if catalog.stamp == stamp or db.dialect == "sqlite":
+                break
             # Brought up to date past the count this transaction read: at
-            # READ COMMITTED its next statements see those writes anyway.
+            # READ COMMITTED its next statements see those writes anyway,
+            # so it takes the count they see, and catches up with writes
+            # that committed meanwhile (under steady writes there is
+            # usually one).
             stamp = db_api.catalog_stamp(conn)
-        # A catalog newer than this transaction is kept for the next
-        # request, but this one reads through SQL.
+        # A catalog newer than this transaction (SQLite reads one snapshot)
+        # is kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp:
             outcome = "sql"
         events.catalog_used(outcome)
