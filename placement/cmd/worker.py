@@ -21,6 +21,7 @@ already arrived (see ``murder_keepalived``).
 """
 
 import errno
+import itertools
 import re
 import selectors
 import socket
@@ -144,21 +145,19 @@ class HeadFirstWorker(gthread.ThreadWorker):
         # time (clients that reuse connections on a period close to the
         # keep-alive timeout saw this). Such a connection is left to the
         # poller, which dispatches its request on its next round.
-        if force or self.cfg.is_ssl:
-            return super().murder_keepalived(force)
-        now = time.monotonic()
         spared = []
-        while self.keepalived_conns and self.keepalived_conns[0].timeout <= now:
-            conn = self.keepalived_conns.popleft()
-            if _has_data(conn.sock):
-                spared.append(conn)
-                continue
-            try:
-                self.poller.unregister(conn.sock)
-            except (OSError, KeyError, ValueError):
-                pass
-            self.nr_conns -= 1
-            conn.close()
+        if not (force or self.cfg.is_ssl):
+            now = time.monotonic()
+            spared = [
+                conn
+                for conn in itertools.takewhile(
+                    lambda conn: conn.timeout <= now, self.keepalived_conns
+                )
+                if _has_data(conn.sock)
+            ]
+            for conn in spared:
+                self.keepalived_conns.remove(conn)
+        super().murder_keepalived(force)
         self.keepalived_conns.extendleft(reversed(spared))
 
     def handle(self, conn):

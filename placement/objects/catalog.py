@@ -501,8 +501,6 @@ class _Cache:
         catalog = self.catalog
         outcome = "hit"
         for _ in range(CHASES):
-            if catalog is not None and catalog.stamp == stamp:
-                break
             if catalog is None or catalog.stamp < stamp:
                 # One request brings the catalog up to date. Following
                 # deltas takes milliseconds: others wait for it. A whole

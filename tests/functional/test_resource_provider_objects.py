@@ -38,13 +38,12 @@ def statements(db):
 def _queries(seen):
     # A writer prunes the catalog's change log one time in PRUNE_EVERY, at
     # random: that statement is the catalog's, not the operation's.
+    heads = [s.lstrip().upper() for s in seen]
     return [
-        s
-        for s in seen
-        if s.lstrip()
-        .upper()
-        .startswith(("SELECT", "WITH", "UPDATE", "INSERT", "DELETE"))
-        and not s.lstrip().upper().startswith("DELETE FROM CATALOG_LOG")
+        head
+        for head in heads
+        if head.startswith(("SELECT", "WITH", "UPDATE", "INSERT", "DELETE"))
+        and not head.startswith("DELETE FROM CATALOG_LOG")
     ]
 
 

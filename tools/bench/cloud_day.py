@@ -68,6 +68,13 @@ HEADERS = {
 MYSQL = dict(host="127.0.0.1", port=3306, user="root")
 HOST_TRAITS = ("HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42", "COMPUTE_VOLUME_MULTI_ATTACH")
 NUMA_VCPU, NUMA_MEMORY, DISK = 32, 65536, 2000
+HOST_INVENTORY = {"DISK_GB": {"total": DISK, "reserved": 10}}
+NUMA_INVENTORY = {
+    "VCPU": {"total": NUMA_VCPU, "allocation_ratio": 4.0},
+    "MEMORY_MB": {"total": NUMA_MEMORY, "reserved": 512},
+}
+NUMA_TRAITS = ("HW_NUMA_ROOT",)
+AGGREGATE_EVERY = 5
 INSTANCE = {"VCPU": 2, "MEMORY_MB": 2048}
 INSTANCE_DISK = 20
 
@@ -125,6 +132,14 @@ def _session():
     return session
 
 
+def aggregates_of(n, aggregate_every=AGGREGATE_EVERY):
+    """The aggregates host ``n`` joins: one of ten, for one host in
+    ``aggregate_every``."""
+    if aggregate_every and n % aggregate_every == 0:
+        return ["%08d-0000-4000-8000-000000000000" % (n % 10)]
+    return []
+
+
 def register(cloud, stats, n, aggregate_every):
     base = cloud.base
     s = _session()
@@ -154,7 +169,7 @@ def register(cloud, stats, n, aggregate_every):
             "register",
             json={
                 "resource_provider_generation": 0,
-                "inventories": {"DISK_GB": {"total": DISK, "reserved": 10}},
+                "inventories": HOST_INVENTORY,
             },
         )
     )
@@ -191,10 +206,7 @@ def register(cloud, stats, n, aggregate_every):
                 "register",
                 json={
                     "resource_provider_generation": 0,
-                    "inventories": {
-                        "VCPU": {"total": NUMA_VCPU, "allocation_ratio": 4.0},
-                        "MEMORY_MB": {"total": NUMA_MEMORY, "reserved": 512},
-                    },
+                    "inventories": NUMA_INVENTORY,
                 },
             )
         )
@@ -204,11 +216,12 @@ def register(cloud, stats, n, aggregate_every):
                 "PUT",
                 base + "/resource_providers/%s/traits" % numa,
                 "register",
-                json={"resource_provider_generation": 1, "traits": ["HW_NUMA_ROOT"]},
+                json={"resource_provider_generation": 1, "traits": list(NUMA_TRAITS)},
             )
         )
         numas.append(numa)
-    if aggregate_every and n % aggregate_every == 0:
+    aggregates = aggregates_of(n, aggregate_every)
+    if aggregates:
         check(
             stats.call(
                 s,
@@ -217,7 +230,7 @@ def register(cloud, stats, n, aggregate_every):
                 "register",
                 json={
                     "resource_provider_generation": 2,
-                    "aggregates": ["%08d-0000-4000-8000-000000000000" % (n % 10)],
+                    "aggregates": aggregates,
                 },
             )
         )
@@ -647,7 +660,7 @@ def main():
         help="label=command (repeat for each server, run in turn)",
     )
     parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--aggregate-every", type=int, default=5)
+    parser.add_argument("--aggregate-every", type=int, default=AGGREGATE_EVERY)
     parser.add_argument("--duration", type=float, default=120)
     parser.add_argument("--reports-per-s", type=float, default=50)
     parser.add_argument("--changing-per-s", type=float, default=20)

@@ -50,6 +50,9 @@ from placement.db import schema
 from placement.db import tables
 
 sys.path.insert(0, __file__.rsplit("/", 3)[0])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cloud_day  # noqa: E402  (the cloud shape is its hosts and request)
+
 from tests import fixtures  # noqa: E402  (fresh SQLite/MySQL databases)
 
 FLAT_AGGREGATES = [
@@ -81,10 +84,7 @@ QUERIES = {
     ],
     "rp-list": [],
     # cloud_day.py's scheduler request.
-    "cloud": [
-        "resources=DISK_GB:20&resources1=VCPU:2,MEMORY_MB:2048"
-        "&required=HW_CPU_X86_AVX2&required1=HW_NUMA_ROOT&limit=1000"
-    ],
+    "cloud": [cloud_day.AC_QUERY.split("?", 1)[1] % 1000],
     # More single-unit groups than any tree has units: pruned before any
     # walk, however many combinations the trees would otherwise offer.
     "symmetric": [
@@ -262,25 +262,16 @@ def load_cloud(loader, n):
     for i in range(n):
         root = loader.provider(
             "compute-%05d" % i,
-            {"DISK_GB": {"total": 2000, "reserved": 10}},
-            traits=[
-                "HW_CPU_X86_AVX2",
-                "HW_CPU_X86_SSE42",
-                "COMPUTE_VOLUME_MULTI_ATTACH",
-            ],
-            aggregates=(
-                ["%08d-0000-4000-8000-000000000000" % (i % 10)] if i % 10 == 0 else []
-            ),
+            cloud_day.HOST_INVENTORY,
+            traits=list(cloud_day.HOST_TRAITS),
+            aggregates=cloud_day.aggregates_of(i),
         )
         for numa in range(2):
             loader.provider(
                 "compute-%05d-numa%d" % (i, numa),
-                {
-                    "VCPU": {"total": 32, "allocation_ratio": 4.0},
-                    "MEMORY_MB": {"total": 65536, "reserved": 512},
-                },
+                cloud_day.NUMA_INVENTORY,
                 root,
-                ["HW_NUMA_ROOT"],
+                list(cloud_day.NUMA_TRAITS),
             )
 
 
