@@ -30,3 +30,7 @@ def upgrade():
         mysql_collate="utf8mb4_bin",
     )
     op.bulk_insert(table, [{"shard": shard, "changes": 0} for shard in range(SHARDS)])
+
+
+def downgrade():
+    op.drop_table("catalog_changes")

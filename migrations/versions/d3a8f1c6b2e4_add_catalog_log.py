@@ -28,3 +28,7 @@ def upgrade():
         mysql_charset="utf8mb4",
         mysql_collate="utf8mb4_bin",
     )
+
+
+def downgrade():
+    op.drop_table("catalog_log")

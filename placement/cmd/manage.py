@@ -1,7 +1,7 @@
 """``placement-manage [--config-file PATH] [--config-dir DIR] db <command>``.
 
-Commands: ``sync``, ``version``, ``stamp <revision>`` and
-``online_data_migrations [--max-count N]``.
+Commands: ``sync``, ``downgrade <revision>``, ``version``,
+``stamp <revision>`` and ``online_data_migrations [--max-count N]``.
 """
 
 import sys
@@ -27,6 +27,21 @@ def db_sync(db):
         print("Schema already at head %s." % after)
     else:
         print("Schema upgraded from %s to %s." % (before or "empty", after))
+    return 0
+
+
+def db_downgrade(db):
+    try:
+        before, after = schema.downgrade(
+            db.engine, placement_conf.CONF.category.version
+        )
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    if before == after:
+        print("Schema already at %s." % after)
+    else:
+        print("Schema downgraded from %s to %s." % (before, after))
     return 0
 
 
@@ -101,6 +116,13 @@ def _add_db_parsers(db_parser):
     commands.add_parser(
         "sync", help="Upgrade the schema to the latest revision."
     ).set_defaults(func=db_sync)
+    down = commands.add_parser(
+        "downgrade",
+        help="Undo this service's own schema revisions down to the given one "
+        "(%s: the upstream Placement schema)." % schema.REFERENCE_HEAD,
+    )
+    down.add_argument("version", help="The revision to go down to.")
+    down.set_defaults(func=db_downgrade)
     commands.add_parser(
         "version", help="Print the current schema revision."
     ).set_defaults(func=db_version)
@@ -137,10 +159,12 @@ command_opt = cfg.SubCommandOpt(
 
 
 DESCRIPTION = (
-    "Commands: db sync (upgrade the schema to head), db version, db stamp "
-    "REVISION, db online_data_migrations [--max-count N] (default: batches "
-    "of %d until done); placement-manage db --help tells more. "
-    % DEFAULT_BATCH
+    "Commands: db sync (upgrade the schema to head), "
+    "db downgrade REVISION (undo this service's own revisions, "
+    "no further down than %s), db version, db stamp REVISION, "
+    "db online_data_migrations [--max-count N] (default: batches of %d "
+    "until done); placement-manage db --help tells more. "
+    % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP
 )
 

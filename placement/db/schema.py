@@ -23,6 +23,10 @@ MIGRATIONS_DIR = str(importlib.resources.files("placement.migrations"))
 # The last revision under migrations/versions (a test keeps it in step).
 HEAD = "d3a8f1c6b2e4"
 SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
+# The newest revision of the upstream Placement schema. The revisions after
+# it are this service's own (the catalog tables) and can be undone; the
+# ones up to it have no way down.
+REFERENCE_HEAD = "a082b8bb98d0"
 
 
 def alembic_config(engine: sa.Engine) -> Any:
@@ -42,6 +46,37 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> tuple[str | None, str 
     import alembic.command
 
     alembic.command.upgrade(alembic_config(engine), revision)
+    return before, current_revision(engine)
+
+
+def downgrade(engine: sa.Engine, revision: str) -> tuple[str | None, str | None]:
+    """Undo the revisions after ``revision`` (one of REFERENCE_HEAD and the
+    revisions after it); (revision before, after). ValueError when the
+    database has no schema or ``revision`` is not one it can go down to."""
+    import alembic.command
+    import alembic.script
+    import alembic.util
+
+    before = current_revision(engine)
+    if before is None:
+        raise ValueError("the database has no placement schema")
+    script = alembic.script.ScriptDirectory(MIGRATIONS_DIR)
+    # Newest first: HEAD ... REFERENCE_HEAD.
+    ours = [r.revision for r in script.walk_revisions(REFERENCE_HEAD, "heads")]
+    try:
+        target = script.get_revision(revision)
+    except alembic.util.CommandError:
+        target = None
+    if target is None or target.revision not in ours:
+        raise ValueError(
+            "cannot downgrade to %s: the revisions it can go down to are %s"
+            % (revision, ", ".join(ours))
+        )
+    if before not in ours or ours.index(before) > ours.index(target.revision):
+        raise ValueError(
+            "the database schema is at %s, not after %s" % (before, target.revision)
+        )
+    alembic.command.downgrade(alembic_config(engine), target.revision)
     return before, current_revision(engine)
 
 

@@ -94,7 +94,7 @@ def test_manage_without_category_prints_help():
 def test_manage_db_alone_prints_db_help():
     result = run(["placement-manage", "db"])
     assert result.returncode == 1
-    assert "{sync,version,stamp,online_data_migrations}" in result.stdout
+    assert "{sync,downgrade,version,stamp,online_data_migrations}" in result.stdout
 
 
 def test_manage_refuses_without_connection():
