@@ -18,7 +18,7 @@ STRING = {"type": "string"}
 GROUP_PARAMS = ("resources", "required", "member_of", "in_tree")
 # Group suffixes: 1.25-1.32 a positive integer, 1.33+ 1-64 name characters.
 SUFFIX_1_25 = "[1-9][0-9]*"
-SUFFIX_1_33 = "[A-Za-z0-9_-]{1,64}"
+SUFFIX_1_33 = "[a-zA-Z0-9_-]{1,64}"
 
 LIMIT = {
     # Query values are strings; an integer is accepted as well.
