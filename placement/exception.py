@@ -2,7 +2,7 @@
 
 Each carries the HTTP status and error code it maps to when a handler lets
 it through unchanged; handlers catch one only where the API words or
-codes it differently for that endpoint (``placement.api.errors.from_domain``
+codes it differently for that endpoint (``placement.web.errors.from_domain``
 maps the rest). An uncaught ``NotFound`` is a 404 raised by a lookup before
 the handler's own work: generic code, no ``vary`` (doc/api.md "Errors").
 """

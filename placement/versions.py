@@ -5,7 +5,7 @@ Code never compares with a version literal: it asks ``version >=
 versions.FEATURE`` (or picks from a ``Table`` whose rows are these
 names), so the table below is the one place to read what changed when.
 Negotiation (the ``OpenStack-API-Version`` header) is
-``placement.api.microversion``; see "Microversions" in
+``placement.web.microversion``; see "Microversions" in
 doc/architecture.md. This module imports nothing from the project: any
 layer that speaks HTTP (api, handlers, schemas) may read it. The object
 layer does not: handlers turn versions into plain flags for it.

@@ -15,8 +15,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from placement import versions  # noqa: E402
-from placement.api import microversion  # noqa: E402
 from placement.api import openapi  # noqa: E402
+from placement.web import microversion  # noqa: E402
 
 TARGET = os.path.join(os.path.dirname(__file__), "..", "doc", "api-reference.md")
 HEADER = """\

@@ -11,15 +11,15 @@ from placement import error_codes
 from placement import events
 from placement import exception
 from placement import versions
-from placement.api import errors
 from placement.api import healthcheck
 from placement.api import metrics
-from placement.api import microversion
 from placement.api import middleware
 from placement.api import openapi
 from placement.api import routes
 from placement.api import sizelimit
 from placement.db import api as db_api
+from placement.web import errors
+from placement.web import microversion
 
 LOG = logging.getLogger(__name__)
 # What a 503 for an unreachable database asks clients to wait: about as

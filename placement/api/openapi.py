@@ -30,8 +30,6 @@ from typing import Callable
 import orjson
 
 from placement import versions
-from placement.api import errors
-from placement.api import microversion
 from placement.api import middleware
 from placement.api import routes
 from placement.handlers import aggregate
@@ -44,6 +42,8 @@ from placement.schemas import resource_class as resource_class_schema
 from placement.schemas import resource_provider as provider_schema
 from placement.schemas import responses
 from placement.schemas import trait as trait_schema
+from placement.web import errors
+from placement.web import microversion
 
 OPENAPI_PATH = "/openapi.json"
 TOKEN_HEADER = "X-Auth-Token"

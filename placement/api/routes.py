@@ -6,7 +6,6 @@ from typing import Callable
 
 import falcon
 
-from placement.api import errors
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
@@ -18,6 +17,7 @@ from placement.handlers import resource_provider
 from placement.handlers import root
 from placement.handlers import trait
 from placement.handlers import usage
+from placement.web import errors
 
 # (path, [(method, handler), ...]), methods in Allow order.
 ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [

@@ -7,8 +7,8 @@ stream bounded by that header, so a body sent without one (chunked) is
 never read at all.
 """
 
-from placement.api import errors
 from placement.api import middleware
+from placement.web import errors
 
 
 class SizeLimitMiddleware:

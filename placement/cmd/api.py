@@ -26,9 +26,9 @@ from oslo_config import cfg  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
-from placement.api import errors  # noqa: E402
 from placement.api import gate  # noqa: E402
 from placement.objects import catalog  # noqa: E402
+from placement.web import errors  # noqa: E402
 
 LOG = logging.getLogger(__name__)
 

@@ -2,11 +2,11 @@
 provider generation (checked and moved on PUT) from 1.19."""
 
 from placement import versions
-from placement.api import decorators
-from placement.api import request
 from placement.objects import aggregate as aggregate_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import aggregate as schema
+from placement.web import decorators
+from placement.web import request
 
 
 class _BareList:

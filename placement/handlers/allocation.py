@@ -7,13 +7,13 @@ from oslo_utils import uuidutils
 
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.conf import CONF
 from placement.objects import allocation as allocation_obj
 from placement.objects import consumer as consumer_obj
 from placement.schemas import allocation as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 # Keys GET /allocations/{c} adds beside "allocations", by microversion.
 CONSUMER_FIELDS = versions.Table(

@@ -10,15 +10,15 @@ from placement import error_codes
 from placement import events
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.conf import CONF
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import render
 from placement.objects.allocation_candidates import request as ac_request
 from placement.schemas import allocation_candidate as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 
 @decorators.versioned(versions.ALLOCATION_CANDIDATES)

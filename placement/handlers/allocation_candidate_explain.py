@@ -3,10 +3,10 @@
 answered with why it finds what it finds (see doc/explain.md)."""
 
 from placement import versions
-from placement.api import decorators
-from placement.api import request
 from placement.handlers import allocation_candidate
 from placement.objects.allocation_candidates import explain as explain_obj
+from placement.web import decorators
+from placement.web import request
 
 
 @decorators.versioned(versions.ALLOCATION_CANDIDATES)

@@ -3,12 +3,12 @@
 from placement import error_codes
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.objects import inventory as inv_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import inventory as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 
 def _path(uuid, rc_name):

@@ -1,7 +1,7 @@
 """Value grammars shared by query strings (doc/api.md "Query values").
 
 Used by ``GET /resource_providers`` and ``GET /allocation_candidates``.
-Every function raises ``placement.api.errors.BadRequest`` with the
+Every function raises ``placement.web.errors.BadRequest`` with the
 upstream's message on malformed input; name lookups (unknown classes,
 traits, aggregates) are the caller's business.
 
@@ -26,8 +26,8 @@ traits, aggregates) are the caller's business.
 from oslo_utils import uuidutils
 
 from placement import versions
-from placement.api import errors
 from placement.objects import constraints
+from placement.web import errors
 
 # The 400 for a well-formed ``resources`` naming a class that does not
 # exist (the lookup's own message follows).

@@ -2,12 +2,12 @@
 
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.handlers import allocation
 from placement.objects import reshaper as reshaper_obj
 from placement.schemas import reshaper as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 
 @decorators.versioned(versions.RESHAPER)

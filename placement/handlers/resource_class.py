@@ -2,11 +2,11 @@
 
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.objects import resource_class as rc_obj
 from placement.schemas import resource_class as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 
 def _path(name):

@@ -6,13 +6,13 @@ import orjson
 
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.handlers import query_params
 from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import resource_provider as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 # Links after "self", each with the version that introduced it.
 _LINKS = (

@@ -1,7 +1,7 @@
 """GET / : the version document."""
 
 from placement import versions
-from placement.api import request
+from placement.web import request
 
 
 def home(req, resp):

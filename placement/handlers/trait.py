@@ -4,11 +4,11 @@ import re
 
 from placement import exception
 from placement import versions
-from placement.api import decorators
-from placement.api import errors
-from placement.api import request
 from placement.objects import trait as trait_obj
 from placement.schemas import trait as schema
+from placement.web import decorators
+from placement.web import errors
+from placement.web import request
 
 _CUSTOM_TRAIT = re.compile(schema.CUSTOM_TRAIT_PATTERN)
 _MAX_NAME = schema.CUSTOM_TRAIT["maxLength"]

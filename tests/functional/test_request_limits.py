@@ -13,11 +13,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from placement.api import errors
-from placement.api import request
 from placement.db import tables
 from placement.handlers import resource_provider
 from placement.objects import resource_class
+from placement.web import errors
+from placement.web import request
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional import live_server

@@ -5,8 +5,8 @@ import pytest
 from placement import error_codes
 from placement import exception
 from placement import versions
-from placement.api import errors
 from placement.handlers import allocation_candidate as handler
+from placement.web import errors
 
 V = versions.Version.parse
 

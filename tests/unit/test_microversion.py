@@ -4,8 +4,8 @@ Version comparisons and the version table."""
 import pytest
 
 from placement import versions
-from placement.api import microversion
 from placement.versions import Version
+from placement.web import microversion
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 import pytest
 
-from placement.api import errors
 from placement.handlers import query_params as qp
 from placement.versions import Version
+from placement.web import errors
 
 AGG1 = "5e0b2c3a-6e0e-4a53-9f4f-58f4a1a0e6a1"
 AGG2 = "9d8f8b4e-0c07-4f0a-8d0c-3c3b9a7d2f10"

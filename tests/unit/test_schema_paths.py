@@ -14,8 +14,8 @@ import pytest
 
 from placement import schemas
 from placement import versions
-from placement.api import errors
-from placement.api import request
+from placement.web import errors
+from placement.web import request
 
 UUID = "3e6b2a38-0000-4000-8000-00000000000a"
 # Values tried, in order, for strings and object keys that need a pattern.

@@ -19,7 +19,7 @@ import orjson
 from oslo_utils import uuidutils
 
 from placement import versions
-from placement.api import errors
+from placement.web import errors
 
 # Items one request may name (doc/api.md "Errors"): list elements and
 # object members at any depth of a body, comma-separated values of a query

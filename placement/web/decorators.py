@@ -8,8 +8,8 @@ import functools
 from typing import Any
 from typing import Callable
 
-from placement.api import errors
 from placement.versions import Version
+from placement.web import errors
 
 Handler = Callable[..., Any]
 
