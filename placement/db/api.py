@@ -209,8 +209,10 @@ def _track_transaction_end(engine):
     @event.listens_for(engine, "rollback")
     def _end(conn):
         # Fired just before the driver's commit/rollback: a failing one
-        # reaches handle_error below, which takes this back.
-        conn.info[_ENDED] = True
+        # reaches handle_error below, which takes this back. A connection
+        # that was lost has nothing to reset (and no info to read).
+        if not conn.invalidated:
+            conn.info[_ENDED] = True
 
     @event.listens_for(engine, "handle_error")
     def _error(context):
@@ -329,9 +331,22 @@ _UNAVAILABLE_CODES = frozenset(
 )
 
 
-def is_unavailable(error: BaseException) -> bool:
+def is_unavailable(error: BaseException | None) -> bool:
     """True when ``error`` says the database is down or unreachable (the
-    request may succeed later), not that the request itself failed."""
+    request may succeed later), not that the request itself failed; also
+    when it was raised while handling such an error (ending a transaction
+    whose connection was lost fails in its turn, e.g. with
+    PendingRollbackError)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if _says_unavailable(error):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _says_unavailable(error: BaseException) -> bool:
     if isinstance(error, (sa_exc.TimeoutError, sa_exc.DisconnectionError)):
         return True
     if not isinstance(error, sa_exc.DBAPIError):

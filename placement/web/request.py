@@ -10,6 +10,7 @@ import email.utils
 import urllib.parse
 from collections.abc import Collection
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
 from typing import Any
 
@@ -152,12 +153,40 @@ def render(resp: falcon.Response, body: Any, status: int = 200) -> None:
 def render_stream(
     resp: falcon.Response, chunks: Iterable[bytes], status: int = 200
 ) -> None:
-    """A JSON body sent piece by piece as ``chunks`` (bytes) are produced,
-    without Content-Length; the server closes ``chunks`` when the client
-    goes away."""
+    """A JSON body sent piece by piece as ``chunks`` (bytes) are produced;
+    the server closes ``chunks`` when the client goes away. Its first
+    STREAM_HEAD bytes are produced here, before the answer starts: an error
+    until then (a lost database) is an error answer, not a 200 whose body
+    breaks off, and a body no longer than that goes out whole, with
+    Content-Length."""
+    chunks = iter(chunks)
+    head: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_HEAD:
+            break
+    else:
+        render(resp, b"".join(head), status)
+        return
     resp.status = status
     resp.content_type = "application/json"
-    resp.stream = chunks
+    resp.stream = _continued(head, chunks)
+
+
+# Bytes of a streamed body produced before the answer starts.
+STREAM_HEAD = 256 * 1024
+
+
+def _continued(head: list[bytes], chunks: Iterator[bytes]) -> Iterator[bytes]:
+    try:
+        yield from head
+        yield from chunks
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
 
 
 def no_content(resp: falcon.Response, status: int = 204) -> None:

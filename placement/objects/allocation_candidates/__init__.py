@@ -128,8 +128,10 @@ class Stream:
             except providers.NoCandidates:
                 search_ = (iter(()), _Seen(), {}, False)
             self._found, self._seen, self._class_ids, self._one_per_tree = search_
-        except BaseException:
-            self.close()
+        except BaseException as e:
+            # The transaction ends with the error: rolled back, not
+            # committed (its connection may be lost).
+            self.close(e)
             raise
         self.allocated: set[int] = set()
         self.mapped: set[int] = set()
@@ -161,11 +163,14 @@ class Stream:
             self.mapped,
         )
 
-    def close(self) -> None:
+    def close(self, error: BaseException | None = None) -> None:
         self._found = iter(())
         reader, self._reader = self._reader, None
         if reader is not None:
-            reader.__exit__(None, None, None)
+            if error is None:
+                reader.__exit__(None, None, None)
+            else:
+                reader.__exit__(type(error), error, error.__traceback__)
 
 
 def _find(index, request, options):
