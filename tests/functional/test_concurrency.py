@@ -133,6 +133,26 @@ class Tally:
                 self.problems.append((what, response.status_code, response.text[:300]))
 
 
+def random_claim(session, base, providers, rnd, timeout=None):
+    """PUT a claim of random size on a random provider of ``providers``
+    for a new consumer; (consumer, provider, resources, response)."""
+    consumer = str(uuid.uuid4())
+    rp = rnd.choice(providers)
+    resources = {"VCPU": rnd.randint(1, 4), "MEMORY_MB": rnd.choice((256, 512, 1024))}
+    response = session.put(
+        base + "/allocations/" + consumer,
+        json={
+            "allocations": {rp: {"resources": resources}},
+            "project_id": "proj",
+            "user_id": "user",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+        timeout=timeout,
+    )
+    return consumer, rp, resources, response
+
+
 def _client(base_urls, providers, tally, seed):
     rnd = random.Random(seed)
     mine = []
@@ -148,21 +168,8 @@ def _client(base_urls, providers, tally, seed):
                         del tally.claims[consumer]
                 tally.record("delete", response)
                 continue
-            consumer = str(uuid.uuid4())
-            rp = rnd.choice(providers)
-            resources = {
-                "VCPU": rnd.randint(1, 4),
-                "MEMORY_MB": rnd.choice((256, 512, 1024)),
-            }
-            response = session.put(
-                base + "/allocations/" + consumer,
-                json={
-                    "allocations": {rp: {"resources": resources}},
-                    "project_id": "proj",
-                    "user_id": "user",
-                    "consumer_generation": None,
-                    "consumer_type": "INSTANCE",
-                },
+            consumer, rp, resources, response = random_claim(
+                session, base, providers, rnd
             )
             with tally.lock:
                 if response.status_code == 204:

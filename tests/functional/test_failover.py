@@ -27,7 +27,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 
 import pymysql
 import pytest
@@ -236,22 +235,8 @@ def _client(bases, providers, tally, seed, stop):
                         if response.status_code != 204:
                             tally.uncertain[consumer] = claim
                     continue
-                consumer = str(uuid.uuid4())
-                rp = rnd.choice(providers)
-                resources = {
-                    "VCPU": rnd.randint(1, 4),
-                    "MEMORY_MB": rnd.choice((256, 512, 1024)),
-                }
-                response = session.put(
-                    base + "/allocations/" + consumer,
-                    json={
-                        "allocations": {rp: {"resources": resources}},
-                        "project_id": "proj",
-                        "user_id": "user",
-                        "consumer_generation": None,
-                        "consumer_type": "INSTANCE",
-                    },
-                    timeout=HANG_GUARD,
+                consumer, rp, resources, response = test_concurrency.random_claim(
+                    session, base, providers, rnd, timeout=HANG_GUARD
                 )
             except requests.RequestException as e:
                 with tally.lock:
