@@ -485,8 +485,17 @@ def catalog_counts(base):
     return counts
 
 
+class Server:
+    """A running server: its base URL, process (the ``bash -c`` that execs
+    the command) and database name."""
+
+    def __init__(self, base, proc, database):
+        self.base, self.proc, self.database = base, proc, database
+
+
 @contextlib.contextmanager
 def server(command, label, log_dir):
+    """Yield a Server running ``command`` on a fresh MySQL database."""
     name = "cloudday_%s_%s" % (label, uuid.uuid4().hex[:8])
     conn = pymysql.connect(**MYSQL)
     with conn.cursor() as cur:
@@ -523,7 +532,7 @@ def server(command, label, log_dir):
             if time.monotonic() > deadline:
                 raise RuntimeError("server %s did not start" % label)
             time.sleep(0.5)
-        yield base
+        yield Server(base, proc, name)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -548,50 +557,62 @@ def _free_port():
     return port
 
 
+def register_all(cloud, stats, args):
+    """Register ``--hosts`` hosts; {"register_s", "hosts_registered"}."""
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(args.load_concurrency) as pool:
+        registered = sum(
+            pool.map(
+                lambda n: register(cloud, stats, n, args.aggregate_every),
+                range(args.hosts),
+            )
+        )
+    return {
+        "register_s": round(time.monotonic() - started, 1),
+        "hosts_registered": registered,
+    }
+
+
+def start_day(cloud, stats, args, stop):
+    """Start the day's traffic until ``stop`` is set: agents re-reporting,
+    schedulers claiming, deletes and moves; (threads, Counter of claims
+    placed (True) and not (False))."""
+    threads = []
+    unchanged = max(args.reports_per_s - args.changing_per_s, 0)
+    threads += paced(stop, unchanged, lambda s, r: report(cloud, stats, s, r, False))
+    threads += paced(
+        stop, args.changing_per_s, lambda s, r: report(cloud, stats, s, r, True)
+    )
+    threads += paced(stop, args.deletes_per_s, lambda s, r: delete(cloud, stats, s, r))
+    threads += paced(stop, args.moves_per_s, lambda s, r: move(cloud, stats, s, r))
+    claims = collections.Counter()
+
+    def scheduler(seed):
+        rnd = random.Random(seed)
+        session = _session()
+        while not stop.is_set():
+            claims[claim(cloud, stats, session, rnd, args.limit)] += 1
+        session.close()
+
+    for n in range(args.schedulers):
+        t = threading.Thread(target=scheduler, args=(n,), daemon=True)
+        t.start()
+        threads.append(t)
+    return threads, claims
+
+
 def run(label, command, args):
     stats = Stats()
     result = {"label": label, "command": command}
-    with server(command, label, args.log_dir) as base:
+    with server(command, label, args.log_dir) as running:
+        base = running.base
         cloud = Cloud(base)
-        started = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(args.load_concurrency) as pool:
-            registered = sum(
-                pool.map(
-                    lambda n: register(cloud, stats, n, args.aggregate_every),
-                    range(args.hosts),
-                )
-            )
-        result["register_s"] = round(time.monotonic() - started, 1)
-        result["hosts_registered"] = registered
+        result.update(register_all(cloud, stats, args))
         # Nothing counted yet is zero: no candidate request was made.
         before = catalog_counts(base) or {}
         stats = Stats()  # the day's figures only
         stop = threading.Event()
-        threads = []
-        unchanged = max(args.reports_per_s - args.changing_per_s, 0)
-        threads += paced(
-            stop, unchanged, lambda s, r: report(cloud, stats, s, r, False)
-        )
-        threads += paced(
-            stop, args.changing_per_s, lambda s, r: report(cloud, stats, s, r, True)
-        )
-        threads += paced(
-            stop, args.deletes_per_s, lambda s, r: delete(cloud, stats, s, r)
-        )
-        threads += paced(stop, args.moves_per_s, lambda s, r: move(cloud, stats, s, r))
-        claims = collections.Counter()
-
-        def scheduler(seed):
-            rnd = random.Random(seed)
-            session = _session()
-            while not stop.is_set():
-                claims[claim(cloud, stats, session, rnd, args.limit)] += 1
-            session.close()
-
-        for n in range(args.schedulers):
-            t = threading.Thread(target=scheduler, args=(n,), daemon=True)
-            t.start()
-            threads.append(t)
+        threads, claims = start_day(cloud, stats, args, stop)
         day_started = time.monotonic()
         time.sleep(args.duration)
         stop.set()
@@ -651,17 +672,11 @@ def _ms(seconds):
     return None if seconds is None else round(seconds * 1000, 1)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--server",
-        action="append",
-        required=True,
-        help="label=command (repeat for each server, run in turn)",
-    )
+def add_day_arguments(parser, duration):
+    """The options that shape the cloud and its day (see the docstring)."""
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--aggregate-every", type=int, default=AGGREGATE_EVERY)
-    parser.add_argument("--duration", type=float, default=120)
+    parser.add_argument("--duration", type=float, default=duration)
     parser.add_argument("--reports-per-s", type=float, default=50)
     parser.add_argument("--changing-per-s", type=float, default=20)
     parser.add_argument("--schedulers", type=int, default=4)
@@ -671,6 +686,17 @@ def main():
     parser.add_argument("--load-concurrency", type=int, default=10)
     parser.add_argument("--log-dir", default=None)
     parser.add_argument("--out")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--server",
+        action="append",
+        required=True,
+        help="label=command (repeat for each server, run in turn)",
+    )
+    add_day_arguments(parser, duration=120)
     args = parser.parse_args()
     if args.log_dir is None:
         args.log_dir = tempfile.mkdtemp(prefix="cloud-day-logs-")

@@ -52,6 +52,7 @@ from placement.db import tables
 sys.path.insert(0, __file__.rsplit("/", 3)[0])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cloud_day  # noqa: E402  (the cloud shape is its hosts and request)
+import procfs  # noqa: E402
 
 from tests import fixtures  # noqa: E402  (fresh SQLite/MySQL databases)
 
@@ -359,16 +360,8 @@ def measure(app, counter, path, version, repeat, profile):
 
 
 def _group(pgid):
-    """Pids of the process group ``pgid``."""
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open("/proc/%s/stat" % pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid:
-                yield pid, fields
+    """(pid, /proc stat fields) of the processes of the group ``pgid``."""
+    return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
 
 
 def _group_cpu(pgid):

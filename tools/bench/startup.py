@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import procfs
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -32,18 +34,11 @@ def _free_port():
 
 def _cpu(pid):
     """CPU seconds of ``pid`` and its children, living ones included."""
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
+    return sum(
+        (int(fields[11]) + int(fields[12])) / TICK
+        for other, fields in procfs.stats()
+        if other == pid or int(fields[1]) == pid
+    )
 
 
 def _answered(port):
