@@ -165,6 +165,9 @@ OPERATIONS = {
     "allocation_candidate_explain.explain": _read(
         responses.EXPLAIN, query=_candidates_query
     ),
+    "allocation_candidate_capacity.capacity": _read(
+        responses.CAPACITY, query=_candidates_query
+    ),
     "trait.list_traits": _read(responses.TRAITS, query=trait_schema.LIST_TRAITS_QUERY),
     "trait.get_trait": Operation(ok={204: None}, errors=_NOT_FOUND),
     "trait.put_trait": _CREATED_OR_EXISTS,

@@ -9,6 +9,7 @@ import falcon
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import allocation_candidate
+from placement.handlers import allocation_candidate_capacity
 from placement.handlers import allocation_candidate_explain
 from placement.handlers import inventory
 from placement.handlers import reshaper
@@ -102,6 +103,10 @@ ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
     (
         "/allocation_candidates/explain",
         [("GET", allocation_candidate_explain.explain)],
+    ),
+    (
+        "/allocation_candidates/capacity",
+        [("GET", allocation_candidate_capacity.capacity)],
     ),
     ("/traits", [("GET", trait.list_traits)]),
     (

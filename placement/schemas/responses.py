@@ -222,3 +222,22 @@ EXPLAIN = obj(
         "reason": _STRING,
     }
 )
+
+
+CAPACITY = obj(
+    {
+        "capacity": _INTEGER,
+        "roots": array(
+            obj(
+                {
+                    "uuid": _UUID,
+                    "name": {"type": ["string", "null"]},
+                    "count": _INTEGER,
+                    "limited_by": array(_STRING),
+                }
+            )
+        ),
+        "aggregates": keyed(_INTEGER, ".*"),
+        "exact": {"type": "boolean"},
+    }
+)

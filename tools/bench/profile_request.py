@@ -331,7 +331,15 @@ def measure(app, counter, path, version, repeat, profile):
         statements.append(counter.count - before)
     cands = ""
     if status.startswith("200") and path.startswith("/allocation_cand"):
-        cands = " candidates=%d" % len(json.loads(body)["allocation_requests"])
+        found = json.loads(body)
+        if "allocation_requests" in found:
+            cands = " candidates=%d" % len(found["allocation_requests"])
+        elif "capacity" in found:
+            cands = " capacity=%d roots=%d exact=%s" % (
+                found["capacity"],
+                len(found["roots"]),
+                found["exact"],
+            )
     print(
         "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs statements=%s "
         "bytes=%d%s"
