@@ -142,12 +142,12 @@ def handle_falcon_error(
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any
 ) -> None:
-    """A database that is down or unreachable answers 503 with
-    Retry-After; a request naming more items than one statement takes, or
-    text the tables cannot hold, 400; anything else is a 500. No body
-    quotes the exception: its text carries hosts, SQL and parameters, so
-    it goes to the log alone (under the request id, which the body
-    names)."""
+    """A database that is down or unreachable, or has lost its schema,
+    answers 503 with Retry-After; a request naming more items than one
+    statement takes, or text the tables cannot hold, 400; anything else
+    is a 500. No body quotes the exception: its text carries hosts, SQL
+    and parameters, so it goes to the log alone (under the request id,
+    which the body names)."""
     request_id = req.env.get(middleware.REQUEST_ID_ENV)
     if db_api.is_too_many_parameters(ex):
         # Rolled back whole; nothing to retry. A documented limit.
@@ -182,7 +182,22 @@ def handle_unexpected(
         )
         return
     error: errors.PlacementError
-    if db_api.is_unavailable(ex):
+    if db_api.is_schema_missing(ex):
+        # Dropped under a running server, or never synced: as in an
+        # outage, nothing the client did wrong and nothing half written.
+        LOG.error(
+            "Database schema missing in %s %s (%s): %s",
+            req.method,
+            req.path,
+            request_id,
+            ex,
+        )
+        error = errors.ServiceUnavailable(
+            "The database schema is missing, request id %s." % request_id,
+            vary=False,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    elif db_api.is_unavailable(ex):
         LOG.error(
             "Database unavailable in %s %s (%s): %s",
             req.method,

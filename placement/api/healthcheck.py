@@ -1,5 +1,6 @@
 """``/healthcheck``: oslo.middleware's healthcheck app with a backend that
-reports whether the app's database answers ``SELECT 1``.
+reports whether the app's database answers and holds the schema this
+service expects (alembic's revision, one cheap statement).
 
 The backend is registered as the ``placement_database`` entry point of
 ``oslo.middleware.healthcheck`` (setup.cfg) and is always enabled; operators
@@ -9,13 +10,13 @@ may add more backends and ``detailed`` under ``[healthcheck]``.
 import logging
 from typing import Any
 
-import sqlalchemy as sa
 from oslo_config import cfg
 from oslo_middleware import healthcheck
 from oslo_middleware.healthcheck import opts as healthcheck_opts
 from oslo_middleware.healthcheck import pluginbase
 
 from placement.db import api as db_api
+from placement.db import schema
 
 LOG = logging.getLogger(__name__)
 
@@ -27,16 +28,33 @@ DB_KEY = "placement_db"
 
 
 class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
-    """Healthy while the database answers ``SELECT 1``."""
+    """Healthy while the database answers and its schema is at this
+    service's revision (a dropped database or table, or a schema another
+    release wrote, is not healthy)."""
 
     def healthcheck(self, server_port: Any) -> Any:
         try:
             with self.conf[DB_KEY].reader() as conn:
-                conn.execute(sa.text("SELECT 1"))
+                revision = schema.recorded_revision(conn)
         except Exception as e:
-            LOG.warning("healthcheck: database unreachable: %s", e)
+            if db_api.is_schema_missing(e):
+                reason, details = "database schema missing", schema.SYNC_HINT
+            else:
+                reason, details = "database unreachable", str(e)
+            LOG.warning("healthcheck: %s: %s", reason, e)
             return pluginbase.HealthcheckResult(
-                available=False, reason="database unreachable", details=str(e)
+                available=False, reason=reason, details=details
+            )
+        if revision != schema.HEAD:
+            details = "schema revision %s, this placement needs %s" % (
+                revision,
+                schema.HEAD,
+            )
+            LOG.warning("healthcheck: %s", details)
+            return pluginbase.HealthcheckResult(
+                available=False,
+                reason="database schema at another revision",
+                details=details,
             )
         return pluginbase.HealthcheckResult(available=True, reason="database reachable")
 

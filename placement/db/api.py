@@ -354,13 +354,37 @@ def _says_unavailable(error: BaseException) -> bool:
     if error.connection_invalidated:
         return True
     sqlstate = getattr(error.orig, "sqlstate", None)
-    if sqlstate is not None:
+    if _from_psycopg(error.orig):
+        if sqlstate is None:
+            # psycopg gives no SQLSTATE when it could not connect at all.
+            return isinstance(error, sa_exc.OperationalError)
         return sqlstate in _PG_UNAVAILABLE or sqlstate.startswith("08")
-    if isinstance(error, sa_exc.OperationalError) and _from_psycopg(error.orig):
-        # psycopg gives no SQLSTATE when it could not connect at all.
-        return True
+    # pymysql's SQLSTATE is the server's (HY000 for most errors): the
+    # error number tells.
     args: tuple[Any, ...] = getattr(error.orig, "args", ())
     return bool(args) and args[0] in _UNAVAILABLE_CODES
+
+
+# MySQL: unknown database, no database selected, table does not exist;
+# PostgreSQL: database does not exist, undefined table.
+_SCHEMA_MISSING_CODES = frozenset((1049, 1046, 1146))
+_PG_SCHEMA_MISSING = frozenset(("3D000", "42P01"))
+
+
+def is_schema_missing(error: BaseException) -> bool:
+    """True when ``error`` says the database or one of its tables is not
+    there (dropped, or never created): the service cannot answer until
+    the schema is back, as in an outage."""
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    if _from_psycopg(error.orig):
+        return getattr(error.orig, "sqlstate", None) in _PG_SCHEMA_MISSING
+    args: tuple[Any, ...] = getattr(error.orig, "args", ())
+    if args and args[0] in _SCHEMA_MISSING_CODES:
+        return True
+    return isinstance(error, sa_exc.OperationalError) and str(error.orig).startswith(
+        "no such table"
+    )
 
 
 # PostgreSQL: shutting down, crashed, starting up, too many connections

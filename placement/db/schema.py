@@ -94,6 +94,13 @@ def current_revision(engine: sa.Engine) -> str | None:
         return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
 
 
+def recorded_revision(conn: sa.Connection) -> str | None:
+    """The revision alembic recorded, in one cheap statement (for health
+    checks); a DBAPIError (``db_api.is_schema_missing``) when the schema
+    is not there."""
+    return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
+
+
 def mismatch(engine: sa.Engine) -> str | None:
     """Why the schema cannot serve this placement and what to do, or None
     when it is at HEAD."""
