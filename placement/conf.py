@@ -108,6 +108,18 @@ placement_opts = [
         help="Cap on allocation candidates generated per request, "
         "applied before 'limit'. -1 means unlimited.",
     ),
+    cfg.IntOpt(
+        "max_answer_candidates",
+        default=1_000_000,
+        min=0,
+        help="The most allocation candidates one answer may hold (after "
+        "'limit' and max_allocation_candidates). A request whose answer "
+        "would hold more is refused with 400 before anything is sent, "
+        "asking for 'limit'; deciding counts candidates up to this "
+        "number and keeps none of them. With randomize_allocation_"
+        "candidates it bounds every candidate found, since all of them "
+        "are drawn from. 0 means no bound.",
+    ),
     cfg.StrOpt(
         "allocation_candidates_generation_strategy",
         default="depth-first-unless-limit",

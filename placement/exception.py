@@ -50,6 +50,10 @@ class BadRequest(PlacementException):
     status = 400
 
 
+class AnswerTooLarge(BadRequest):
+    code = error_codes.QUERY_ANSWER_TOO_LARGE
+
+
 class Conflict(PlacementException):
     status = 409
 

@@ -74,6 +74,7 @@ def run(req, search):
                 strategy=_strategy(parsed.limit),
                 max_candidates=CONF.placement.max_allocation_candidates,
                 randomize=CONF.placement.randomize_allocation_candidates,
+                max_answer=CONF.placement.max_answer_candidates,
             ),
         )
     except exception.ResourceClassNotFound as e:

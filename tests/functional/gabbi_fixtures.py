@@ -56,3 +56,9 @@ class DepthFirstCandidates(_ConfigFixture):
 
 class RandomizeCandidates(_ConfigFixture):
     overrides = {"placement.randomize_allocation_candidates": True}
+
+
+class SmallAnswerBound(_ConfigFixture):
+    """Answers hold at most 240 candidates."""
+
+    overrides = {"placement.max_answer_candidates": 240}

@@ -155,6 +155,11 @@ def test_streamed_answer_is_byte_identical(app_db, max_candidates):
                 assert resp.content == expected, (version, query)
 
 
+# The answer bound ([placement] max_answer_candidates) off: these answers
+# are far past it, and what is tested is how an unbounded one is streamed.
+UNBOUNDED = {"OS_PLACEMENT__MAX_ANSWER_CANDIDATES": "0"}
+
+
 def _workers(server_pid):
     """Pids of the processes whose parent is ``server_pid``."""
     pids = []
@@ -182,19 +187,16 @@ def _rss_mb(pid):
                 return int(line.split()[1]) / 1024
 
 
-def _cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
     """Six isolated PGPU:1 groups on one root with 16 single-PGPU children:
-    5,765,760 candidates (gigabytes of JSON). The answer starts at once,
+    5,765,760 candidates (gigabytes of JSON), with the answer bound off.
+    The answer is streamed (megabytes arrive while it is far from done),
     the worker grows by far less than 512 MB, and when the client hangs up
-    the work stops and the same worker serves the next request."""
+    the work stops: the next candidate request, which would have to wait
+    for the worker's heavy-read turn while the search went on (minutes),
+    is answered by the same worker."""
     with live_server.placement_api(
-        str(tmp_path), "--workers", "1", "--threads", "2"
+        str(tmp_path), "--workers", "1", "--threads", "2", **UNBOUNDED
     ) as url:
         client = httpx.Client(base_url=url, timeout=30)
         _pgpu_host(client, "big")
@@ -206,6 +208,7 @@ def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
         peak = before
         started = time.monotonic()
         read = 0
+        # requests' timeout (20 s between bytes) guards against a hang.
         with requests.get(
             url + "/allocation_candidates?" + _isolated(6),
             headers=_headers("1.39"),
@@ -216,19 +219,19 @@ def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
             for chunk in resp.iter_content(1 << 20):
                 if not read:
                     assert chunk.startswith(b'{"allocation_requests":[{')
-                    first = time.monotonic() - started
                 read += len(chunk)
                 peak = max(peak, _rss_mb(worker))
                 if read > 40 << 20 or time.monotonic() - started > 8:
                     break
-        assert first < 10, first
         assert read > 5 << 20, read
         assert peak - before < 512, (before, peak)
-        # The client went away: the search stops, the worker lives on.
-        time.sleep(1)
-        cpu = _cpu_seconds(worker)
-        time.sleep(1.5)
-        assert _cpu_seconds(worker) - cpu < 0.3
+        # The client went away: the search stops, the worker lives on and
+        # takes the next heavy read at once.
+        resp = client.get(
+            "/allocation_candidates?resources=PGPU:1", headers=_headers("1.39")
+        )
+        assert resp.status_code == 200
+        assert len(resp.json()["allocation_requests"]) == PGPUS
         assert _workers(server) == [worker]
         assert client.get("/resource_providers", headers=ADMIN).status_code == 200
 
@@ -267,7 +270,7 @@ def test_sharing_layouts_stream_in_bounded_memory(tmp_path):
     is sharing (16 sharing PGPU roots) at most MAX_REMEMBERED are
     remembered and then the answer ends, complete JSON."""
     with live_server.placement_api(
-        str(tmp_path), "--workers", "1", "--threads", "2"
+        str(tmp_path), "--workers", "1", "--threads", "2", **UNBOUNDED
     ) as url:
         client = httpx.Client(base_url=url, timeout=30)
         root = _pgpu_host(client, "big")
@@ -293,7 +296,7 @@ def test_sharing_layouts_stream_in_bounded_memory(tmp_path):
 
     (tmp_path / "2").mkdir()
     with live_server.placement_api(
-        str(tmp_path / "2"), "--workers", "1", "--threads", "2"
+        str(tmp_path / "2"), "--workers", "1", "--threads", "2", **UNBOUNDED
     ) as url:
         client = httpx.Client(base_url=url, timeout=30)
         (server,) = [

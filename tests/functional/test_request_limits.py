@@ -6,7 +6,6 @@ the database takes in one statement."""
 import contextlib
 import socket
 import sqlite3
-import time
 import uuid
 
 import httpx
@@ -163,11 +162,12 @@ def test_statement_over_postgresql_parameter_limit_is_400(monkeypatch):
 
 def test_real_server_answers_413_without_reading_the_body(tmp_path):
     """A 20 MB body announced by Content-Length is refused at once, before
-    the client has sent it."""
+    the client has sent it: the answer comes while the client has sent
+    65 KB of it (a server reading the body would leave the client waiting
+    until its socket timeout)."""
     with live_server.placement_api(str(tmp_path)) as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            started = time.monotonic()
             sock.sendall(
                 b"POST /resource_providers HTTP/1.1\r\nHost: x\r\n"
                 b"X-Auth-Token: admin\r\nContent-Type: application/json\r\n"
@@ -179,10 +179,8 @@ def test_real_server_answers_413_without_reading_the_body(tmp_path):
                 if not chunk:
                     break
                 answer += chunk
-            elapsed = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
         assert b"max_request_body_size" in answer
-        assert elapsed < 5
 
 
 def _seed(db, traits, classes, providers, vcpu_id):

@@ -16,6 +16,7 @@ import random
 from collections.abc import Iterable
 from collections.abc import Iterator
 
+from placement import exception
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
@@ -31,6 +32,7 @@ class Options:
     strategy: str = "depth-first"
     max_candidates: int = -1  # generation cap, -1 unlimited
     randomize: bool = False
+    max_answer: int = 0  # most candidates one answer may hold, 0 unbounded
 
 
 @dataclasses.dataclass
@@ -44,6 +46,8 @@ class Result:
 EMPTY = Result([], {}, {}, {})
 FIRST_PAGE = 16  # trees read first by a limited search beyond its
 # limit: most trees give one candidate in the first round
+KEPT = 10_000  # candidates an answer without a limit keeps while it is
+# counted against Options.max_answer: smaller answers are searched once
 
 
 def find(
@@ -124,7 +128,10 @@ class Stream:
         try:
             self._index = catalog.index(db, conn)
             try:
-                search_ = _search(self._index, request, options)
+                search_ = _bounded(
+                    functools.partial(_search, self._index, request, options),
+                    options.max_answer,
+                )
             except providers.NoCandidates:
                 search_ = (iter(()), _Seen(), {}, False)
             self._found, self._seen, self._class_ids, self._one_per_tree = search_
@@ -174,8 +181,13 @@ class Stream:
 
 
 def _find(index, request, options):
-    found, seen, class_ids, one_per_tree = _search(index, request, options)
-    found = _limit(found, request.limit, options.randomize)
+    limit, bound = request.limit, options.max_answer
+    if limit is not None and limit <= bound and not options.randomize:
+        bound = 0  # the limit keeps the answer within the bound
+    found, seen, class_ids, one_per_tree = _bounded(
+        functools.partial(_search, index, request, options), bound
+    )
+    found = _limit(found, limit, options.randomize)
     allocated = {rp for c in found for rp, _, _ in c.allocations}
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
@@ -279,6 +291,35 @@ def _limit(found, limit, randomize):
         return random.sample(found, limit)
     random.shuffle(found)
     return found
+
+
+def _bounded(search_, bound):
+    """``search_()``'s (candidates, ...) once they are known to be at most
+    ``bound`` (AnswerTooLarge otherwise, before any of the answer is sent;
+    0: unbounded). The first KEPT candidates are kept; more are counted up
+    to the bound, keeping none, and then searched again in the same read
+    transaction."""
+    found, *rest = search_()
+    if not bound:
+        return (found, *rest)
+    keep = min(KEPT, bound) + 1
+    kept = list(itertools.islice(found, keep))
+    if len(kept) < keep:
+        return (iter(kept), *rest)
+    if (
+        keep > bound
+        or keep + sum(1 for _ in itertools.islice(found, bound - keep + 1)) > bound
+    ):
+        raise _too_large(bound)
+    return search_()
+
+
+def _too_large(bound):
+    return exception.AnswerTooLarge(
+        "The answer would hold more than %d allocation candidates, the most "
+        "one answer may hold ([placement] max_answer_candidates): pass a "
+        "'limit' of at most that many, or narrow the request." % bound
+    )
 
 
 def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped):
