@@ -8,6 +8,7 @@ give ``sqlalchemy.url`` in its ini file.
 import sqlalchemy as sa
 from alembic import context
 
+from placement.db import api as db_api
 from placement.db import tables
 
 config = context.config
@@ -17,7 +18,9 @@ def run_migrations_online():
     engine = config.attributes.get("engine")
     if engine is None:
         engine = sa.create_engine(config.get_main_option("sqlalchemy.url"))
-    with engine.connect() as connection:
+    # Without [placement_database] statement_timeout: a revision may take
+    # long on big tables.
+    with db_api.unbounded(engine) as connection:
         # SQLite cannot ALTER constraints in place: batch mode rebuilds the
         # table there and is a plain ALTER elsewhere. One transaction per
         # revision: PostgreSQL's DDL is transactional, and a revision that

@@ -200,6 +200,19 @@ database_opts = [
         "for a moment; writes are still certified, so stale generations "
         "are refused). Ignored on servers without Galera.",
     ),
+    cfg.FloatOpt(
+        "statement_timeout",
+        default=30.0,
+        min=0,
+        help="Seconds one database statement may run (its lock waits "
+        "included) before the database cancels it: PostgreSQL's "
+        "statement_timeout, MariaDB's max_statement_time, MySQL's "
+        "max_execution_time (MySQL bounds only reads). A request whose "
+        "statement is cancelled answers 503 with Retry-After and writes "
+        "nothing; no worker waits longer on a runaway statement. 0 "
+        "disables the budget. Not applied to SQLite, nor to "
+        "placement-manage db sync and downgrade.",
+    ),
     cfg.IntOpt(
         "connection_recycle_time",
         default=3600,

@@ -182,7 +182,24 @@ def handle_unexpected(
         )
         return
     error: errors.PlacementError
-    if db_api.is_schema_missing(ex):
+    if db_api.is_over_time_budget(ex):
+        # Cancelled by the database and rolled back whole; a worker never
+        # waits on a runaway statement for longer than the budget.
+        LOG.error(
+            "Database statement over its time budget in %s %s (%s): %s",
+            req.method,
+            req.path,
+            request_id,
+            ex,
+        )
+        error = errors.ServiceUnavailable(
+            "A database statement of this request ran longer than the "
+            "service allows; try again later, or ask for less at once "
+            "(a limit, fewer items), request id %s." % request_id,
+            vary=False,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    elif db_api.is_schema_missing(ex):
         # Dropped under a running server, or never synced: as in an
         # outage, nothing the client did wrong and nothing half written.
         LOG.error(

@@ -118,9 +118,10 @@ def create_engine(
                 kwargs["max_overflow"] = dbconf.max_overflow
             if dbconf.pool_timeout is not None:
                 kwargs["pool_timeout"] = dbconf.pool_timeout
+        budget = dbconf.statement_timeout if dbconf is not None else 0
         if url.get_backend_name() == "postgresql":
             engine = sa.create_engine(url, **kwargs)
-            _setup_postgresql(engine)
+            _setup_postgresql(engine, budget)
             return engine
         # Whatever the URL says (many deployments have ?charset=utf8, the
         # 3-byte set): text outside the BMP must reach the tables intact.
@@ -128,7 +129,7 @@ def create_engine(
         engine = sa.create_engine(url, **kwargs)
         sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
         sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
-        _setup_mysql(engine, sql_mode, sync_wait)
+        _setup_mysql(engine, sql_mode, sync_wait, budget)
         return engine
     return sa.create_engine(url, **kwargs)
 
@@ -153,10 +154,12 @@ def _setup_sqlite(engine, synchronous):
             conn.exec_driver_sql("BEGIN")
 
 
-def _setup_mysql(engine, sql_mode, sync_wait):
+def _setup_mysql(engine, sql_mode, sync_wait, budget):
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, record):
         cur = dbapi_conn.cursor()
+        if budget:
+            cur.execute(_mysql_budget(dbapi_conn, budget))
         # Empty on servers built without Galera (MySQL), OFF on a MariaDB
         # that is not in a cluster.
         cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
@@ -175,8 +178,18 @@ def _setup_mysql(engine, sql_mode, sync_wait):
     _track_transaction_end(engine)
 
 
-def _setup_postgresql(engine):
+def _setup_postgresql(engine, budget):
     _track_transaction_end(engine)
+
+    if budget:
+
+        @event.listens_for(engine, "do_connect")
+        def _budget(dialect, record, cargs, cparams):
+            # A session setting given at connection start: no round trip.
+            setting = "-c statement_timeout=%d" % max(1, round(budget * 1000))
+            cparams["options"] = " ".join(
+                filter(None, (cparams.get("options"), setting))
+            )
 
     @event.listens_for(engine, "handle_error")
     def _nul(context):
@@ -186,6 +199,36 @@ def _setup_postgresql(engine):
             return exception.BadRequest(
                 "Text with a NUL (0x00) character is not accepted."
             )
+
+
+def _mysql_budget(dbapi_conn, seconds):
+    """The SET of a session's statement time budget (0: none): MariaDB's
+    max_statement_time (seconds), MySQL's max_execution_time
+    (milliseconds, reads only)."""
+    if "mariadb" in dbapi_conn.get_server_info().lower():
+        return "SET SESSION max_statement_time = %f" % seconds
+    return "SET SESSION max_execution_time = %d" % round(seconds * 1000)
+
+
+@contextlib.contextmanager
+def unbounded(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection of ``engine`` without the statement time budget (for
+    schema changes, which may take long on big tables). It is discarded
+    afterwards, never returned to the pool."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":  # no budget there
+            yield conn
+            return
+        try:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET statement_timeout = 0")
+            else:
+                dbapi_conn: Any = conn.connection.dbapi_connection
+                conn.exec_driver_sql(_mysql_budget(dbapi_conn, 0))
+            conn.commit()
+            yield conn
+        finally:
+            conn.invalidate()
 
 
 def text_equals(
@@ -363,6 +406,22 @@ def _says_unavailable(error: BaseException) -> bool:
     # error number tells.
     args: tuple[Any, ...] = getattr(error.orig, "args", ())
     return bool(args) and args[0] in _UNAVAILABLE_CODES
+
+
+# MariaDB: max_statement_time exceeded; MySQL: max_execution_time exceeded.
+_OVER_BUDGET_CODES = frozenset((1969, 3024))
+
+
+def is_over_time_budget(error: BaseException) -> bool:
+    """True when the database cancelled a statement that ran longer than
+    [placement_database] statement_timeout."""
+    if not isinstance(error, sa_exc.DBAPIError):
+        return False
+    if _from_psycopg(error.orig):
+        # query_canceled
+        return getattr(error.orig, "sqlstate", None) == "57014"
+    args: tuple[Any, ...] = getattr(error.orig, "args", ())
+    return bool(args) and args[0] in _OVER_BUDGET_CODES
 
 
 # MySQL: unknown database, no database selected, table does not exist;

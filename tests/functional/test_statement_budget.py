@@ -1,0 +1,115 @@
+"""[placement_database] statement_timeout: a statement that runs longer
+than the budget is cancelled by the database, and its request answers a
+JSON 503 with Retry-After, having written nothing; the worker is free
+again at once. A statement made slow for sure: it waits for a lock that
+another connection of the test holds (lock waits count in the budget)."""
+
+import contextlib
+import uuid
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from tests import fixtures
+
+ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+BUDGET = 0.5
+
+
+@pytest.fixture(params=("mysql", "postgresql"))
+def served(request):
+    backend = request.param
+    fixtures.require_backend(backend)
+    with fixtures.overrides(**{"placement_database.statement_timeout": BUDGET}):
+        with fixtures.app(backend) as (app, db):
+            client = httpx.Client(
+                transport=httpx.WSGITransport(app=app),
+                base_url="http://localhost",
+                headers=ADMIN,
+            )
+            yield backend, client, db
+
+
+# Hang guard: the holder lets go after this long even if the budget
+# never cancels the waiting statement (then the request succeeds late, and
+# the test fails instead of hanging).
+HOLD_AT_MOST = 20
+
+
+@contextlib.contextmanager
+def _holding(db, statement):
+    """``statement`` run (and its locks held) on a connection of its own,
+    without a budget, until the block ends."""
+    engine = sa.create_engine(db.engine.url)
+    try:
+        with engine.connect() as conn:
+            release = "UNLOCK TABLES" if db.dialect == "mysql" else "ROLLBACK"
+            if db.dialect == "mysql":
+                conn.exec_driver_sql("SET SESSION wait_timeout = %d" % HOLD_AT_MOST)
+            else:
+                conn.exec_driver_sql(
+                    "SET idle_in_transaction_session_timeout = '%ds'" % HOLD_AT_MOST
+                )
+            conn.exec_driver_sql(statement)
+            try:
+                yield
+            finally:
+                with contextlib.suppress(sa.exc.DBAPIError):
+                    conn.exec_driver_sql(release)
+                    conn.rollback()
+    finally:
+        engine.dispose()
+
+
+def _assert_over_budget(resp):
+    assert resp.status_code == 503, resp.text
+    assert int(resp.headers["retry-after"]) > 0
+    (error,) = resp.json()["errors"]
+    assert error["status"] == 503
+    assert "ran longer than the service allows" in error["detail"]
+
+
+def test_write_over_budget(served):
+    _, client, db = served
+    rp = str(uuid.uuid4())
+    assert client.post("/resource_providers", json={"uuid": rp, "name": "a"}).is_success
+    url = "/resource_providers/%s" % rp
+    locked = "SELECT * FROM resource_providers WHERE uuid = '%s' FOR UPDATE" % rp
+    with _holding(db, locked):
+        _assert_over_budget(client.put(url, json={"name": "b"}))
+    resp = client.get(url)
+    assert resp.json()["name"] == "a"
+    assert resp.json()["generation"] == 0
+    assert client.put(url, json={"name": "b"}).status_code == 200
+
+
+def test_read_over_budget(served):
+    backend, client, db = served
+    rp = str(uuid.uuid4())
+    assert client.post("/resource_providers", json={"uuid": rp, "name": "a"}).is_success
+    url = "/resource_providers/%s" % rp
+    if backend == "mysql":
+        locked = "LOCK TABLES resource_providers WRITE"
+    else:
+        locked = "LOCK TABLE resource_providers IN ACCESS EXCLUSIVE MODE"
+    with _holding(db, locked):
+        _assert_over_budget(client.get(url))
+    assert client.get(url).status_code == 200
+
+
+def test_budget_is_set_on_every_connection(served):
+    backend, _, db = served
+    with db.reader() as conn:
+        if backend == "mysql":
+            names = ("max_statement_time", "max_execution_time")
+            rows = conn.exec_driver_sql(
+                "SHOW SESSION VARIABLES WHERE Variable_name IN %s" % (names,)
+            ).all()
+            values = {name: float(value) for name, value in rows}
+            assert BUDGET in (
+                values.get("max_statement_time"),
+                values.get("max_execution_time", 0) / 1000,
+            )
+        else:
+            assert conn.exec_driver_sql("SHOW statement_timeout").scalar() == "500ms"
