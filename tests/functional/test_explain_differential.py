@@ -1,9 +1,15 @@
 """GET /allocation_candidates/explain against the real answer, over
-random layouts and requests (hypothesis): ``candidates`` is always the
-length of GET /allocation_candidates' ``allocation_requests``, and an
-empty answer always has a reason naming a filter whose count is zero."""
+random layouts, flat and nested (children with traits and aggregates of
+their own), and random requests (hypothesis): ``candidates`` is always the
+length of GET /allocation_candidates' ``allocation_requests``; an empty
+answer always has a reason naming a filter whose count is zero, and that
+filter is the cause: a filter the query can drop (traits, member_of,
+root_required, same_subtree, isolate) changes the answer when dropped,
+and when the reason is the amounts, dropping every such filter still
+finds nothing."""
 
 import os
+import re
 import urllib.parse
 import uuid
 
@@ -37,6 +43,8 @@ provider = st.fixed_dictionaries(
         "traits": st.lists(st.sampled_from(TRAITS), unique=True, max_size=2),
         "agg": st.booleans(),
         "children": st.integers(0, 2),
+        "child_traits": st.lists(st.sampled_from(TRAITS), unique=True, max_size=2),
+        "child_agg": st.booleans(),
     }
 )
 layout = st.lists(provider, min_size=1, max_size=3)
@@ -71,7 +79,8 @@ def _build(app, providers_):
     for i, spec in enumerate(providers_):
         root = _add(app, "cn%d" % i, None, spec, agg)
         for j in range(spec["children"]):
-            _add(app, "cn%d-%d" % (i, j), root, dict(spec, traits=[]), None)
+            child = dict(spec, traits=spec["child_traits"], agg=spec["child_agg"])
+            _add(app, "cn%d-%d" % (i, j), root, child, agg)
     return agg
 
 
@@ -139,5 +148,76 @@ def test_explain_agrees_with_the_real_answer(backend):
         assert zero, explained
         named = [f for f in zero if f in explained["reason"]]
         assert named, (explained["reason"], zero)
+        suffix, name = _named(explained["reason"])
+        with fixtures.app(backend) as (app, _db):
+            _call(app, "PUT", "/traits/CUSTOM_A")
+            _call(app, "PUT", "/traits/CUSTOM_B")
+            agg = _build(app, providers_)
+            if name in AMOUNTS:
+                # The amounts alone leave nothing.
+                assert not _answer(app, _dropped(pairs, DROPPABLE, None), agg), (
+                    explained["reason"]
+                )
+            elif name in DROPPABLE:
+                less = _dropped(pairs, {name}, suffix)
+                assert less != pairs, (explained["reason"], pairs)
+                again = _call(
+                    app,
+                    "GET",
+                    "/allocation_candidates/explain",
+                    query=_query(less, agg),
+                )
+                assert again["candidates"] or _named(again["reason"]) != (suffix, name)
 
     check()
+
+
+# Filters a query can drop, and what the reason names when the amounts
+# (inventory, capacity, their sums in one tree) are the cause.
+DROPPABLE = {
+    "required",
+    "forbidden",
+    "any_of",
+    "member_of",
+    "root_required",
+    "same_subtree",
+    "isolate",
+}
+AMOUNTS = {"resources", "capacity", "fit", "groups"}
+
+
+def _named(reason):
+    """(group suffix or None, filter) the reason names first."""
+    found = re.match(r"group '([^']*)', ([a-z_]+)", reason)
+    if found:
+        return found.group(1), found.group(2)
+    return None, re.match(r"([a-z_]+)", reason).group(1)
+
+
+def _dropped(pairs, names, suffix):
+    """``pairs`` without the filters ``names`` (of group ``suffix``; None:
+    of any group): group_policy=isolate becomes none."""
+    traits = {"required", "forbidden", "any_of"}
+    out = []
+    for key, value in pairs:
+        group = re.sub(r"^(required|member_of)", "", key)
+        mine = suffix is None or group == suffix
+        if key.startswith("required") and names & traits and mine:
+            continue
+        if key.startswith("member_of") and "member_of" in names and mine:
+            continue
+        if key in names:
+            continue
+        if key == "group_policy" and "isolate" in names:
+            value = "none"
+        out.append((key, value))
+    return out
+
+
+def _query(pairs, agg):
+    return urllib.parse.urlencode([(k, agg if v == "AGG" else v) for k, v in pairs])
+
+
+def _answer(app, pairs, agg):
+    found = _call(app, "GET", "/allocation_candidates", query=_query(pairs, agg))
+    return found["allocation_requests"]

@@ -25,6 +25,7 @@ CLOSEST = 5
 _WIDE_CLAUSES = {
     "same_subtree": "same_subtree",
     "isolate": "group_policy=isolate",
+    "required": "the unsuffixed group's traits on the providers serving it",
     "fit": "the combined amounts in one tree",
 }
 
@@ -145,11 +146,18 @@ class _Explainer:
             steps.append(("same_subtree", False))
         if request.isolate:
             steps.append(("isolate", True))
+        if _spread_traits(groups, plans):
+            steps.append(("required", request.isolate))
         steps.append(("fit", request.isolate))
         passing, failed_at, truncated = plans, {}, False
         for name, isolate in steps:
             walker = search.Search(
-                forest, groups, request.same_subtree, isolate, sums=name == "fit"
+                forest,
+                groups,
+                request.same_subtree,
+                isolate,
+                sums=name == "fit",
+                traits=name in ("required", "fit"),
             )
             kept = []
             for plan in passing:
@@ -158,7 +166,7 @@ class _Explainer:
                 if found:
                     kept.append(plan)
                 else:
-                    failed_at[plan.anchor] = name
+                    failed_at[plan.anchor] = (name, plan)
             wide.append({"filter": name, "trees": len(kept)})
             passing = kept
         return wide, failed_at, truncated
@@ -172,7 +180,10 @@ class _Explainer:
         for group in groups:
             if group.spread and group.resources and not lone:
                 sets = [
-                    (forest.holders.get(rc, ()), forest.spread_filters(group, rc, n))
+                    (
+                        forest.holders.get(rc, ()),
+                        forest.spread_filters(group, rc, n) + _anchoring(forest, group),
+                    )
                     for rc, n in group.resources
                 ]
             else:
@@ -197,13 +208,48 @@ class _Explainer:
                             }
                         )
         out.sort(key=_nearness)
-        for anchor, step in sorted(failed_at.items()):
-            out.append({"tree": anchor, "filter": step})
+        for anchor, (step, plan) in sorted(failed_at.items()):
+            entry = {"tree": anchor, "filter": step}
+            if step == "required":
+                entry["lacks"] = self._spread_lacks(groups, plan)
+            out.append(entry)
         if self.root_required or self.root_forbidden:
             for plan in trees.Trees(forest.snap).plans(groups):
                 if plan.anchor not in forest.anchor_ok:
                     out.append(self._root_miss(plan.anchor))
         return out
+
+    def _spread_lacks(self, groups, plan):
+        """The unsuffixed group's traits that no provider able to serve it
+        in ``plan``'s tree has (they are judged on those providers
+        together)."""
+        spread = [
+            i
+            for i, slot in enumerate(plan.slots)
+            if slot.spread and groups[slot.group].any_traits
+        ]
+        found = set().union(
+            *(self.forest.traits(rp) for i in spread for rp, _ in plan.options[i])
+        )
+        any_traits = {
+            any_of
+            for i in spread
+            for any_of in groups[plan.slots[i].group].any_traits
+            if not found & any_of
+        }
+        return {
+            "missing_traits": sorted(
+                self.traits[t]
+                for any_of in any_traits
+                if len(any_of) == 1
+                for t in any_of
+            ),
+            "missing_any_of": sorted(
+                sorted(self.traits[t] for t in any_of)
+                for any_of in any_traits
+                if len(any_of) > 1
+            ),
+        }
 
     def _root_miss(self, anchor):
         traits = self.forest.traits(anchor)
@@ -260,7 +306,10 @@ class _Explainer:
                     self.traits[t] for t in traits & group.forbidden_traits
                 )
             }
-        aggregates = {self.aggregates[a] for a in forest.aggregates(rp)}
+        held = forest.aggregates(rp)
+        if group.spread and (forest.snap.nested or forest.snap.serves):
+            held = held | forest.aggregates(forest.root(rp))  # the tree's count
+        aggregates = {self.aggregates[a] for a in held if a in self.aggregates}
         return {
             "missing_aggregates": [
                 sorted(any_of)
@@ -330,6 +379,22 @@ class _Explainer:
         if name == "trees":
             return "%d providers pass its filters but none is in a usable tree" % count
         return "%d providers pass %s but none passes %s" % (count, previous, name)
+
+
+def _spread_traits(groups, plans):
+    """Whether the unsuffixed group's traits are judged on the providers
+    serving it together (nested or sharing layouts), not per provider."""
+    return bool(plans) and any(
+        slot.spread and groups[slot.group].any_traits for slot in plans[0].slots
+    )
+
+
+def _anchoring(forest, group):
+    """The unsuffixed group's member_of as a provider filter: some tree
+    it may serve passes it with the provider's aggregates."""
+    if not (group.any_aggregates or group.forbidden_aggregates):
+        return []
+    return [("member_of", lambda rp: bool(forest.spread_anchors(rp, group)))]
 
 
 def _wide_clause(name, previous):

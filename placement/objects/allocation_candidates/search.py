@@ -70,7 +70,7 @@ class _Layout:
         self.checks = [[] for _ in slots]
         for i, slot in enumerate(slots):
             any_traits = groups[slot.group].any_traits
-            if slot.closes_group and slot.spread and any_traits and search.sums:
+            if slot.closes_group and slot.spread and any_traits and search.traits:
                 self.checks[i].append(
                     (search.traits_hold(any_traits), group_slots[slot.group])
                 )
@@ -112,16 +112,19 @@ class _Layout:
 
 
 class Search:
-    """``sums`` False leaves out what is judged on the combination as a
-    whole (consolidated capacity, the unsuffixed group's traits): explain
-    switches the constraints on one at a time."""
+    """``sums`` False leaves out the consolidated capacity, and ``traits``
+    False the unsuffixed group's traits, both judged on the combination as
+    a whole: explain switches the constraints on one at a time."""
 
-    def __init__(self, trees, groups, same_subtree=(), isolate=False, sums=True):
+    def __init__(
+        self, trees, groups, same_subtree=(), isolate=False, sums=True, traits=True
+    ):
         self.trees = trees
         self.snap = trees.snap
         self.groups = groups
         self.isolate = isolate
         self.sums = sums
+        self.traits = traits
         index = {g.suffix: i for i, g in enumerate(groups)}
         self.same_subtree = [tuple(index[s] for s in c) for c in same_subtree]
         self._ancestors = {}

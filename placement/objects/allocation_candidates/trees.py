@@ -200,10 +200,12 @@ class Trees:
                 candidates = [rp for rp in candidates if keep(rp)]
                 if self.observe is not None:
                     self.observe(group, name, candidates)
+            if self.observe is not None:
+                self._observe_anchoring(group, candidates)
             pairs = collections.defaultdict(list)
             option = ((rc, amount),)
             for rp in candidates:
-                for anchor in self._spread_anchors(rp, group):
+                for anchor in self.spread_anchors(rp, group):
                     pairs[anchor].append((rp, option))
             per_class.append(pairs)
         anchors = set.intersection(*(set(p) for p in per_class))
@@ -211,8 +213,30 @@ class Trees:
             self.observe(group, "trees", anchors)
         return {a: [pairs[a] for pairs in per_class] for a in anchors}
 
-    def _spread_anchors(self, rp, group):
+    def _observe_anchoring(self, group: Group, candidates: list[int]) -> None:
+        """Explain's counts of the unsuffixed group's per-tree rules: the
+        providers left with a tree to serve under ``in_tree``, then under
+        ``member_of`` (judged on the provider's and its tree's aggregates
+        together)."""
+        assert self.observe is not None
+        if group.in_tree_root is not None:
+            candidates = [
+                rp
+                for rp in candidates
+                if self.spread_anchors(rp, group, aggregates=False)
+            ]
+            self.observe(group, "in_tree", candidates)
+        if group.any_aggregates or group.forbidden_aggregates:
+            candidates = [rp for rp in candidates if self.spread_anchors(rp, group)]
+            self.observe(group, "member_of", candidates)
+
+    def spread_anchors(
+        self, rp: int, group: Group, aggregates: bool = True
+    ) -> Sequence[int]:
+        """The anchors whose candidates provider ``rp`` may serve the
+        unsuffixed group in (``aggregates`` False: before member_of)."""
         own_root = self.root(rp)
+        anchors: Iterable[int]
         if group.in_tree_root is not None:
             anchors = (own_root,) if own_root == group.in_tree_root else ()
         # A sharing provider must itself be in the member_of sets.
@@ -223,7 +247,7 @@ class Trees:
         else:
             anchors = (own_root,)
         anchors = [a for a in anchors if a in self.anchor_ok]
-        if not (group.any_aggregates or group.forbidden_aggregates):
+        if not aggregates or not (group.any_aggregates or group.forbidden_aggregates):
             return anchors
         mine = self.aggregates(rp)
         return [a for a in anchors if _in_aggregates(mine | self.aggregates(a), group)]
