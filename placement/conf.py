@@ -7,6 +7,7 @@ source). ``list_opts`` feeds ``oslo-config-generator`` (see
 libraries placement's own defaults.
 """
 
+import glob
 import os
 import re
 
@@ -376,9 +377,54 @@ def parse_args(argv, conf=CONF, default_config_files=None, description=None):
         )
     except cfg.Error as e:
         raise StartupError("configuration error: %s" % e)
+    check_values(conf)
     if conf.api.auth_strategy == "keystone":
         register_keystone_opts(conf)
-    check_values(conf)
+        check_values(conf)
+
+
+def unknown_options(conf=CONF):
+    """(file, group, option) of every option the configuration files set
+    that its group does not define (a typo such as ``conection``). Groups
+    nothing registered (e.g. [keystone_authtoken] under noauth2) are not
+    judged."""
+    files = list(conf.config_file or ())
+    directories = conf.config_dir or ()
+    if isinstance(directories, str):
+        directories = [directories]
+    for directory in directories:
+        files.extend(sorted(glob.glob(os.path.join(directory, "*.conf"))))
+    found = []
+    for path in files:
+        sections: dict = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.ParseError):
+            continue  # parse_args has read it: nothing more to say here
+        for section, options in sections.items():
+            known = _option_names(conf, section)
+            if known is None:
+                continue
+            found.extend((path, section, name) for name in options if name not in known)
+    return found
+
+
+def _option_names(conf, section):
+    """Every name (and deprecated name) an option of ``section`` may be set
+    by; None for a group nothing registered."""
+    group = None if section == "DEFAULT" else section
+    if group is not None and group not in conf:
+        return None
+    opts = conf._groups[group]._opts if group else conf._opts  # noqa: SLF001
+    names = set()
+    for info in opts.values():
+        opt = info["opt"]
+        names.add(opt.dest)
+        names.add(opt.name.replace("-", "_"))
+        for old in opt.deprecated_opts:
+            if old.group in (None, section):
+                names.add((old.name or opt.name).replace("-", "_"))
+    return names
 
 
 def check_values(conf=CONF):

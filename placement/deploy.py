@@ -11,6 +11,7 @@ starting, is waited for.
 
 import importlib.metadata
 import logging
+import os
 import sys
 import time
 import traceback
@@ -49,11 +50,25 @@ class OneLine(logging.Filter):
 def setup_logging(conf):
     global _LOGGING_SET_UP
     if not _LOGGING_SET_UP:
-        oslo_log.setup(conf, "placement")
+        try:
+            oslo_log.setup(conf, "placement")
+        except OSError as e:
+            raise placement_conf.StartupError(
+                "cannot write the log file %s (%s): set [DEFAULT] log_file "
+                "(or OS_DEFAULT__LOG_FILE) to a writable path, or unset it "
+                "to log to standard error" % (e.filename or conf.log_file, e.strerror)
+            )
         for handler in logging.getLogger().handlers:
             handler.addFilter(OneLine())
         if conf.log_options:
             conf.log_opt_values(LOG, logging.DEBUG)
+        for path, group, name in placement_conf.unknown_options(conf):
+            LOG.warning(
+                "%s: [%s] %s is not an option of this service (a typo?); it is ignored",
+                path,
+                group,
+                name,
+            )
         _LOGGING_SET_UP = True
 
 
@@ -99,7 +114,7 @@ def log_summary(conf, serving=""):
         )
 
 
-def _engine(conf):
+def _engine(conf, existing=False):
     placement_conf.database_connection(conf)
     try:
         url = db_api.build_url(conf)
@@ -109,6 +124,7 @@ def _engine(conf):
             "like %s" % URL_EXAMPLE
         )
     shown = url.render_as_string(hide_password=True)
+    _check_sqlite_path(url, existing)
     try:
         return url, db_api.create_engine(url, conf)
     except sa.exc.NoSuchModuleError:
@@ -134,11 +150,36 @@ def _engine(conf):
         )
 
 
-def make_database(conf):
+def _check_sqlite_path(url, existing):
+    """A relative SQLite path (three slashes) is relative to the working
+    directory: say which file that is. ``existing``: a command that only
+    reads must not create the file."""
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return
+    if not os.path.isabs(path):
+        LOG.warning(
+            "[placement_database] connection names the relative SQLite path "
+            "%s: using %s; write sqlite:////%s (four slashes) for an "
+            "absolute path",
+            path,
+            os.path.abspath(path),
+            os.path.abspath(path).lstrip("/"),
+        )
+    if existing and not os.path.exists(path):
+        raise placement_conf.StartupError(
+            "the SQLite database %s does not exist: correct [placement_database] "
+            "connection, or create it with placement-manage db sync"
+            % os.path.abspath(path)
+        )
+
+
+def make_database(conf, existing=False):
     """The configured Database, once it answers. A server that refuses
     connections or times out is tried again ([placement_database]
-    max_retries / retry_interval); any other failure is a StartupError."""
-    url, engine = _engine(conf)
+    max_retries / retry_interval); any other failure is a StartupError.
+    ``existing``: fail rather than create a missing SQLite file."""
+    url, engine = _engine(conf, existing)
     dbconf = conf.placement_database
     attempt = 0
     while True:

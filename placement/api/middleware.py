@@ -84,16 +84,27 @@ class RequestIdMiddleware:
             path += "?" + environ["QUERY_STRING"]
         headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
         LOG.info(
-            '%s "%s %s" status: %s len: %s microversion: %s time: %.6f request_id: %s',
+            '%s "%s %s" status: %s len: %s microversion: %s asked: %s time: %.6f '
+            "request_id: %s",
             environ.get("REMOTE_ADDR", "-"),
             environ.get("REQUEST_METHOD"),
             path,
             (seen.get("status") or "-").split(" ", 1)[0],
             headers.get("content-length", "0"),
             headers.get("openstack-api-version", "-").replace("placement ", ""),
+            _asked(environ),
             time.monotonic() - started,
             request_id,
         )
+
+
+def _asked(environ):
+    """The microversion the request asked for (whatever the answer): its
+    OpenStack-API-Version for placement, or ``-``."""
+    asked = environ.get("HTTP_OPENSTACK_API_VERSION", "").strip()
+    if asked.lower().startswith("placement "):
+        asked = asked[len("placement ") :].strip()
+    return "".join(asked.split()) or "-"
 
 
 def _unauthorized(start_response, message):

@@ -12,7 +12,9 @@ accepts connections.
 import gc
 import logging
 import os
+import socket
 import sys
+import time
 
 # Metrics shared across workers: set up before prometheus_client is imported.
 from placement.api import multiproc
@@ -146,13 +148,21 @@ def warm_catalog(db):
     when a worker fails to boot, so a worker replaced while the database
     is down would take the service with it. The first request reads the
     catalog instead (or answers 503 while the database is away)."""
+    started = time.monotonic()
     try:
-        catalog.warm(db)
+        providers = catalog.warm(db)
     except Exception as e:
         LOG.warning(
             "provider catalog not read ahead of requests (%s); the first "
             "request reads it",
             type(e).__name__,
+        )
+        return
+    if providers is not None:
+        LOG.info(
+            "provider catalog: %d providers, brought up to date in %.3f s",
+            providers,
+            time.monotonic() - started,
         )
 
 
@@ -187,6 +197,42 @@ def tune_gc():
     gc.set_threshold(GC_THRESHOLD, 20, 100)
 
 
+def _check_port(host, port):
+    """A port already taken is one line now, not gunicorn's five retries
+    of ERROR lines."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise placement_conf.StartupError(
+            "cannot listen on %s: %s; correct --host" % (host, e.strerror)
+        )
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            raise placement_conf.StartupError(
+                "cannot listen on %s port %d (%s): stop what listens there, "
+                "or choose another port with --port" % (host, port, e.strerror)
+            )
+
+
+def _claim_metrics():
+    try:
+        owner = multiproc.claim()
+    except ValueError as e:
+        raise placement_conf.StartupError(str(e))
+    if not owner:
+        LOG.warning(
+            "%s %s is in use by another running placement-api: its metrics "
+            "files are left as they are, and /metrics of both servers adds "
+            "them up; give each server its own directory",
+            multiproc.ENV,
+            os.environ[multiproc.ENV],
+        )
+
+
 def main(argv=None):
     conf = placement_conf.CONF
     conf.register_cli_opts(serve_opts)
@@ -207,6 +253,8 @@ def main(argv=None):
                 conf.port,
             ),
         )
+        _check_port(conf.host, conf.port)
+        _claim_metrics()
         db = deploy.make_database(conf)
         deploy.prepare_schema(db, sync=conf.db_sync or db.dialect == "sqlite")
     except placement_conf.StartupError as e:

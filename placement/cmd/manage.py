@@ -46,7 +46,8 @@ def db_downgrade(db):
 
 
 def db_version(db):
-    print(schema.current_revision(db.engine))
+    revision = schema.current_revision(db.engine)
+    print(revision or "no schema (run placement-manage db sync)")
     return 0
 
 

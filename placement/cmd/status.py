@@ -27,7 +27,7 @@ class Checks(upgradecheck.UpgradeCommands):
         """The database the checks read; a StartupError when it cannot be
         reached or holds no placement schema at all (an older one is what
         the checks are for)."""
-        self._db = deploy.make_database(self.conf)
+        self._db = deploy.make_database(self.conf, existing=True)
         if schema.current_revision(self._db.engine) is None:
             raise placement_conf.StartupError(
                 "the database has no placement schema: run `placement-manage "
@@ -88,7 +88,9 @@ def main(argv=None):
     try:
         placement_conf.parse_args(
             argv,
-            description="Checks to run before upgrading placement. "
+            description="placement-status upgrade check [--json]: the checks "
+            "to run before upgrading placement (exit 0 all passed, 1 a "
+            "warning, 2 a failure, 255 an error). "
             + placement_conf.DEFAULT_CONFIG_HELP,
         )
         deploy.setup_logging(conf)
@@ -96,4 +98,7 @@ def main(argv=None):
     except placement_conf.StartupError as e:
         deploy.fail("placement-status", e, argv)
         return 255
+    # oslo.upgradecheck reads --json through its module's CONF, which only
+    # its own main() sets.
+    upgradecheck.CONF = conf
     return upgradecheck.run(conf)

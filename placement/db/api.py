@@ -69,6 +69,12 @@ def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str
             "[placement_database] connection and the user's GRANT on the "
             "database" % (shown, text)
         )
+    if url.get_backend_name() == "sqlite" and "not a database" in text:
+        return False, (
+            "%s is not a SQLite database (%s): point [placement_database] "
+            "connection at a placement database file, or at a new path"
+            % (url.database, text)
+        )
     if url.get_backend_name() == "sqlite":
         return False, (
             "cannot open the SQLite database %s (%s): its directory must "

@@ -645,9 +645,13 @@ def current(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
     return _cache(db).current(db, conn)
 
 
-def warm(db: db_api.Database) -> None:
+def warm(db: db_api.Database) -> int | None:
     """Bring the catalog of ``db`` up to date now, outside any request (if
     it is on): a process calls this before it takes requests, so that no
-    user's request waits for the first read."""
-    if CONF.placement.provider_catalog:
-        _cache(db).warm(db)
+    user's request waits for the first read. The number of providers it
+    holds, or None when the catalog is off."""
+    if not CONF.placement.provider_catalog:
+        return None
+    cache = _cache(db)
+    cache.warm(db)
+    return len(cache.catalog.providers) if cache.catalog is not None else 0

@@ -104,7 +104,9 @@ def test_manage_refuses_without_connection():
 
 
 def test_db_sync_version_stamp(url):
-    assert run(["placement-manage", "db", "version"], url).stdout == "None\n"
+    assert run(["placement-manage", "db", "version"], url).stdout == (
+        "no schema (run placement-manage db sync)\n"
+    )
     result = run(["placement-manage", "db", "sync"], url)
     assert result.returncode == 0, result.stderr
     assert run(["placement-manage", "db", "version"], url).stdout == HEAD + "\n"

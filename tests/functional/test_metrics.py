@@ -332,13 +332,19 @@ def test_allocation_conflict_retry_counted(client, monkeypatch):
 
 
 def test_multiproc_prepare(tmp_path, monkeypatch):
+    """prepare() names the directory and removes nothing; claim() removes
+    earlier processes' sample files while it holds the lock."""
     named = tmp_path / "named"
     named.mkdir()
     (named / "counter_123.db").write_bytes(b"stale")
     (named / "keep.txt").write_text("not ours")
     monkeypatch.setenv(multiproc.ENV, str(named))
+    monkeypatch.setattr(multiproc, "_lock", None)
     assert multiproc.prepare() == str(named)
-    assert sorted(p.name for p in named.iterdir()) == ["keep.txt"]
+    assert sorted(p.name for p in named.iterdir()) == ["counter_123.db", "keep.txt"]
+    assert multiproc.claim()
+    assert sorted(p.name for p in named.iterdir()) == ["keep.txt", multiproc.LOCK]
+    os.close(multiproc._lock)
 
     monkeypatch.delenv(multiproc.ENV)
     made = multiproc.prepare()

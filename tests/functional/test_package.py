@@ -27,7 +27,7 @@ WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 # What setuptools needs to build the wheel, copied away from the checkout so
 # the build leaves nothing (build/, *.egg-info) in it.
 SOURCES = ("setup.py", "setup.cfg", "pyproject.toml", "README.rst")
-SOURCE_DIRS = ("placement", "migrations")
+SOURCE_DIRS = ("placement", "migrations", "etc")
 HEAD = "d3a8f1c6b2e4"
 
 
@@ -68,6 +68,9 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
     names = zipfile.ZipFile(wheel).namelist()
     assert "placement/migrations/env.py" in names
     assert "placement/migrations/script.py.mako" in names
+    # The samples operators start from, as doc/operations.md says.
+    assert "placement/etc/placement.conf.sample" in names
+    assert "placement/etc/policy.yaml.sample" in names
     assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]
 

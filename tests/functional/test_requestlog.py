@@ -11,7 +11,7 @@ from tests import wsgi_client
 
 LINE = re.compile(
     r'^(?P<addr>\S+) "(?P<method>[A-Z]+) (?P<path>\S+)" status: (?P<status>\d+)'
-    r" len: (?P<len>\d+) microversion: (?P<version>\S+)"
+    r" len: (?P<len>\d+) microversion: (?P<version>\S+) asked: (?P<asked>\S+)"
     r" time: (?P<time>\d+\.\d{6}) request_id: (?P<rid>req-[0-9a-f-]{36})$"
 )
 
@@ -56,6 +56,7 @@ def test_line_fields(app, caplog):
     assert int(line["status"]) == status
     assert int(line["len"]) == len(body)
     assert line["version"] == "1.14"
+    assert line["asked"] == "1.14"
     assert float(line["time"]) < 10
     assert line["rid"] == headers["x-openstack-request-id"]
 
@@ -66,7 +67,7 @@ def test_error_before_negotiation_has_no_version(app, caplog):
         app, "GET", "/", headers={"openstack-api-version": "placement 2.0"}
     )
     line = logged(caplog)
-    assert (line["status"], line["version"]) == ("406", "-")
+    assert (line["status"], line["version"], line["asked"]) == ("406", "-", "2.0")
     assert int(line["len"]) == len(body) > 0
 
 
@@ -125,6 +126,16 @@ def test_exception_escaping_inner_layer_is_logged_as_500(caplog):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        call(middleware.RequestIdMiddleware(broken), "GET", "/x")
+        call(
+            middleware.RequestIdMiddleware(broken),
+            "GET",
+            "/x",
+            headers={"openstack-api-version": "placement 1.30"},
+        )
     line = logged(caplog)
-    assert (line["path"], line["status"], line["version"]) == ("/x", "500", "-")
+    assert (line["path"], line["status"], line["version"], line["asked"]) == (
+        "/x",
+        "500",
+        "-",
+        "1.30",
+    )
