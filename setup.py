@@ -9,7 +9,8 @@ import setuptools
 
 setuptools.setup(
     packages=setuptools.find_packages(include=["placement", "placement.*"])
-    + ["placement.migrations", "placement.migrations.versions", "placement.etc"],
+    + ["placement.migrations", "placement.migrations.versions", "placement.etc"]
+    + ["placement.ui"],
     package_dir={
         "placement.migrations": "migrations",
         "placement.etc": "etc/placement",
@@ -17,5 +18,6 @@ setuptools.setup(
     package_data={
         "placement.migrations": ["script.py.mako"],
         "placement.etc": ["*.sample", "*-generator.conf"],
+        "placement.ui": ["*.html", "*.js", "*.css"],
     },
 )

@@ -264,6 +264,16 @@ policy_scope_opts = [
     ),
 ]
 
+ui_opts = [
+    cfg.BoolOpt(
+        "enabled",
+        default=True,
+        help="Serve the read-only operator console at /ui/ (static pages "
+        "that call this API with the token the operator signs in with; "
+        "doc/console.md). False: /ui/ answers 404.",
+    ),
+]
+
 GROUPS = {
     "DEFAULT": default_opts,
     "api": api_opts,
@@ -271,6 +281,7 @@ GROUPS = {
     "workarounds": workarounds_opts,
     "placement_database": database_opts,
     "oslo_policy": policy_scope_opts,
+    "ui": ui_opts,
 }
 
 

@@ -11,6 +11,7 @@ from placement import error_codes
 from placement import events
 from placement import exception
 from placement import versions
+from placement.api import console
 from placement.api import healthcheck
 from placement.api import metrics
 from placement.api import middleware
@@ -253,15 +254,21 @@ def create_falcon_app() -> falcon.App:
 
 
 class OpenPaths:
-    """Serves the operations endpoints (``/healthcheck``, ``/metrics``) and
-    ``/openapi.json`` before CORS and auth: like ``/`` they need no token."""
+    """Serves the operations endpoints (``/healthcheck``, ``/metrics``),
+    ``/openapi.json`` and the console's static files (``/ui/...``) before
+    CORS and auth: like ``/`` they need no token (the console's own API
+    calls carry the operator's)."""
 
-    def __init__(self, app, apps):
+    def __init__(self, app, apps, console_app=None):
         self.app = app
         self.apps = apps
+        self.console_app = console_app
 
     def __call__(self, environ, start_response):
-        app = self.apps.get(environ.get("PATH_INFO"), self.app)
+        path = environ.get("PATH_INFO", "")
+        app = self.apps.get(path, self.app)
+        if self.console_app is not None and console.owns(path):
+            app = self.console_app
         return app(environ, start_response)
 
 
@@ -285,7 +292,7 @@ def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
         metrics.METRICS_PATH: metrics.metrics_app,
         openapi.OPENAPI_PATH: openapi.app,
     }
-    app = OpenPaths(app, open_paths)
+    app = OpenPaths(app, open_paths, console.app if conf.ui.enabled else None)
     app = sizelimit.SizeLimitMiddleware(app, conf.oslo_middleware.max_request_body_size)
     app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
     app = middleware.RequestIdMiddleware(app)

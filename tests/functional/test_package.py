@@ -71,6 +71,9 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
     # The samples operators start from, as doc/operations.md says.
     assert "placement/etc/placement.conf.sample" in names
     assert "placement/etc/policy.yaml.sample" in names
+    # The console's pages (doc/console.md).
+    for name in ("index.html", "console.js", "console.css"):
+        assert "placement/ui/" + name in names
     assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]
 

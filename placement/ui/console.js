@@ -1,0 +1,495 @@
+// The Placement operator console (doc/console.md). It reads the public
+// API with the operator's token (sessionStorage, sent as X-Auth-Token) and
+// writes every piece of text with textContent: provider, trait and
+// consumer names are the API's data, never markup.
+"use strict";
+
+const BASE = location.pathname.replace(/\/ui\/.*$/, "");
+const VERSION = "placement 1.39";
+const PAGE = 50;
+const PARALLEL = 8;
+const SVG = "http://www.w3.org/2000/svg";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, body) {
+    const detail = body && body.errors && body.errors[0] ? body.errors[0].detail : "";
+    super("HTTP " + status + (detail ? ": " + detail : ""));
+    this.status = status;
+  }
+}
+
+function token() {
+  return sessionStorage.getItem("placement-token");
+}
+
+async function api(path) {
+  const resp = await fetch(BASE + path, {
+    headers: {
+      "X-Auth-Token": token() || "",
+      "OpenStack-API-Version": VERSION,
+      "Accept": "application/json",
+    },
+  });
+  const type = resp.headers.get("content-type") || "";
+  const body = type.includes("json") ? await resp.json() : null;
+  if (resp.status === 401) {
+    signOut("The token was refused (401): sign in again.");
+    throw new ApiError(401, body);
+  }
+  if (!resp.ok) throw new ApiError(resp.status, body);
+  return body;
+}
+
+// Runs fn over items, PARALLEL at a time; results in item order.
+async function each(items, fn) {
+  const results = new Array(items.length);
+  let next = 0;
+  async function worker() {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(PARALLEL, items.length) }, worker));
+  return results;
+}
+
+// ---- sign-in ----
+
+function signOut(message) {
+  sessionStorage.removeItem("placement-token");
+  cache.providers = null;
+  document.getElementById("sign-in-error").textContent = message || "";
+  location.hash = "#/sign-in";
+  route();
+}
+
+document.getElementById("sign-in-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const value = event.target.elements.token.value;
+  sessionStorage.setItem("placement-token", value);
+  event.target.reset();
+  try {
+    await api("/resource_providers?name=placement-console-sign-in-check");
+    document.getElementById("sign-in-error").textContent = "";
+    location.hash = "#/cloud";
+  } catch (error) {
+    if (error.status !== 401) {
+      document.getElementById("sign-in-error").textContent = error.message;
+    }
+  }
+});
+document.getElementById("sign-out").addEventListener("click", () => signOut());
+
+// ---- shared data ----
+
+const cache = { providers: null };
+
+async function allProviders() {
+  if (!cache.providers) {
+    const found = await api("/resource_providers");
+    cache.providers = new Map(found.resource_providers.map((p) => [p.uuid, p]));
+  }
+  return cache.providers;
+}
+
+function treeOf(providers, root) {
+  return [...providers.values()].filter((p) => p.root_provider_uuid === root);
+}
+
+// capacity (after reserved and allocation ratio) and use, per class.
+function usageOf(inventories, usages) {
+  const out = {};
+  for (const [rc, inv] of Object.entries(inventories)) {
+    out[rc] = {
+      capacity: Math.floor((inv.total - inv.reserved) * inv.allocation_ratio),
+      used: usages[rc] || 0,
+    };
+  }
+  return out;
+}
+
+async function providerDetails(uuid) {
+  const [inventories, usages] = await Promise.all([
+    api("/resource_providers/" + uuid + "/inventories"),
+    api("/resource_providers/" + uuid + "/usages"),
+  ]);
+  return usageOf(inventories.inventories, usages.usages);
+}
+
+function usageBar(rc, entry) {
+  const share = entry.capacity > 0 ? Math.min(entry.used / entry.capacity, 1) : 1;
+  const graphic = svg("svg", { width: 120, height: 12, role: "img" });
+  graphic.append(svg("rect", { class: "track", width: 120, height: 12, rx: 2 }));
+  graphic.append(
+    svg("rect", {
+      class: share >= 0.9 ? "fill full" : "fill",
+      width: Math.round(120 * share),
+      height: 12,
+      rx: 2,
+    })
+  );
+  return el(
+    "div",
+    { class: "bar", "data-class": rc },
+    el("span", { class: "rc", text: rc }),
+    graphic,
+    el("span", { class: "numbers", text: entry.used + " / " + entry.capacity })
+  );
+}
+
+function tags(names) {
+  return el("div", {}, ...names.map((name) => el("span", { class: "tag", text: name })));
+}
+
+// ---- cloud view ----
+
+async function cloudView(view, params) {
+  const form = el(
+    "form",
+    { class: "filters", id: "filters" },
+    el("label", {}, "Name or uuid", el("input", { name: "name", type: "text", value: params.get("name") || "" })),
+    el("label", {}, "Trait", el("input", { name: "trait", type: "text", value: params.get("trait") || "" })),
+    el("label", {}, "Aggregate", el("input", { name: "aggregate", type: "text", value: params.get("aggregate") || "" })),
+    el("label", {}, "Resource class", el("input", { name: "rc", type: "text", value: params.get("rc") || "" })),
+    el("label", {}, "Nearly full (over 90% used)", el("input", { name: "full", type: "checkbox" })),
+    el("button", { type: "submit", text: "Filter" })
+  );
+  form.elements.full.checked = params.get("full") === "1";
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const key of ["name", "trait", "aggregate", "rc"]) {
+      if (form.elements[key].value) next.set(key, form.elements[key].value);
+    }
+    if (form.elements.full.checked) next.set("full", "1");
+    location.hash = "#/cloud?" + next.toString();
+  });
+  const status = el("p", { id: "cloud-status", text: "Loading…" });
+  view.append(el("h2", { text: "Cloud" }), form, status);
+
+  const providers = await allProviders();
+  let roots = [...providers.values()].filter((p) => p.uuid === p.root_provider_uuid);
+  const query = new URLSearchParams();
+  const name = params.get("name");
+  if (name) {
+    if (/^[0-9a-f-]{32,36}$/i.test(name)) query.set("uuid", name);
+    else query.set("name", name);
+  }
+  if (params.get("trait")) query.set("required", params.get("trait"));
+  if (params.get("aggregate")) query.set("member_of", params.get("aggregate"));
+  if (params.get("rc")) query.set("resources", params.get("rc") + ":1");
+  if ([...query.keys()].length) {
+    // The API filters; a match anywhere in a tree shows its root.
+    const matched = await api("/resource_providers?" + query.toString());
+    const keep = new Set(matched.resource_providers.map((p) => p.root_provider_uuid));
+    roots = roots.filter((p) => keep.has(p.uuid));
+  }
+  roots.sort((a, b) => a.name.localeCompare(b.name));
+  const page = Math.max(0, parseInt(params.get("page") || "0", 10));
+  const shown = roots.slice(page * PAGE, (page + 1) * PAGE);
+  const rows = await each(shown, async (root) => {
+    const tree = treeOf(providers, root.uuid);
+    const [details, traits, aggregates] = await Promise.all([
+      each(tree, (p) => providerDetails(p.uuid)),
+      api("/resource_providers/" + root.uuid + "/traits"),
+      api("/resource_providers/" + root.uuid + "/aggregates"),
+    ]);
+    const usage = {};
+    for (const entry of details) {
+      for (const [rc, u] of Object.entries(entry)) {
+        usage[rc] = usage[rc] || { capacity: 0, used: 0 };
+        usage[rc].capacity += u.capacity;
+        usage[rc].used += u.used;
+      }
+    }
+    return { root, tree, usage, traits: traits.traits, aggregates: aggregates.aggregates };
+  });
+  const full = params.get("full") === "1";
+  const listed = full
+    ? rows.filter((r) => Object.values(r.usage).some((u) => u.capacity > 0 && u.used / u.capacity > 0.9))
+    : rows;
+  const table = el(
+    "table",
+    { id: "roots" },
+    el("tr", {}, el("th", { text: "Root provider" }), el("th", { text: "Providers" }),
+      el("th", { text: "Usage" }), el("th", { text: "Traits" }), el("th", { text: "Aggregates" }))
+  );
+  for (const row of listed) {
+    const link = el("a", { href: "#/provider/" + row.root.uuid, class: "root-link", text: row.root.name });
+    table.append(
+      el(
+        "tr",
+        { class: "root", "data-uuid": row.root.uuid },
+        el("td", {}, link, el("div", { class: "hint", text: row.root.uuid })),
+        el("td", { text: String(row.tree.length) }),
+        el("td", {}, ...Object.entries(row.usage).sort().map(([rc, u]) => usageBar(rc, u))),
+        el("td", {}, tags(row.traits)),
+        el("td", {}, tags(row.aggregates))
+      )
+    );
+  }
+  const pages = Math.max(1, Math.ceil(roots.length / PAGE));
+  const pager = el("div", { class: "pager" });
+  if (page > 0) pager.append(pageLink(params, page - 1, "‹ previous"));
+  pager.append(el("span", { text: "page " + (page + 1) + " of " + pages }));
+  if (page + 1 < pages) pager.append(pageLink(params, page + 1, "next ›"));
+  status.textContent =
+    roots.length + " root providers" + (full ? "; nearly full on this page: " + listed.length : "");
+  view.append(pager, table);
+}
+
+function pageLink(params, page, text) {
+  const next = new URLSearchParams(params);
+  next.set("page", String(page));
+  return el("a", { href: "#/cloud?" + next.toString(), text });
+}
+
+// ---- provider view ----
+
+async function providerView(view, root) {
+  const providers = await allProviders();
+  const rootProvider = providers.get(root);
+  if (!rootProvider) {
+    view.append(el("p", { class: "error", text: "No provider " + root }));
+    return;
+  }
+  view.append(el("h2", { text: "Tree of " + rootProvider.name }));
+  const tree = treeOf(providers, root);
+  const info = new Map();
+  await each(tree, async (p) => {
+    const [usage, traits, aggregates, allocations] = await Promise.all([
+      providerDetails(p.uuid),
+      api("/resource_providers/" + p.uuid + "/traits"),
+      api("/resource_providers/" + p.uuid + "/aggregates"),
+      api("/resource_providers/" + p.uuid + "/allocations"),
+    ]);
+    info.set(p.uuid, { usage, traits: traits.traits, aggregates: aggregates.aggregates, allocations: allocations.allocations });
+  });
+  function node(provider) {
+    const entry = info.get(provider.uuid);
+    const box = el(
+      "div",
+      { class: "provider", "data-uuid": provider.uuid },
+      el("strong", { class: "provider-name", text: provider.name }),
+      el("div", { class: "hint", text: provider.uuid + " · generation " + provider.generation }),
+      ...Object.entries(entry.usage).sort().map(([rc, u]) => usageBar(rc, u)),
+      el("div", {}, "Traits: ", tags(entry.traits)),
+      el("div", {}, "Aggregates: ", tags(entry.aggregates))
+    );
+    const children = tree.filter((p) => p.parent_provider_uuid === provider.uuid);
+    return el("div", { class: "tree-node" }, box, ...children.map(node));
+  }
+  view.append(node(rootProvider));
+
+  const consumers = new Map();
+  for (const [uuid, entry] of info) {
+    for (const [consumer, held] of Object.entries(entry.allocations)) {
+      const amounts = consumers.get(consumer) || [];
+      for (const [rc, n] of Object.entries(held.resources)) {
+        amounts.push(providers.get(uuid).name + " " + rc + ":" + n);
+      }
+      consumers.set(consumer, amounts);
+    }
+  }
+  const owners = await each([...consumers.keys()], (c) => api("/allocations/" + c));
+  const table = el(
+    "table",
+    { id: "consumers" },
+    el("tr", {}, el("th", { text: "Consumer" }), el("th", { text: "Project" }), el("th", { text: "User" }),
+      el("th", { text: "Type" }), el("th", { text: "Amounts" }))
+  );
+  [...consumers.entries()].forEach(([consumer, amounts], i) => {
+    const owner = owners[i];
+    table.append(
+      el(
+        "tr",
+        { class: "consumer" },
+        el("td", { text: consumer }),
+        el("td", { text: owner.project_id || "" }),
+        el("td", { text: owner.user_id || "" }),
+        el("td", { text: owner.consumer_type || "" }),
+        el("td", { text: amounts.join(", ") })
+      )
+    );
+  });
+  view.append(el("h3", { text: "Consumers (" + consumers.size + ")" }), table);
+}
+
+// ---- where can it go? ----
+
+function queryView(view, params) {
+  const form = el(
+    "form",
+    { id: "query-form", class: "filters" },
+    el("label", {}, "Query string (as GET /allocation_candidates takes it)",
+      el("input", { name: "q", type: "text", size: 70, value: params.get("q") || "" })),
+    el("label", {}, "or resources", el("input", { name: "resources", type: "text", placeholder: "VCPU:2,MEMORY_MB:4096" })),
+    el("label", {}, "required traits", el("input", { name: "required", type: "text", placeholder: "HW_CPU_X86_AVX2" })),
+    el("button", { type: "submit", text: "Where can it go?" })
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    let q = form.elements.q.value.trim().replace(/^\?/, "");
+    if (!q) {
+      const fields = new URLSearchParams();
+      if (form.elements.resources.value) fields.set("resources", form.elements.resources.value);
+      if (form.elements.required.value) fields.set("required", form.elements.required.value);
+      q = fields.toString();
+    }
+    location.hash = "#/query?" + new URLSearchParams({ q }).toString();
+  });
+  const shapes = el(
+    "form",
+    { id: "shapes-form", class: "filters" },
+    el("label", {}, "Shapes, one per line as name: query",
+      el("textarea", { name: "shapes", rows: 3, cols: 70, placeholder: "m1.small: resources=VCPU:1,MEMORY_MB:2048" })),
+    el("button", { type: "submit", text: "Capacity per shape" })
+  );
+  shapes.elements.shapes.value = params.get("shapes") || "";
+  shapes.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = "#/query?" + new URLSearchParams({ shapes: shapes.elements.shapes.value }).toString();
+  });
+  view.append(el("h2", { text: "Where can it go?" }), form, shapes);
+  if (params.get("shapes")) return shapeChart(view, params.get("shapes"));
+  const q = params.get("q");
+  if (q) {
+    const out = el("div", { id: "query-result" });
+    view.append(out);
+    return answer(out, q);
+  }
+  return null;
+}
+
+async function answer(out, q) {
+  const providers = await allProviders();
+  const nameOf = (uuid) => (providers.get(uuid) || { name: uuid }).name;
+  const limited = /(^|&)limit=/.test(q) ? q : q + "&limit=20";
+  let found;
+  try {
+    found = await api("/allocation_candidates?" + limited);
+  } catch (error) {
+    out.append(el("p", { class: "error", text: error.message }));
+    return;
+  }
+  const requests = found.allocation_requests;
+  out.append(el("h3", { id: "candidates-heading", text: requests.length + " candidates (first page)" }));
+  if (requests.length) {
+    const table = el("table", { id: "candidates" }, el("tr", {}, el("th", { text: "#" }), el("th", { text: "Allocations" })));
+    requests.forEach((request, i) => {
+      const parts = Object.entries(request.allocations).map(
+        ([uuid, a]) => nameOf(uuid) + ": " + Object.entries(a.resources).map(([rc, n]) => rc + " " + n).join(", ")
+      );
+      table.append(el("tr", { class: "candidate" }, el("td", { text: String(i + 1) }), el("td", { text: parts.join(" · ") })));
+    });
+    out.append(table);
+  } else {
+    const explained = await api("/allocation_candidates/explain?" + q);
+    out.append(el("h3", { text: "Why nothing fits" }), el("p", { class: "reason", id: "reason", text: explained.reason }));
+    out.append(funnel(explained));
+  }
+  try {
+    const capacity = await api("/allocation_candidates/capacity?" + q);
+    out.append(el("h3", { text: "Capacity: " + capacity.capacity + " more fit" + (capacity.exact ? "" : " (a bound)") }));
+    out.append(barChart("capacity-chart", capacity.roots.slice(0, 20).map((r) => [r.name, r.count, (r.limited_by || []).join(", ")])));
+  } catch (error) {
+    out.append(el("p", { class: "hint", text: "Capacity: " + (error.status === 404 ? "not offered by this server" : error.message) }));
+  }
+}
+
+// How many more of each named shape fit, as a bar chart.
+async function shapeChart(view, text) {
+  const shapes = text.split("\n").map((line) => line.split(/:(.*)/s)).filter((p) => p.length > 1 && p[1].trim());
+  const rows = await each(shapes, async ([name, query]) => {
+    try {
+      const found = await api("/allocation_candidates/capacity?" + query.trim().replace(/^\?/, ""));
+      return [name.trim(), found.capacity, found.exact ? "" : "bound"];
+    } catch (error) {
+      return [name.trim(), 0, error.message];
+    }
+  });
+  view.append(el("h3", { text: "Capacity per shape" }), barChart("shape-chart", rows));
+}
+
+// The explain funnel: each filter a bar as wide as what it leaves; the
+// first that leaves nothing in red.
+function funnel(explained) {
+  const steps = [];
+  for (const step of explained.request || []) steps.push(["request · " + step.filter, step.trees, "trees"]);
+  for (const [suffix, funnelSteps] of Object.entries(explained.groups || {})) {
+    for (const step of funnelSteps) {
+      const count = step.providers !== undefined ? step.providers : step.trees;
+      steps.push(["group '" + suffix + "' · " + step.filter, count, step.providers !== undefined ? "providers" : "trees"]);
+    }
+  }
+  const widest = Math.max(1, ...steps.map((s) => s[1]));
+  const height = 22;
+  const drawing = svg("svg", { class: "funnel", id: "funnel", width: 760, height: steps.length * height + 4, role: "img" });
+  steps.forEach(([label, count, unit], i) => {
+    const width = Math.max(2, Math.round(300 * count / widest));
+    const y = i * height + 2;
+    drawing.append(svg("text", { x: 0, y: y + 14, class: "funnel-label" }, label));
+    drawing.append(svg("rect", { x: 320 - width / 2 + 150, y, width, height: height - 4, class: count ? "funnel-step" : "funnel-step zero" }));
+    drawing.append(svg("text", { x: 640, y: y + 14 }, count + " " + unit));
+  });
+  return drawing;
+}
+
+function barChart(id, rows) {
+  const widest = Math.max(1, ...rows.map((r) => r[1]));
+  const height = 20;
+  const chart = svg("svg", { class: "chart", id, width: 640, height: rows.length * height + 4, role: "img" });
+  rows.forEach(([label, value, note], i) => {
+    const y = i * height + 2;
+    chart.append(svg("text", { x: 0, y: y + 13 }, label));
+    chart.append(svg("rect", { x: 200, y, width: Math.max(2, Math.round(300 * value / widest)), height: height - 5, class: "fill" }));
+    chart.append(svg("text", { x: 510, y: y + 13 }, value + (note ? " (" + note + ")" : "")));
+  });
+  return chart;
+}
+
+// ---- routing ----
+
+async function route() {
+  const signedIn = Boolean(token());
+  document.getElementById("nav").hidden = !signedIn;
+  document.getElementById("sign-in").hidden = signedIn;
+  const view = document.getElementById("view");
+  view.replaceChildren();
+  view.removeAttribute("data-ready");
+  if (!signedIn) return;
+  const [path, search] = (location.hash.slice(1) || "/cloud").split("?");
+  const params = new URLSearchParams(search || "");
+  try {
+    if (path.startsWith("/provider/")) await providerView(view, decodeURIComponent(path.slice(10)));
+    else if (path === "/query") await queryView(view, params);
+    else await cloudView(view, params);
+    view.setAttribute("data-ready", "1");
+  } catch (error) {
+    if (error.status !== 401) view.append(el("p", { class: "error", text: error.message }));
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,399 @@
+"""The operator console at /ui/ in a real browser: Debian's Chromium,
+driven by Selenium through Debian's chromedriver, against a live
+placement-api on SQLite and MySQL. Signs in, reads the roots and their
+usage as the API reports them, opens a tree with its consumers, runs a
+query that fits and one that does not (the explain funnel names the
+blocking filter), and shows a hostile provider name as text that runs
+nothing. A screenshot of each view is saved under the test's output
+directory (printed)."""
+
+import os
+import shutil
+import urllib.parse
+import uuid
+
+import httpx
+import pytest
+import requests
+
+from tests import fixtures
+from tests import wsgi_client
+from tests.functional import live_server
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+HOSTILE = "<img src=x onerror=alert(1)>"
+ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+WAIT = 30  # seconds: a hang guard, not a measure
+
+
+def _browser(tmp_path):
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        if os.environ.get("CI"):
+            pytest.fail(
+                "chromium and chromium-driver are missing (tools/ensure-test-packages)"
+            )
+        pytest.skip("chromium and chromium-driver are not installed")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        "--user-data-dir=%s" % (tmp_path / "chromium-profile"),
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+def _create(client, name, parent=None, inventories=None, traits=(), aggregates=()):
+    rp = str(uuid.uuid4())
+    body = {"name": name, "uuid": rp}
+    if parent:
+        body["parent_provider_uuid"] = parent
+    resp = client.post("/resource_providers", json=body, headers=ADMIN)
+    assert resp.status_code == 200, resp.text
+    generation = resp.json()["generation"]
+    if inventories:
+        resp = client.put(
+            "/resource_providers/%s/inventories" % rp,
+            json={
+                "resource_provider_generation": generation,
+                "inventories": inventories,
+            },
+            headers=ADMIN,
+        )
+        assert resp.status_code == 200, resp.text
+        generation = resp.json()["resource_provider_generation"]
+    if traits:
+        for trait in traits:
+            client.put("/traits/" + trait, headers=ADMIN)
+        resp = client.put(
+            "/resource_providers/%s/traits" % rp,
+            json={"resource_provider_generation": generation, "traits": list(traits)},
+            headers=ADMIN,
+        )
+        assert resp.status_code == 200, resp.text
+        generation = resp.json()["resource_provider_generation"]
+    if aggregates:
+        resp = client.put(
+            "/resource_providers/%s/aggregates" % rp,
+            json={
+                "resource_provider_generation": generation,
+                "aggregates": list(aggregates),
+            },
+            headers=ADMIN,
+        )
+        assert resp.status_code == 200, resp.text
+    return rp
+
+
+@pytest.fixture(scope="module", params=["sqlite", "mysql"])
+def cloud(request, tmp_path_factory):
+    """(base URL, {name: uuid}, consumer uuid) of a live server holding two
+    hosts (one with a NUMA child), a hostile name and an allocation."""
+    fixtures.require_backend(request.param)
+    tmp = tmp_path_factory.mktemp("console-" + request.param)
+    with (
+        fixtures.database_url(request.param) as url,
+        live_server.placement_api(
+            str(tmp),
+            "--workers",
+            "1",
+            "--db-sync",
+            OS_API__AUTH_STRATEGY="noauth2",
+            OS_PLACEMENT_DATABASE__CONNECTION=url,
+        ) as base,
+    ):
+        client = httpx.Client(base_url=base, timeout=30)
+        agg = str(uuid.uuid4())
+        names = {}
+        names["cn1"] = _create(
+            client,
+            "cn1",
+            inventories={
+                "VCPU": {"total": 8},
+                "MEMORY_MB": {"total": 4096, "reserved": 512},
+            },
+            traits=["HW_CPU_X86_AVX2"],
+            aggregates=[agg],
+        )
+        names["cn1-numa0"] = _create(
+            client, "cn1-numa0", parent=names["cn1"], inventories={"VGPU": {"total": 2}}
+        )
+        names["cn2"] = _create(
+            client, "cn2", inventories={"VCPU": {"total": 4, "allocation_ratio": 2.0}}
+        )
+        names[HOSTILE] = _create(
+            client, HOSTILE, inventories={"DISK_GB": {"total": 100}}
+        )
+        consumer = str(uuid.uuid4())
+        resp = client.put(
+            "/allocations/" + consumer,
+            json={
+                "allocations": {
+                    names["cn1"]: {"resources": {"VCPU": 7, "MEMORY_MB": 1024}},
+                    names["cn1-numa0"]: {"resources": {"VGPU": 1}},
+                },
+                "project_id": "p-console",
+                "user_id": "u-console",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+            headers=ADMIN,
+        )
+        assert resp.status_code == 204, resp.text
+        yield base, names, consumer, agg
+
+
+@pytest.fixture(scope="module")
+def browser(cloud, tmp_path_factory):
+    shots = tmp_path_factory.mktemp("console-screenshots")
+    print("console screenshots: %s" % shots)
+    driver = _browser(tmp_path_factory.mktemp("chromium"))
+    driver.implicitly_wait(0)
+    driver.shots = shots
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(driver, css):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+    )
+
+
+def _shot(driver, cloud, name):
+    path = driver.shots / ("%s-%s.png" % (name, cloud[0].rsplit(":", 1)[1]))
+    driver.save_screenshot(str(path))
+    if os.environ.get("PLACEMENT_CONSOLE_SCREENSHOTS"):
+        shutil.copy(path, os.environ["PLACEMENT_CONSOLE_SCREENSHOTS"])
+
+
+def _sign_in(driver, base):
+    from selenium.webdriver.common.by import By
+
+    driver.get(base + "/ui/")
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(base + "/ui/#/sign-in")
+    driver.refresh()
+    field = _wait(driver, "#sign-in:not([hidden]) input[name=token]")
+    field.send_keys("admin")
+    driver.find_element(By.CSS_SELECTOR, "#sign-in-form button").click()
+    _wait(driver, "#view[data-ready='1'] #roots")
+
+
+def test_static_files_carry_a_strict_policy(cloud):
+    base = cloud[0]
+    resp = requests.get(base + "/ui/", timeout=10)
+    assert resp.status_code == 200
+    policy = resp.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert resp.headers["x-content-type-options"] == "nosniff"
+    assert '<input name="token"' in resp.text
+    assert "<script src=" in resp.text and "<script>" not in resp.text
+    assert requests.get(base + "/ui/..%2F..%2Fsetup.py", timeout=10).status_code == 404
+    assert requests.get(base + "/ui/sub/index.html", timeout=10).status_code == 404
+    assert requests.get(base + "/ui/nothing.js", timeout=10).status_code == 404
+    moved = requests.get(base + "/ui", timeout=10, allow_redirects=False)
+    assert moved.status_code == 301 and moved.headers["location"] == "/ui/"
+
+
+def test_cloud_view_shows_the_roots_as_the_api_reports_them(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, names, _consumer, _agg = cloud
+    _sign_in(browser, base)
+    assert (
+        browser.execute_script("return sessionStorage.getItem('placement-token')")
+        == "admin"
+    )
+    assert "admin" not in browser.current_url
+    assert browser.get_cookies() == []
+    rows = {
+        row.get_attribute("data-uuid"): row
+        for row in browser.find_elements(By.CSS_SELECTOR, "tr.root")
+    }
+    assert set(rows) == {names["cn1"], names["cn2"], names[HOSTILE]}
+    bars = {
+        bar.get_attribute("data-class"): bar.find_element(
+            By.CSS_SELECTOR, ".numbers"
+        ).text
+        for bar in rows[names["cn1"]].find_elements(By.CSS_SELECTOR, ".bar")
+    }
+    # (total - reserved) * allocation_ratio, as the API's usages report.
+    assert set(bars) == {"VCPU", "MEMORY_MB", "VGPU"}  # the tree's classes
+    usages = requests.get(
+        base + "/resource_providers/%s/usages" % names["cn1"], headers=ADMIN, timeout=10
+    ).json()["usages"]
+    inventories = requests.get(
+        base + "/resource_providers/%s/inventories" % names["cn1"],
+        headers=ADMIN,
+        timeout=10,
+    ).json()["inventories"]
+    for rc in ("VCPU", "MEMORY_MB"):
+        inv = inventories[rc]
+        capacity = int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
+        assert bars[rc] == "%d / %d" % (usages[rc], capacity)
+    assert "HW_CPU_X86_AVX2" in rows[names["cn1"]].text
+    _shot(browser, cloud, "cloud")
+
+
+def test_hostile_name_is_text_and_runs_nothing(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, names, _consumer, _agg = cloud
+    _sign_in(browser, base)
+    link = browser.find_element(
+        By.CSS_SELECTOR, "tr.root[data-uuid='%s'] .root-link" % names[HOSTILE]
+    )
+    assert link.text == HOSTILE
+    assert browser.find_elements(By.CSS_SELECTOR, "#view img") == []
+    errors = [e for e in browser.get_log("browser") if "alert" in e.get("message", "")]
+    assert errors == []
+    # An alert would have left an open dialog that blocks the page.
+    assert browser.execute_script("return document.title") == "Placement console"
+
+
+def test_filters_use_the_api(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, names, _consumer, agg = cloud
+    _sign_in(browser, base)
+    browser.get(base + "/ui/#/cloud?aggregate=" + agg)
+    _wait(browser, "#view[data-ready='1'] #roots")
+    shown = [
+        r.get_attribute("data-uuid")
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
+    ]
+    assert shown == [names["cn1"]]
+    browser.get(base + "/ui/#/cloud?full=1")
+    _wait(browser, "#view[data-ready='1'] #roots")
+    shown = [
+        r.get_attribute("data-uuid")
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
+    ]
+    assert shown == []  # nothing is over 90% used (cn1's VCPU: 7 of 128)
+
+
+def test_provider_view_shows_the_tree_and_its_consumers(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, names, consumer, _agg = cloud
+    _sign_in(browser, base)
+    browser.get(base + "/ui/#/provider/" + names["cn1"])
+    _wait(browser, "#view[data-ready='1'] #consumers")
+    shown = [
+        p.get_attribute("data-uuid")
+        for p in browser.find_elements(By.CSS_SELECTOR, ".provider")
+    ]
+    assert shown == [names["cn1"], names["cn1-numa0"]]
+    (row,) = browser.find_elements(By.CSS_SELECTOR, "tr.consumer")
+    cells = [td.text for td in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[:4] == [consumer, "p-console", "u-console", "INSTANCE"]
+    assert "cn1 VCPU:7" in cells[4] and "cn1-numa0 VGPU:1" in cells[4]
+    _shot(browser, cloud, "provider")
+
+
+def test_a_query_that_fits_lists_candidates(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, names, _consumer, _agg = cloud
+    _sign_in(browser, base)
+    browser.get(base + "/ui/#/query?q=resources%3DVCPU%3A2")
+    _wait(browser, "#view[data-ready='1'] #candidates")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.candidate")
+    real = requests.get(
+        base + "/allocation_candidates?resources=VCPU:2&limit=20",
+        headers=ADMIN,
+        timeout=10,
+    ).json()
+    assert len(rows) == len(real["allocation_requests"]) == 1  # cn2: cn1 has 1 free
+    _shot(browser, cloud, "query-fits")
+
+
+def test_a_query_that_does_not_fit_draws_the_funnel(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, _names, _consumer, _agg = cloud
+    _sign_in(browser, base)
+    browser.get(
+        base
+        + "/ui/#/query?q="
+        + "resources%3DVCPU%3A1%26required%3DCOMPUTE_STATUS_DISABLED"
+    )
+    _wait(browser, "#view[data-ready='1'] #funnel")
+    reason = browser.find_element(By.ID, "reason").text
+    explained = requests.get(
+        base + "/allocation_candidates/explain",
+        params={"resources": "VCPU:1", "required": "COMPUTE_STATUS_DISABLED"},
+        headers=ADMIN,
+        timeout=10,
+    ).json()
+    assert reason == explained["reason"]
+    assert "required" in reason
+    zero = browser.find_elements(By.CSS_SELECTOR, "#funnel rect.zero")
+    assert zero, "the blocking filter is drawn"
+    labels = [
+        t.text
+        for t in browser.find_elements(By.CSS_SELECTOR, "#funnel text.funnel-label")
+    ]
+    assert any(label.endswith("required") for label in labels)
+    _shot(browser, cloud, "query-funnel")
+
+
+def test_capacity_per_shape_chart(cloud, browser):
+    from selenium.webdriver.common.by import By
+
+    base, _names, _consumer, _agg = cloud
+    _sign_in(browser, base)
+    shapes = "small: resources=VCPU:1\nbig: resources=VCPU:100"
+    browser.get(base + "/ui/#/query?" + urllib.parse.urlencode({"shapes": shapes}))
+    _wait(browser, "#view[data-ready='1'] #shape-chart")
+    texts = [
+        t.text for t in browser.find_elements(By.CSS_SELECTOR, "#shape-chart text")
+    ]
+    small = requests.get(
+        base + "/allocation_candidates/capacity",
+        params={"resources": "VCPU:1"},
+        headers=ADMIN,
+        timeout=10,
+    ).json()
+    assert texts[0] == "small" and texts[1].startswith(str(small["capacity"]))
+    assert texts[2] == "big" and texts[3].startswith("0")
+    _shot(browser, cloud, "shapes")
+
+
+@pytest.mark.parametrize("enabled,status", [(True, 200), (False, 404)])
+def test_ui_enabled_switches_the_console(enabled, status):
+    """[ui] enabled = False: /ui/ is the API's own JSON 404."""
+    with (
+        fixtures.overrides(**{"ui.enabled": enabled}),
+        fixtures.app("sqlite") as (
+            app,
+            _db,
+        ),
+    ):
+        resp = wsgi_client.call(app, "/ui/", headers={"x-auth-token": "admin"})
+        assert resp.status == status
+        if not enabled:
+            assert resp.json()["errors"][0]["status"] == 404
