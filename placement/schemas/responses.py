@@ -237,7 +237,7 @@ CAPACITY = obj(
                 }
             )
         ),
-        "aggregates": keyed(_INTEGER, ".*"),
+        "aggregates": keyed(_INTEGER, "^[0-9a-fA-F-]{32,36}$"),
         "exact": {"type": "boolean"},
     }
 )
