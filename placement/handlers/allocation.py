@@ -7,9 +7,8 @@ from oslo_utils import uuidutils
 
 from placement import exception
 from placement import versions
-from placement.conf import CONF
+from placement.handlers import consumer_body
 from placement.objects import allocation as allocation_obj
-from placement.objects import consumer as consumer_obj
 from placement.schemas import allocation as schema
 from placement.web import decorators
 from placement.web import errors
@@ -79,41 +78,6 @@ def list_for_resource_provider(req, resp, uuid):
     )
 
 
-def _list_form(allocations):
-    """The list form (before 1.12) as {provider uuid: resources}; a provider
-    listed twice keeps its last entry."""
-    return {
-        item["resource_provider"]["uuid"]: item["resources"] for item in allocations
-    }
-
-
-def consumer_write(consumer_uuid, entry, version):
-    """A ConsumerWrite from one consumer's body (PUT body, POST entry,
-    reshaper entry) at ``version``."""
-    if version >= versions.DICT_ALLOCATIONS:
-        allocations = {
-            rp: alloc["resources"] for rp, alloc in entry["allocations"].items()
-        }
-    else:
-        allocations = _list_form(entry["allocations"])
-    # Before: the configured ids of an incomplete consumer.
-    if version >= versions.OWNER_REQUIRED:
-        project_id, user_id = entry["project_id"], entry["user_id"]
-    else:
-        project_id = CONF.placement.incomplete_consumer_project_id
-        user_id = CONF.placement.incomplete_consumer_user_id
-    return consumer_obj.ConsumerWrite(
-        uuid=consumer_uuid,
-        project_id=project_id,
-        user_id=user_id,
-        consumer_type=(
-            entry["consumer_type"] if version >= versions.CONSUMER_TYPES else None
-        ),
-        generation=entry.get("consumer_generation"),
-        allocations=allocations,
-    )
-
-
 def write(req, writes, unknown_class_prefix):
     """Replace the allocations of ``writes``; an unknown resource class is a
     400 worded per endpoint."""
@@ -137,7 +101,7 @@ def set_allocations_for_consumer(req, resp, consumer_uuid):
     data = request.json_body(req, schema.PUT_SCHEMA(version))
     write(
         req,
-        [consumer_write(consumer_uuid, data, version)],
+        [consumer_body.consumer_write(consumer_uuid, data, version)],
         "Unable to allocate inventory for consumer %s: " % consumer_uuid,
     )
     request.no_content(resp)
@@ -149,7 +113,9 @@ def set_allocations(req, resp):
     req.context.ctx.can("placement:allocations:manage")
     version = req.context.version
     data = request.json_body(req, schema.POST_SCHEMA(version))
-    writes = [consumer_write(c, entry, version) for c, entry in data.items()]
+    writes = [
+        consumer_body.consumer_write(c, entry, version) for c, entry in data.items()
+    ]
     write(req, writes, "Unable to allocate inventory ")
     request.no_content(resp)
 

@@ -4,7 +4,7 @@
 root provider, per aggregate and in total (see doc/capacity.md)."""
 
 from placement import versions
-from placement.handlers import allocation_candidate
+from placement.handlers import candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.web import decorators
 from placement.web import request
@@ -15,6 +15,6 @@ from placement.web import request
 def capacity(req, resp):
     """How many more instances of the query of GET /allocation_candidates
     fit: in total, per root provider and per aggregate."""
-    found = allocation_candidate.run(req, capacity_obj.compute)
+    found = candidate_query.run(req, capacity_obj.compute)
     request.render(resp, found.as_dict())
     request.set_last_modified(req, resp, None, always=True)

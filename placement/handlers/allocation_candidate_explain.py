@@ -3,7 +3,7 @@
 answered with why it finds what it finds (see doc/explain.md)."""
 
 from placement import versions
-from placement.handlers import allocation_candidate
+from placement.handlers import candidate_query
 from placement.objects.allocation_candidates import explain as explain_obj
 from placement.web import decorators
 from placement.web import request
@@ -14,5 +14,5 @@ from placement.web import request
 def explain(req, resp):
     """Why the query of GET /allocation_candidates finds what it finds:
     the candidate count, per-filter counts and the closest misses."""
-    request.render(resp, allocation_candidate.run(req, explain_obj.explain))
+    request.render(resp, candidate_query.run(req, explain_obj.explain))
     request.set_last_modified(req, resp, None, always=True)

@@ -2,7 +2,7 @@
 
 from placement import exception
 from placement import versions
-from placement.handlers import allocation
+from placement.handlers import consumer_body
 from placement.objects import reshaper as reshaper_obj
 from placement.schemas import reshaper as schema
 from placement.web import decorators
@@ -21,7 +21,7 @@ def reshape(req, resp):
         for rp, entry in data["inventories"].items()
     }
     writes = [
-        allocation.consumer_write(c, entry, version)
+        consumer_body.consumer_write(c, entry, version)
         for c, entry in data["allocations"].items()
     ]
     try:

@@ -13,6 +13,7 @@ import requests
 
 from placement import versions
 from placement.handlers import allocation_candidate as handler
+from placement.handlers import candidate_query
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import render
 from tests import fixtures
@@ -123,14 +124,16 @@ def app_db(request):
 
 def _materialised(db, query, version):
     """The answer as the path for limited requests builds it, all at once."""
-    parsed = handler.parse_query(list(httpx.QueryParams(query).multi_items()), version)
+    parsed = candidate_query.parse_query(
+        list(httpx.QueryParams(query).multi_items()), version
+    )
     conf = fixtures.configure().placement
     result = engine.find(
         db,
         parsed,
         engine.Options(
             nested_aware=version >= versions.NESTED_CANDIDATES,
-            strategy=handler._strategy(parsed.limit),
+            strategy=candidate_query._strategy(parsed.limit),
             max_candidates=conf.max_allocation_candidates,
         ),
     )

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from placement import versions
 from placement.db import tables
 from placement.handlers import allocation_candidate as handler
+from placement.handlers import candidate_query
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import providers
@@ -152,7 +153,7 @@ def run(layout, groups, version="1.39", options=None, **kw):
     """Rendered document with uuids replaced by provider names."""
     v = versions.Version.parse(version)
     req = ac_request.Request(groups=tuple(groups), **kw)
-    handler.check_structure(req, v)
+    candidate_query.check_structure(req, v)
     result = engine.find(
         layout.db,
         req,

@@ -5,7 +5,7 @@ import pytest
 from placement import error_codes
 from placement import exception
 from placement import versions
-from placement.handlers import allocation_candidate as handler
+from placement.handlers import candidate_query
 from placement.web import errors
 
 V = versions.Version.parse
@@ -13,8 +13,8 @@ V = versions.Version.parse
 
 def parse(query, version="1.39"):
     pairs = [tuple(p.split("=", 1)) for p in query.split("&")]
-    req = handler.parse_query(pairs, V(version))
-    handler.check_structure(req, V(version))
+    req = candidate_query.parse_query(pairs, V(version))
+    candidate_query.check_structure(req, V(version))
     return req
 
 
