@@ -13,7 +13,7 @@ from placement.web import request
 @decorators.versioned(versions.ALLOCATION_CANDIDATES)
 @decorators.accepts_json
 def list_allocation_candidates(req, resp):
-    found = candidate_query.run(req, _find_or_stream)
+    found = candidate_query.run(req, engine.answer)
     form = document_form(req.context.version)
     if isinstance(found, engine.Stream):
         request.render_stream(resp, _counted(found, form))
@@ -32,15 +32,6 @@ def document_form(version):
         tree_uuids=version >= versions.NESTED_CANDIDATES,
         mappings=version >= versions.MAPPINGS,
     )
-
-
-def _find_or_stream(db, parsed, options):
-    """Without a limit the answer can be millions of candidates: it is
-    written as they are found. A limit or a random order needs them all
-    first, and is small or bounded by the limit."""
-    if parsed.limit is None and not options.randomize:
-        return engine.Stream(db, parsed, options)
-    return engine.find(db, parsed, options)
 
 
 def _counted(stream, form):

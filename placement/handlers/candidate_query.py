@@ -37,7 +37,7 @@ def run(req, search):
             parsed,
             engine.Options(
                 nested_aware=version >= versions.NESTED_CANDIDATES,
-                strategy=_strategy(parsed.limit),
+                strategy=CONF.placement.allocation_candidates_generation_strategy,
                 max_candidates=CONF.placement.max_allocation_candidates,
                 randomize=CONF.placement.randomize_allocation_candidates,
                 max_answer=CONF.placement.max_answer_candidates,
@@ -56,19 +56,6 @@ def check_structure(parsed, version):
         resourceless_groups=version >= versions.SAME_SUBTREE,
         trait_conflicts=version >= versions.FORBIDDEN_TRAITS,
     )
-
-
-def _strategy(limit):
-    """The order anchors are visited in. depth-first-unless-limit (the
-    default) is depth-first for the max_allocation_candidates cap, but a
-    request's limit without that cap takes its candidates from as many
-    roots as possible."""
-    strategy = CONF.placement.allocation_candidates_generation_strategy
-    if strategy == "depth-first-unless-limit":
-        if limit is not None and CONF.placement.max_allocation_candidates < 0:
-            return "breadth-first"
-        return "depth-first"
-    return strategy
 
 
 def parse_query(pairs, version):

@@ -133,7 +133,7 @@ def _materialised(db, query, version):
         parsed,
         engine.Options(
             nested_aware=version >= versions.NESTED_CANDIDATES,
-            strategy=candidate_query._strategy(parsed.limit),
+            strategy=conf.allocation_candidates_generation_strategy,
             max_candidates=conf.max_allocation_candidates,
         ),
     )

@@ -29,7 +29,8 @@ from placement.objects.allocation_candidates import trees
 class Options:
     nested_aware: bool = True  # 1.29+: one request may use many
     # providers of one tree
-    strategy: str = "depth-first"
+    strategy: str = "depth-first"  # or breadth-first, or
+    # depth-first-unless-limit (see visit_order)
     max_candidates: int = -1  # generation cap, -1 unlimited
     randomize: bool = False
     max_answer: int = 0  # most candidates one answer may hold, 0 unbounded
@@ -48,6 +49,29 @@ FIRST_PAGE = 16  # trees read first by a limited search beyond its
 # limit: most trees give one candidate in the first round
 KEPT = 10_000  # candidates an answer without a limit keeps while it is
 # counted against Options.max_answer: smaller answers are searched once
+
+
+def answer(
+    db: db_api.Database, request: ac_request.Request, options: Options
+) -> "Result | Stream":
+    """The answer to ``request``, the one place that decides how it is
+    built: without a limit it can be millions of candidates, so it is a
+    Stream written as they are found; a limit or a random order needs them
+    all first (a Result, small or bounded by the limit)."""
+    if request.limit is None and not options.randomize:
+        return Stream(db, request, options)
+    return find(db, request, options)
+
+
+def visit_order(options: Options, limit: int | None) -> str:
+    """The order anchors are visited in. depth-first-unless-limit is
+    depth-first for the max_candidates cap, but a request's limit without
+    that cap takes its candidates from as many roots as possible."""
+    if options.strategy == "depth-first-unless-limit":
+        if limit is not None and options.max_candidates < 0:
+            return "breadth-first"
+        return "depth-first"
+    return options.strategy
 
 
 def find(
@@ -217,7 +241,7 @@ def _search(index, request, options):
     else:
         snapshots = [load()]
     seen = _Seen()
-    found = search.STRATEGIES[options.strategy](
+    found = search.STRATEGIES[visit_order(options, request.limit)](
         _streams(snapshots, groups, request, trait_ids, seen)
     )
     if not paged and snapshots[0].serves:
