@@ -4,8 +4,8 @@ engine, render for the microversion (doc/api.md "Allocation candidates")."""
 from placement import events
 from placement import versions
 from placement.handlers import candidate_query
+from placement.handlers import candidate_render as render
 from placement.objects import allocation_candidates as engine
-from placement.objects.allocation_candidates import render
 from placement.web import decorators
 from placement.web import request
 

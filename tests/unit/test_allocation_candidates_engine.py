@@ -14,10 +14,10 @@ from placement import versions
 from placement.db import tables
 from placement.handlers import allocation_candidate as handler
 from placement.handlers import candidate_query
+from placement.handlers import candidate_render as render
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import providers
-from placement.objects.allocation_candidates import render
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
@@ -159,7 +159,7 @@ def run(layout, groups, version="1.39", options=None, **kw):
         req,
         options or engine.Options(nested_aware=v >= versions.NESTED_CANDIDATES),
     )
-    return render.document(result, handler.document_form(v))
+    return orjson.loads(render.document_json(result, handler.document_form(v)))
 
 
 def names(layout, doc):

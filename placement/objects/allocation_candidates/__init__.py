@@ -3,9 +3,9 @@
 Stages, one module each: ``request`` (groups and structural rules),
 ``providers`` (what the search looks at, over an index that ``sql`` or
 ``catalog``, the worker's provider cache, answers), ``trees`` (who can
-serve which group under which anchor), ``search`` (lazy combinations) and
-``render`` (JSON per microversion). ``find`` runs stages 2-4 in one read
-transaction.
+serve which group under which anchor) and ``search`` (lazy combinations).
+``answer`` runs stages 2-4 in one read transaction and returns a Result or
+a Stream, which the candidates handler renders (handlers/candidate_render).
 """
 
 import contextlib
@@ -15,6 +15,7 @@ import itertools
 import random
 from collections.abc import Iterable
 from collections.abc import Iterator
+from typing import Any
 
 from placement import exception
 from placement.db import api as db_api
@@ -141,14 +142,16 @@ class Stream:
     of the providers they used: memory follows the providers involved, not
     the number of candidates. For requests without a limit or randomised
     order (those need every candidate first). Names are resolved, and
-    their errors raised, when it is opened; its read transaction stays
-    open until ``close()``, which also stops the search."""
+    their errors raised, when it is made. It holds its read transaction
+    until it is left as a context manager (``with stream:``), which also
+    stops the search; an error while it is made ends the transaction
+    there, rolled back (its connection may be lost)."""
 
     def __init__(
         self, db: db_api.Database, request: ac_request.Request, options: Options
     ) -> None:
-        self._reader: contextlib.AbstractContextManager | None = db.reader()
-        conn = self._reader.__enter__()
+        self._transaction = contextlib.ExitStack()
+        conn = self._transaction.enter_context(db.reader())
         try:
             self._index = catalog.index(db, conn)
             try:
@@ -160,9 +163,7 @@ class Stream:
                 search_ = (iter(()), _Seen(), {}, False)
             self._found, self._seen, self._class_ids, self._one_per_tree = search_
         except BaseException as e:
-            # The transaction ends with the error: rolled back, not
-            # committed (its connection may be lost).
-            self.close(e)
+            self._transaction.__exit__(type(e), e, e.__traceback__)
             raise
         self.allocated: set[int] = set()
         self.mapped: set[int] = set()
@@ -194,14 +195,12 @@ class Stream:
             self.mapped,
         )
 
-    def close(self, error: BaseException | None = None) -> None:
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
         self._found = iter(())
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            if error is None:
-                reader.__exit__(None, None, None)
-            else:
-                reader.__exit__(type(error), error, error.__traceback__)
+        return self._transaction.__exit__(*exc_info)
 
 
 def _find(index, request, options):

@@ -1,5 +1,5 @@
-"""Stage 5: the response document for the request's microversion
-(doc/api.md "Answer").
+"""The GET /allocation_candidates document for the request's microversion
+(doc/api.md "Answer"), from the engine's Result or Stream.
 
 A response can hold hundreds of thousands of candidates that reuse a few
 thousand (provider, resources) pairs, so the document is written as JSON
@@ -178,8 +178,8 @@ CACHE_ENTRIES = 100_000
 def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
     """The response body of an ``allocation_candidates.Stream`` in pieces,
     byte for byte ``document_json`` of the same answer. Closing it (the
-    client went away) stops the search."""
-    try:
+    client went away) stops the search and ends the stream's read."""
+    with stream:
         writer = _Writer({}, stream.class_names, form)
         candidates = stream.candidates()
         head = OPEN
@@ -202,10 +202,3 @@ def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
             SUMMARIES,
             orjson.dumps(provider_summaries(stream.summaries(), form)),
         )
-    finally:
-        stream.close()
-
-
-def document(result: engine.Result, form: Form) -> dict[str, Any]:
-    """The response document as a dict (tests read it this way)."""
-    return orjson.loads(document_json(result, form))
