@@ -274,8 +274,31 @@ ui_opts = [
     ),
 ]
 
+capacity_opts = [
+    cfg.StrOpt(
+        "shapes",
+        default="",
+        help="Request shapes whose capacity GET /metrics exports, as "
+        "'name:query; name:query', each query that of GET "
+        "/allocation_candidates, e.g. 'm1.small:resources=VCPU:1,"
+        "MEMORY_MB:2048,DISK_GB:20; gpu:resources=VCPU:8&resources1=VGPU:1'. "
+        "Exported as placement_capacity{shape} and "
+        "placement_capacity_aggregate{shape,aggregate} (no per-host "
+        "series). Empty: none.",
+    ),
+    cfg.IntOpt(
+        "interval",
+        default=60,
+        min=1,
+        help="Seconds between two computations of the capacity gauges: "
+        "one worker computes them in the background, scrapes read the "
+        "last result.",
+    ),
+]
+
 GROUPS = {
     "DEFAULT": default_opts,
+    "capacity": capacity_opts,
     "api": api_opts,
     "placement": placement_opts,
     "workarounds": workarounds_opts,

@@ -11,6 +11,7 @@ from placement import error_codes
 from placement import events
 from placement import exception
 from placement import versions
+from placement.api import capacity_gauges
 from placement.api import console
 from placement.api import healthcheck
 from placement.api import metrics
@@ -272,6 +273,16 @@ class OpenPaths:
         return app(environ, start_response)
 
 
+def _capacity_gauges(conf, db):
+    """The capacity gauges of ``[capacity] shapes``, or None."""
+    shapes = capacity_gauges.parse_shapes(conf.capacity.shapes)
+    if not shapes:
+        return None
+    # Started by the first scrape of each worker: a process that forks
+    # workers must not hold the lock its children would inherit.
+    return capacity_gauges.Gauges(db, shapes, conf.capacity.interval)
+
+
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """proxy headers -> request id -> metrics -> body size limit -> open
     paths -> CORS -> auth -> context -> falcon app. The order decides which
@@ -289,7 +300,7 @@ def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
         app = cors.wrap(app, conf)
     open_paths = {
         healthcheck.HEALTHCHECK_PATH: healthcheck.healthcheck_app(conf, db),
-        metrics.METRICS_PATH: metrics.metrics_app,
+        metrics.METRICS_PATH: metrics.metrics_app(_capacity_gauges(conf, db)),
         openapi.OPENAPI_PATH: openapi.app,
     }
     app = OpenPaths(app, open_paths, console.app if conf.ui.enabled else None)

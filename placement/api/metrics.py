@@ -5,7 +5,8 @@ Multiprocess mode: when ``PROMETHEUS_MULTIPROC_DIR`` is set *before*
 prometheus_client is first imported, every gunicorn worker writes its
 samples to mmap files in that directory and ``/metrics`` (served by any
 worker) adds them up; ``placement.api.multiproc.prepare()`` sets it up.
-There are no gauges, so a dead worker's files need no clean-up: its counts
+The only gauges are capacity's (``capacity_gauges``, kept out of the
+multiprocess files), so a dead worker's files need no clean-up: its counts
 stay part of the totals, as counters should. Without the variable the
 process-local default registry is used (tests, one worker).
 """
@@ -55,24 +56,31 @@ def exposition() -> bytes:
     return prometheus_client.generate_latest(registry)
 
 
-def metrics_app(
-    environ: dict[str, Any], start_response: Callable[..., Any]
-) -> list[bytes]:
-    """``GET /metrics``: open like ``/``, Prometheus text format."""
-    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+def metrics_app(gauges: Any = None) -> Callable[..., Any]:
+    """``GET /metrics``: open like ``/``, Prometheus text format; with
+    the capacity ``gauges`` (``capacity_gauges.Gauges``) when shapes are
+    configured (their last result: a scrape never computes them)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            start_response(
+                "405 Method Not Allowed", [("Allow", "GET"), ("Content-Length", "0")]
+            )
+            return [b""]
+        body = exposition()
+        if gauges is not None:
+            gauges.start()
+            body += gauges.exposition()
         start_response(
-            "405 Method Not Allowed", [("Allow", "GET"), ("Content-Length", "0")]
+            "200 OK",
+            [
+                ("Content-Type", prometheus_client.CONTENT_TYPE_LATEST),
+                ("Content-Length", str(len(body))),
+            ],
         )
-        return [b""]
-    body = exposition()
-    start_response(
-        "200 OK",
-        [
-            ("Content-Type", prometheus_client.CONTENT_TYPE_LATEST),
-            ("Content-Length", str(len(body))),
-        ],
-    )
-    return [body] if environ["REQUEST_METHOD"] == "GET" else [b""]
+        return [body] if environ["REQUEST_METHOD"] == "GET" else [b""]
+
+    return app
 
 
 class RouteTemplates:

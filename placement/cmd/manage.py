@@ -1,9 +1,11 @@
 """``placement-manage [--config-file PATH] [--config-dir DIR] db <command>``.
 
 Commands: ``sync``, ``downgrade <revision>``, ``version``,
-``stamp <revision>`` and ``online_data_migrations [--max-count N]``.
+``stamp <revision>`` and ``online_data_migrations [--max-count N]``; and
+``placement-manage capacity --resources ...`` (doc/capacity.md).
 """
 
+import json
 import sys
 
 import prettytable
@@ -11,7 +13,10 @@ from oslo_config import cfg
 
 from placement import conf as placement_conf
 from placement import deploy
+from placement import versions
 from placement.db import schema
+from placement.handlers import candidate_query
+from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
 
 DEFAULT_BATCH = 50
@@ -111,6 +116,54 @@ def db_online_data_migrations(db):
     return 0
 
 
+def capacity(db):
+    """How many more instances of the request fit: the top hosts and the
+    total, as a table or (``--json``) the answer of GET
+    /allocation_candidates/capacity."""
+    args = placement_conf.CONF.category
+    pairs = [("resources", args.resources)]
+    pairs += [("required", r) for r in args.required or ()]
+    pairs += [("member_of", m) for m in args.member_of or ()]
+    found = candidate_query.run_query(db, pairs, versions.MAX, capacity_obj.compute)
+    if args.json:
+        print(json.dumps(found.as_dict(), indent=2, sort_keys=True))
+        return 0
+    table = prettytable.PrettyTable(["Host", "UUID", "Count", "Limited by"])
+    for root in found.roots[: args.top]:
+        table.add_row(
+            [root["name"], root["uuid"], root["count"], ", ".join(root["limited_by"])]
+        )
+    print(table)
+    hidden = len(found.roots) - args.top
+    if hidden > 0:
+        print("(%d more hosts)" % hidden)
+    print(
+        "Total: %d%s"
+        % (found.capacity, "" if found.exact else " (upper bound, see doc/capacity.md)")
+    )
+    return 0
+
+
+def _add_capacity_parser(parser):
+    parser.add_argument(
+        "--resources", required=True, help="As resources= of the API: VCPU:1,..."
+    )
+    parser.add_argument(
+        "--required", action="append", help="As required= (may repeat)."
+    )
+    parser.add_argument(
+        "--member-of",
+        dest="member_of",
+        action="append",
+        help="As member_of= (may repeat).",
+    )
+    parser.add_argument(
+        "--top", type=int, default=20, help="Hosts listed (default 20)."
+    )
+    parser.add_argument("--json", action="store_true", help="The API's JSON answer.")
+    parser.set_defaults(func=capacity)
+
+
 def _add_db_parsers(db_parser):
     _PARSERS["db"] = db_parser
     commands = db_parser.add_subparsers(dest="db_command")
@@ -149,6 +202,11 @@ def add_command_parsers(subparsers):
     # rather than argparse's usage error (exit 2).
     subparsers.required = False
     _add_db_parsers(subparsers.add_parser("db", help="Database commands."))
+    _add_capacity_parser(
+        subparsers.add_parser(
+            "capacity", help="How many more instances of a request fit."
+        )
+    )
 
 
 command_opt = cfg.SubCommandOpt(
@@ -164,7 +222,9 @@ DESCRIPTION = (
     "db downgrade REVISION (undo this service's own revisions, "
     "no further down than %s), db version, db stamp REVISION, "
     "db online_data_migrations [--max-count N] (default: batches of %d "
-    "until done); placement-manage db --help tells more. "
+    "until done); capacity --resources RC:N,... [--required T] "
+    "[--member-of AGG] [--top N] [--json]; placement-manage db --help "
+    "tells more. "
     % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP
 )

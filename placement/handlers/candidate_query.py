@@ -23,17 +23,21 @@ from placement.web import request
 def run(req, search):
     """Policy, parse and check the query, then ``search(db, request,
     options)`` with this service's engine options; the contract's 400s
-    for unknown names. GET /allocation_candidates/explain shares it."""
+    for unknown names."""
     ctx = req.context.ctx
     ctx.can("placement:allocation_candidates:list")
-    version = req.context.version
-    pairs = request.query_pairs(req)
+    return run_query(ctx.db, request.query_pairs(req), req.context.version, search)
+
+
+def run_query(db, pairs, version, search):
+    """``run`` without a request: the query's (name, value) ``pairs`` at
+    ``version``, checked as a request's are (the capacity gauges too)."""
     request.validate_query(pairs, schema.QUERY(version), every=schema.FIRST_WINS)
     parsed = parse_query(pairs, version)
     check_structure(parsed, version)
     try:
         return search(
-            ctx.db,
+            db,
             parsed,
             engine.Options(
                 nested_aware=version >= versions.NESTED_CANDIDATES,

@@ -46,24 +46,17 @@ RP, AGG = tables.resource_providers, tables.placement_aggregates
 
 
 @dataclasses.dataclass
-class Root:
-    uuid: str
-    name: str
-    count: int
-    limited_by: list  # class names, sorted
-
-
-@dataclasses.dataclass
 class Capacity:
     capacity: int
-    roots: list  # Root, by count (largest first), then name
+    roots: list  # {uuid, name, count, limited_by (class names)}, by
+    # count (largest first), then name
     aggregates: dict  # aggregate uuid -> total count of its roots
     exact: bool
 
     def as_dict(self) -> dict:
         return {
             "capacity": self.capacity,
-            "roots": [dataclasses.asdict(r) for r in self.roots],
+            "roots": self.roots,
             "aggregates": self.aggregates,
             "exact": self.exact,
         }
@@ -111,6 +104,8 @@ class _Scan:
         self.index = index
         self.request = request
         self.options = options
+        # Hosts alike have equal inventories: (Inventory, amount) -> fits.
+        self.memo = {}
 
     def run(self):
         request, index = self.request, self.index
@@ -162,17 +157,18 @@ class _Scan:
         if shared:
             total = min(total, _pooled(plans, groups, snapshot.inventories)[0])
         names = _root_names(index, counts)
+        class_names = self.class_names
         roots = sorted(
             (
-                Root(
-                    uuid=names[rp][0],
-                    name=names[rp][1],
-                    count=count,
-                    limited_by=sorted(self.class_names[rc] for rc in limited_by),
-                )
+                {
+                    "uuid": names[rp][0],
+                    "name": names[rp][1],
+                    "count": count,
+                    "limited_by": sorted(class_names[rc] for rc in limited_by),
+                }
                 for rp, (count, limited_by) in counts.items()
             ),
-            key=lambda r: (-r.count, r.name, r.uuid),
+            key=lambda r: (-r["count"], r["name"], r["uuid"]),
         )
         return Capacity(
             capacity=total,
@@ -185,17 +181,25 @@ class _Scan:
         """(count, limiting class ids) under one anchor: exact for the
         exact shapes (see the module's text), else an upper bound."""
         per_slot = []
+        memo = self.memo
         for options in plan.options:
-            amounts = options[0][1] if options else ()
-            if not amounts:
+            if not options or not options[0][1]:
                 continue  # resourceless: bounds nothing
-            count, limiting = 0, collections.Counter()
+            count, limiting = 0, set()
             for rp, asked in options:
-                each = {rc: fits(inventories[rp, rc], a) for rc, a in asked}
-                least = min(each.values())
+                least, classes = math.inf, ()
+                for rc, amount in asked:
+                    inventory = inventories[rp, rc]
+                    n = memo.get((inventory, amount))
+                    if n is None:
+                        n = memo[inventory, amount] = fits(inventory, amount)
+                    if n < least:
+                        least, classes = n, (rc,)
+                    elif n == least:
+                        classes += (rc,)
                 count += least
-                limiting.update(rc for rc, n in each.items() if n == least)
-            per_slot.append((count, set(limiting)))
+                limiting.update(classes)
+            per_slot.append((count, limiting))
         if not per_slot:
             return 1, set()  # only resourceless groups: one is all we know
         count = min(c for c, _ in per_slot)

@@ -8,6 +8,7 @@ min_unit, max_unit, step_size, traits and aggregates, with the provider
 catalog on and off, on every backend; bad queries answer exactly as
 GET /allocation_candidates does."""
 
+import json
 import re
 import urllib.parse
 import uuid
@@ -18,7 +19,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from placement import deploy
+from placement.db import api as db_api
+from placement.db import schema
 from tests import fixtures
+from tests import helpers
 from tests import wsgi_client
 
 HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
@@ -375,3 +380,50 @@ def _errors(resp):
     return [
         {k: v for k, v in e.items() if k != "request_id"} for e in resp.json()["errors"]
     ]
+
+
+def test_placement_manage_capacity():
+    """The CLI prints the same answer as the route (``--json``) and a
+    table of the top hosts with the total."""
+    with fixtures.database_url("sqlite") as url:
+        conf = fixtures.configure()
+        engine = db_api.create_engine(url, conf)
+        try:
+            schema.upgrade(engine)
+            db = db_api.Database(engine)
+            schema.sync_standard_names(db)
+            cloud = Cloud(deploy.build_app(conf, db=db, sync_schema=False))
+            _layout(cloud)
+            query = "resources=VCPU:1,MEMORY_MB:1024&member_of=in:%s,%s" % (
+                AGG_A,
+                AGG_B,
+            )
+            want = cloud.capacity(query)
+        finally:
+            engine.dispose()
+        args = [
+            "placement-manage",
+            "capacity",
+            "--resources",
+            "VCPU:1,MEMORY_MB:1024",
+            "--member-of",
+            "in:%s,%s" % (AGG_A, AGG_B),
+        ]
+        env = {"OS_PLACEMENT_DATABASE__CONNECTION": url}
+        found = helpers.run([helpers.script(args[0]), *args[1:], "--json"], env)
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout) == want
+        table = helpers.run(
+            [helpers.script(args[0]), *args[1:], "--top", "1"], env
+        ).stdout
+        top = want["roots"][0]
+        assert re.search(
+            r"\| %s +\| %s +\| +%d +\|" % (top["name"], top["uuid"], top["count"]),
+            table,
+        )
+        assert "(%d more hosts)" % (len(want["roots"]) - 1) in table
+        assert "Total: %d\n" % want["capacity"] in table
+        bad = helpers.run(
+            [helpers.script(args[0]), "capacity", "--resources", "VCPU:x"], env
+        )
+        assert bad.returncode == 1 and "VCPU" in bad.stderr
