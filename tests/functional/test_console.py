@@ -16,46 +16,28 @@ import httpx
 import pytest
 import requests
 
+from tests import browser as browser_tool
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional import live_server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 HOSTILE = "<img src=x onerror=alert(1)>"
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 WAIT = 30  # seconds: a hang guard, not a measure
 
 
 def _browser(tmp_path):
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+    if not browser_tool.installed():
         if os.environ.get("CI"):
             pytest.fail(
                 "chromium and chromium-driver are missing (tools/ensure-test-packages)"
             )
         pytest.skip("chromium and chromium-driver are not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-        "--user-data-dir=%s" % (tmp_path / "chromium-profile"),
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return browser_tool.chromium(
+        tmp_path / "chromium-profile", **{"goog:loggingPrefs": {"browser": "ALL"}}
+    )
 
 
 def _create(client, name, parent=None, inventories=None, traits=(), aggregates=()):

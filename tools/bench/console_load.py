@@ -21,32 +21,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
 import profile_request  # noqa: E402
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
-
-
-def browser(profile_dir):
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-        "--user-data-dir=%s" % profile_dir,
-    ):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+from tests import browser  # noqa: E402
 
 
 def timed(driver, url):
@@ -81,7 +61,7 @@ def main():
         loader.flush()
         conf.set_override("connection", url, group="placement_database")
         with profile_request.server(url, 2, 10, 2) as (base, _pid):
-            driver = browser(tempfile.mkdtemp(prefix="console-bench-"))
+            driver = browser.chromium(tempfile.mkdtemp(prefix="console-bench-"))
             try:
                 driver.get(base + "/ui/")
                 driver.execute_script(
