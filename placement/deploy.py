@@ -24,7 +24,8 @@ from placement import policy
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
-from placement.objects import catalog
+from placement.objects import standard_names
+from placement.objects.catalog import refresh
 
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
@@ -221,7 +222,7 @@ def prepare_schema(db, sync):
         problem = schema.mismatch(db.engine)
         if problem:
             raise placement_conf.StartupError(problem)
-    schema.sync_standard_names(db)
+    standard_names.sync_standard_names(db)
 
 
 def build_app(conf, db=None, sync_schema=None):
@@ -236,7 +237,7 @@ def build_app(conf, db=None, sync_schema=None):
         prepare_schema(db, sync_schema)
         # This process serves from its own database: the provider catalog
         # is read before it takes requests.
-        catalog.warm(db)
+        refresh.warm(db)
     policy.get_enforcer(conf)
     return api_app.build_pipeline(conf, db)
 

@@ -27,6 +27,7 @@ from placement import policy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.objects import standard_names
 from tests import galera
 
 MYSQL_URL = os.environ.get(
@@ -172,7 +173,7 @@ def database(backend, migrate=False):
             else:
                 tables.metadata.create_all(engine)
                 _stamp_head(engine)
-            schema.sync_standard_names(db)
+            standard_names.sync_standard_names(db)
             yield db
         finally:
             engine.dispose()

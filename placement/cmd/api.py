@@ -29,7 +29,7 @@ from oslo_config import cfg  # noqa: E402
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.api import gate  # noqa: E402
-from placement.objects import catalog  # noqa: E402
+from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def warm_catalog(db):
     catalog instead (or answers 503 while the database is away)."""
     started = time.monotonic()
     try:
-        providers = catalog.warm(db)
+        providers = refresh.warm(db)
     except Exception as e:
         LOG.warning(
             "provider catalog not read ahead of requests (%s); the first "

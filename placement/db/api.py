@@ -13,7 +13,6 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
 from typing import Callable
@@ -26,7 +25,6 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
-from placement.db import tables
 
 LOG = logging.getLogger(__name__)
 
@@ -276,85 +274,28 @@ def _track_transaction_end(engine):
 
 
 _ENDED = "placement_transaction_ended"
-_CHANGES = "placement_catalog_changes"
+_WRITE = "placement_write"
+# Run by every write transaction just before its COMMIT, in order of
+# registration (``before_commit``).
+_BEFORE_COMMIT: list[Callable[[sa.Connection, dict[str, Any]], None]] = []
+
+H = TypeVar("H", bound=Callable[[sa.Connection, dict[str, Any]], None])
 
 
-CATALOG = tables.catalog_changes
-CHANGE_LOG = tables.catalog_log
-_BUMP = (
-    CATALOG.update()
-    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
-    .values(changes=CATALOG.c.changes + 1)
-)
-
-# What a write changed (catalog_log.kind): the ``ref`` provider (its row,
-# inventories, traits, aggregates), resource class, trait or aggregate (one
-# a provider joined: it may be new), or anything (ref 0: the catalog is
-# read again).
-PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE, EVERYTHING = 1, 2, 3, 4, 5
-# More changes than this in one transaction are logged as EVERYTHING.
-MAX_LOGGED = 100
-# Rows kept per shard: a worker that fell further behind reads its catalog
-# again. A writer prunes its shard's old rows one time in PRUNE_EVERY.
-LOG_KEPT = 1000
-PRUNE_EVERY = 64
+def before_commit(hook: H) -> H:
+    """Register ``hook(conn, notes)``: every write transaction runs it as
+    its last statements before COMMIT (not when it rolls back), ``notes``
+    being what was noted on the transaction (``write_notes``). A
+    decorator."""
+    _BEFORE_COMMIT.append(hook)
+    return hook
 
 
-def changed(conn: sa.Connection, kind: int, refs: Iterable[int] = (0,)) -> None:
-    """Note that ``conn``'s write transaction changed the ``refs`` (ids) of
-    ``kind``: logged in ``catalog_log`` just before commit, which tells
-    every worker what of its cached catalog is out of date."""
-    conn.info[_CHANGES].update((kind, ref) for ref in refs)
-
-
-def _log_changes(conn: sa.Connection, changes: set) -> None:
-    # Last statements before commit: the shard's row lock is held briefly
-    # and its holder waits for nothing else, so it cannot join a deadlock.
-    # The lock (on Galera: certification of the same row) orders a shard's
-    # writers, so its numbers commit in order and without gaps.
-    shard = random.randrange(tables.CATALOG_SHARDS)
-    if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
-        # A missing shard row would leave the count unchanged; its count
-        # starts again, so its old numbers go.
-        conn.execute(
-            insert_ignore(conn.dialect.name, CATALOG), {"shard": shard, "changes": 0}
-        )
-        conn.execute(CHANGE_LOG.delete().where(CHANGE_LOG.c.shard == shard))
-        conn.execute(_BUMP, {"to_shard": shard})
-    if len(changes) > MAX_LOGGED:
-        changes = {(EVERYTHING, 0)}
-    # One statement: the rows take the shard's new count from its row.
-    rows = [
-        sa.select(
-            CATALOG.c.shard,
-            CATALOG.c.changes,
-            sa.literal(item, sa.Integer),
-            sa.literal(kind, sa.SmallInteger),
-            sa.literal(ref, sa.Integer),
-        ).where(CATALOG.c.shard == shard)
-        for item, (kind, ref) in enumerate(sorted(changes))
-    ]
-    conn.execute(
-        CHANGE_LOG.insert().from_select(
-            ["shard", "seq", "item", "kind", "ref"],
-            rows[0] if len(rows) == 1 else sa.union_all(*rows),
-        )
-    )
-    if random.randrange(PRUNE_EVERY) == 0:
-        count = sa.select(CATALOG.c.changes).where(CATALOG.c.shard == shard)
-        conn.execute(
-            CHANGE_LOG.delete().where(
-                CHANGE_LOG.c.shard == shard,
-                CHANGE_LOG.c.seq <= count.scalar_subquery() - LOG_KEPT,
-            )
-        )
-
-
-def catalog_stamp(conn: sa.Connection) -> int:
-    """The number of catalog changes committed so far (only grows)."""
-    return conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
-    ).scalar_one()
+def write_notes(conn: sa.Connection) -> dict[str, Any] | None:
+    """The notes of ``conn``'s write transaction (a dict its
+    ``before_commit`` hooks read; empty when it begins), or None when
+    ``conn`` is not in one."""
+    return conn.info.get(_WRITE)
 
 
 # PostgreSQL: serialization failure, deadlock detected.
@@ -528,21 +469,19 @@ class Database:
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.Connection]:
-        """A write transaction. What it changes of providers, inventories,
-        traits, aggregates or names (anything but allocations and
-        consumers) is noted with ``changed`` and counted in
-        ``catalog_changes`` and logged in ``catalog_log`` just before
-        commit."""
+        """A write transaction. The ``before_commit`` hooks run just before
+        it commits (the objects layer's catalog log is one)."""
         with self.engine.connect() as conn:
             conn = conn.execution_options(placement_writer=True)
-            changes = conn.info[_CHANGES] = set()
+            notes: dict[str, Any] = {}
+            conn.info[_WRITE] = notes
             try:
                 with conn.begin():
                     yield conn
-                    if changes:
-                        _log_changes(conn, changes)
+                    for hook in _BEFORE_COMMIT:
+                        hook(conn, notes)
             finally:
-                del conn.info[_CHANGES]
+                del conn.info[_WRITE]
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """An INSERT that skips rows whose unique key already exists."""

@@ -1,4 +1,4 @@
-"""Schema management: alembic upgrades and standard name sync.
+"""Schema management: alembic upgrades.
 
 alembic is imported only when a revision runs or an unexpected revision is
 explained: a start-up that finds the schema at HEAD does not pay for it.
@@ -8,12 +8,7 @@ import importlib.resources
 import logging
 from typing import Any
 
-import os_resource_classes
-import os_traits
 import sqlalchemy as sa
-
-from placement.db import api as db_api
-from placement.db import tables
 
 LOG = logging.getLogger(__name__)
 
@@ -128,32 +123,3 @@ def mismatch(engine: sa.Engine) -> str | None:
             SYNC_HINT,
         )
     )
-
-
-@db_api.retry_on_deadlock
-def sync_standard_names(db: db_api.Database) -> None:
-    """Insert missing standard traits and resource classes (idempotent).
-
-    INSERT-IGNORE makes this safe when several workers start at once (on a
-    Galera cluster workers on two nodes may still fail certification: the
-    transaction is then retried).
-    """
-    with db.writer() as conn:
-        have = set(conn.scalars(sa.select(tables.traits.c.name)))
-        missing_traits = [
-            {"name": n, "created_at": tables.utcnow()}
-            for n in os_traits.get_traits()
-            if n not in have
-        ]
-        if missing_traits:
-            conn.execute(db.insert_ignore(tables.traits), missing_traits)
-        have = set(conn.scalars(sa.select(tables.resource_classes.c.name)))
-        missing = [
-            {"id": i, "name": n, "created_at": tables.utcnow()}
-            for i, n in enumerate(os_resource_classes.STANDARDS)
-            if n not in have
-        ]
-        if missing:
-            conn.execute(db.insert_ignore(tables.resource_classes), missing)
-        if missing or missing_traits:
-            db_api.changed(conn, db_api.EVERYTHING)

@@ -11,6 +11,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
@@ -85,7 +86,7 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
                 ],
             )
         if wanted != current:
-            db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
-            db_api.changed(conn, db_api.AGGREGATE, wanted - current)
+            changes.record(conn, changes.PROVIDER, [provider["id"]])
+            changes.record(conn, changes.AGGREGATE, wanted - current)
     common.remember(conn, learned)
     return generation

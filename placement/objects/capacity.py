@@ -36,11 +36,11 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation_candidates as engine
-from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import index as catalog_index
 
 RP, AGG = tables.resource_providers, tables.placement_aggregates
 
@@ -92,7 +92,7 @@ def compute(
     """The capacity of a checked ``request.Request`` (its limit ignored);
     ResourceClassNotFound or TraitNotFound for unknown names."""
     with db.reader() as conn:
-        index = catalog.index(db, conn)
+        index = catalog_index.index(db, conn)
         try:
             return _Scan(index, request, options).run()
         except providers.NoCandidates:

@@ -16,6 +16,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import changes
 from placement.schemas import inventory as schema
 
 INV = tables.inventories
@@ -207,7 +208,7 @@ def create_inventory(
                 **_values(record),
             )
         )
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])
     return generation
 
 
@@ -279,7 +280,7 @@ def replace_inventories(
                 ),
                 updated,
             )
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])
     return new_generation
 
 
@@ -313,7 +314,7 @@ def update_inventory(
         )
         if result.rowcount != 1:
             raise InventoryNotFound("No inventory of class %s found." % rc_name)
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])
     return new_generation
 
 
@@ -341,7 +342,7 @@ def delete_inventory(db: db_api.Database, uuid: str, rc_name: str) -> None:
         if _in_use_class_names(conn, provider["id"], [rc_id]):
             raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
         conn.execute(INV.delete().where(*where))
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])
 
 
 @db_api.retry_on_deadlock
@@ -368,4 +369,4 @@ def delete_inventories(db: db_api.Database, uuid: str) -> None:
         if in_use:
             raise exception.InventoryInUse(_in_use_message(in_use, uuid))
         conn.execute(INV.delete().where(INV.c.resource_provider_id == provider["id"]))
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])

@@ -12,6 +12,7 @@ from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import changes
 
 RP = tables.resource_providers
 ALLOC = tables.allocations
@@ -55,7 +56,7 @@ def set_root_provider_ids(db: db_api.Database, batch_size: int) -> tuple[int, in
             conn.execute(
                 RP.update().where(RP.c.id.in_(ids)).values(root_provider_id=RP.c.id)
             )
-            db_api.changed(conn, db_api.PROVIDER, ids)
+            changes.record(conn, changes.PROVIDER, ids)
     return found, len(ids)
 
 

@@ -16,10 +16,10 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
-from placement.objects import catalog
 from placement.objects import common
 from placement.objects import constraints
 from placement.objects import resource_provider as rp_obj
+from placement.objects.catalog import refresh
 from placement.schemas import inventory as inventory_schema
 
 RP = tables.resource_providers
@@ -92,7 +92,7 @@ def _from_catalog(db, conn):
     """The unfiltered list from the worker's provider catalog, reading
     only generations (they move with allocations) and last modified; None
     when the catalog is not current."""
-    cached = catalog.current(db, conn)
+    cached = refresh.current(db, conn)
     if cached is None:
         return None
     uuids, names, every = cached.uuids, cached.names, cached.providers

@@ -9,8 +9,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from placement import exception
-from placement.db import api as db_api
 from placement.db import tables
+from placement.objects.catalog import changes
 
 RP = tables.resource_providers
 
@@ -78,4 +78,4 @@ def move(
 def _set_root(conn, provider_id, root_id):
     moved = conn.scalars(subtree_ids(provider_id)).all()
     conn.execute(RP.update().where(RP.c.id.in_(moved)).values(root_provider_id=root_id))
-    db_api.changed(conn, db_api.PROVIDER, moved)
+    changes.record(conn, changes.PROVIDER, moved)

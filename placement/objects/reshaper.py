@@ -14,6 +14,7 @@ from placement.objects import allocation
 from placement.objects import common
 from placement.objects import consumer
 from placement.objects import inventory
+from placement.objects.catalog import changes
 
 INV = tables.inventories
 RP = tables.resource_providers
@@ -53,7 +54,7 @@ def reshape(
             conn, records, rc_ids, {row["id"]: uuid for uuid, row in providers.items()}
         )
         _bump(conn, expected, records)
-        db_api.changed(conn, db_api.PROVIDER, records)
+        changes.record(conn, changes.PROVIDER, records)
 
     allocation.run_write(db, attempt, "update conflict: ")
 

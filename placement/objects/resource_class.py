@@ -15,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects.catalog import changes
 
 RC = tables.resource_classes
 INV = tables.inventories
@@ -84,7 +85,7 @@ def _create_once(db, name):
         )
         rc_id = (top or CUSTOM_ID_START - 1) + 1
         conn.execute(RC.insert().values(id=rc_id, name=name))
-        db_api.changed(conn, db_api.RESOURCE_CLASS, [rc_id])
+        changes.record(conn, changes.RESOURCE_CLASS, [rc_id])
     return name
 
 
@@ -101,7 +102,7 @@ def rename(db: db_api.Database, name: str, new_name: str) -> sa.RowMapping:
             conn.execute(RC.update().where(RC.c.id == row["id"]).values(name=new_name))
         except sa_exc.IntegrityError:
             raise exception.Exists("Resource class already exists: %s" % new_name)
-        db_api.changed(conn, db_api.RESOURCE_CLASS, [row["id"]])
+        changes.record(conn, changes.RESOURCE_CLASS, [row["id"]])
         return _get(conn, new_name)
 
 
@@ -122,4 +123,4 @@ def delete(db: db_api.Database, name: str) -> None:
             raise exception.ResourceClassInUse(
                 "Cannot delete resource class %s. Class is in use in inventory." % name
             )
-        db_api.changed(conn, db_api.RESOURCE_CLASS, [row["id"]])
+        changes.record(conn, changes.RESOURCE_CLASS, [row["id"]])

@@ -16,6 +16,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import provider_tree
+from placement.objects.catalog import changes
 
 RP = tables.resource_providers
 PARENT = RP.alias("parent_provider")
@@ -130,7 +131,7 @@ def create(
             raise
         key: Any = result.inserted_primary_key  # one row inserted
         new_id = key[0]
-        db_api.changed(conn, db_api.PROVIDER, [new_id])
+        changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
             conn.execute(
                 RP.update()
@@ -198,7 +199,7 @@ def update(
         except sa_exc.IntegrityError:
             _check_name_free(conn, name, me.id)
             raise
-        db_api.changed(conn, db_api.PROVIDER, [me.id])
+        changes.record(conn, changes.PROVIDER, [me.id])
         return _fetch(conn, uuid)
 
 
@@ -239,7 +240,7 @@ def delete(db: db_api.Database, uuid: str) -> None:
                 "Unable to delete resource provider %s: Resource provider has "
                 "allocations." % uuid
             )
-        db_api.changed(conn, db_api.PROVIDER, [me.id])
+        changes.record(conn, changes.PROVIDER, [me.id])
 
 
 def _cannot_delete_parent(uuid):

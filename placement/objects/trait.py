@@ -10,6 +10,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import changes
 
 T = tables.traits
 RPT = tables.resource_provider_traits
@@ -66,7 +67,7 @@ def ensure_trait(db: db_api.Database, name: str) -> tuple[sa.RowMapping, bool]:
         result = conn.execute(db.insert_ignore(T).values(name=name))
         trait_id = db_api.inserted_id(result)
         if trait_id is not None:
-            db_api.changed(conn, db_api.TRAIT, [trait_id])
+            changes.record(conn, changes.TRAIT, [trait_id])
         return _get(conn, name), trait_id is not None
 
 
@@ -90,7 +91,7 @@ def delete_trait(db: db_api.Database, name: str) -> None:
             raise exception.TraitInUse(
                 "The trait %s is in use by a resource provider." % name
             )
-        db_api.changed(conn, db_api.TRAIT, [trait["id"]])
+        changes.record(conn, changes.TRAIT, [trait["id"]])
 
 
 def _provider_traits(conn, provider_id):
@@ -170,7 +171,7 @@ def set_provider_traits(
             )
             # The links read with the generation just swapped are current.
             _replace_links(conn, provider["id"], set(current), set(wanted))
-            db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+            changes.record(conn, changes.PROVIDER, [provider["id"]])
         return generation, sorted(wanted.values(), key=lambda r: r["id"])
 
 
@@ -202,4 +203,4 @@ def delete_provider_traits(db: db_api.Database, uuid: str) -> None:
             conn, provider["id"], provider["generation"], common.GENERATION_CHANGED
         )
         conn.execute(RPT.delete().where(RPT.c.resource_provider_id == provider["id"]))
-        db_api.changed(conn, db_api.PROVIDER, [provider["id"]])
+        changes.record(conn, changes.PROVIDER, [provider["id"]])

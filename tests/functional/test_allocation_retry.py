@@ -17,6 +17,7 @@ from placement.db import tables
 from placement.objects import allocation as alloc_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inv_obj
+from placement.objects.catalog import changes
 from tests import fixtures
 
 RETRIES = 2
@@ -34,6 +35,8 @@ def db(request):
 def provider(db):
     rp_uuid = str(uuid.uuid4())
     with db.writer() as conn:
+        # Rows written directly: every catalog reads them whole.
+        changes.record(conn, changes.EVERYTHING)
         conn.execute(
             tables.resource_providers.insert().values(
                 uuid=rp_uuid, name=rp_uuid, generation=0

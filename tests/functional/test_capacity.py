@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
+from placement.objects import standard_names
 from tests import fixtures
 from tests import helpers
 from tests import wsgi_client
@@ -391,7 +392,7 @@ def test_placement_manage_capacity():
         try:
             schema.upgrade(engine)
             db = db_api.Database(engine)
-            schema.sync_standard_names(db)
+            standard_names.sync_standard_names(db)
             cloud = Cloud(deploy.build_app(conf, db=db, sync_schema=False))
             _layout(cloud)
             query = "resources=VCPU:1,MEMORY_MB:1024&member_of=in:%s,%s" % (

@@ -28,6 +28,8 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.objects import standard_names
+from placement.objects.catalog import changes
 from tests import fixtures
 from tests.functional import live_server
 
@@ -52,9 +54,11 @@ def _create_providers(url):
     try:
         schema.upgrade(engine)
         db = db_api.Database(engine)
-        schema.sync_standard_names(db)
+        standard_names.sync_standard_names(db)
         uuids = [str(uuid.uuid4()) for _ in range(PROVIDERS)]
         with db.writer() as conn:
+            # Rows written directly: every catalog reads them whole.
+            changes.record(conn, changes.EVERYTHING)
             rc = dict(
                 conn.execute(
                     sa.select(

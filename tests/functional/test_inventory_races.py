@@ -15,6 +15,7 @@ from placement import exception
 from placement.db import tables
 from placement.objects import inventory as inv_obj
 from placement.objects import resource_class as rc_obj
+from placement.objects.catalog import changes
 from tests import helpers
 
 WRITERS = 6
@@ -23,6 +24,8 @@ WRITERS = 6
 def _provider(db):
     rp_uuid = str(uuid.uuid4())
     with db.writer() as conn:
+        # Rows written directly: every catalog reads them whole.
+        changes.record(conn, changes.EVERYTHING)
         conn.execute(
             tables.resource_providers.insert().values(
                 uuid=rp_uuid, name=rp_uuid, generation=0

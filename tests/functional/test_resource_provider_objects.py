@@ -15,6 +15,7 @@ from placement.db import tables
 from placement.handlers import query_params
 from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
+from placement.objects.catalog import changes
 from tests import helpers
 
 LATEST = versions.MAX
@@ -54,6 +55,8 @@ def _add_providers(db, count, parent_uuid=None, trait="CUSTOM_ANY"):
     for rp_uuid in uuids:
         rp_obj.create(db, rp_uuid, rp_uuid, parent_uuid)
     with db.writer() as conn:
+        # Rows written directly: every catalog reads them whole.
+        changes.record(conn, changes.EVERYTHING)
         trait_id = conn.execute(
             tables.traits.insert().values(name=trait)
         ).inserted_primary_key[0]

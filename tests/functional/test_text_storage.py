@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
+from placement.objects import standard_names
 from tests import fixtures
 from tests import helpers
 
@@ -59,7 +60,7 @@ def _client(url):
     conf = fixtures.configure()
     db = db_api.Database(db_api.create_engine(url, conf))
     try:
-        schema.sync_standard_names(db)
+        standard_names.sync_standard_names(db)
         app = deploy.build_app(conf, db=db, sync_schema=False)
         yield httpx.Client(
             transport=httpx.WSGITransport(app=app), base_url="http://localhost"

@@ -21,6 +21,7 @@ from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import changes
 from tests import fixtures
 
 T = tables
@@ -57,6 +58,8 @@ class Layout:
     def add(self, name, parent=None, inventory=None, traits=(), aggs=(), used=None):
         uuid = str(uuidlib.uuid4())
         with self.db.writer() as conn:
+            # Rows written directly: every catalog reads them whole.
+            changes.record(conn, changes.EVERYTHING)
             pid = self.ids.get(parent)
             root = (
                 conn.execute(

@@ -48,6 +48,8 @@ from placement.cmd import api
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.objects import standard_names
+from placement.objects.catalog import changes
 
 sys.path.insert(0, __file__.rsplit("/", 3)[0])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -121,6 +123,8 @@ class Loader:
     def trait(self, name):
         if name not in self.trait_ids:
             with self.db.writer() as conn:
+                # Rows written directly: every catalog reads them whole.
+                changes.record(conn, changes.EVERYTHING)
                 conn.execute(tables.traits.insert(), {"name": name})
                 self.trait_ids[name] = conn.scalar(
                     sa.select(tables.traits.c.id).where(tables.traits.c.name == name)
@@ -130,6 +134,8 @@ class Loader:
     def aggregate(self, agg_uuid):
         if agg_uuid not in self.agg_ids:
             with self.db.writer() as conn:
+                # Rows written directly: every catalog reads them whole.
+                changes.record(conn, changes.EVERYTHING)
                 conn.execute(tables.placement_aggregates.insert(), {"uuid": agg_uuid})
                 self.agg_ids[agg_uuid] = conn.scalar(
                     sa.select(tables.placement_aggregates.c.id).where(
@@ -176,6 +182,8 @@ class Loader:
 
     def flush(self):
         with self.db.writer() as conn:
+            # Rows written directly: every catalog reads them whole.
+            changes.record(conn, changes.EVERYTHING)
             for table, rows in (
                 (tables.resource_providers, self.providers),
                 (tables.inventories, self.inventories),
@@ -471,7 +479,7 @@ def fresh_database(backend):
         engine = db_api.create_engine(url, placement_conf.CONF)
         schema.upgrade(engine)
         db = db_api.Database(engine)
-        schema.sync_standard_names(db)
+        standard_names.sync_standard_names(db)
         try:
             yield url, db
         finally:

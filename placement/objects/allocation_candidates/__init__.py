@@ -2,7 +2,7 @@
 
 Stages, one module each: ``request`` (groups and structural rules),
 ``providers`` (what the search looks at, over an index that ``sql`` or
-``catalog``, the worker's provider cache, answers), ``trees`` (who can
+``catalog.index``, over the worker's provider catalog, answers), ``trees`` (who can
 serve which group under which anchor) and ``search`` (lazy combinations).
 ``answer`` runs stages 2-4 in one read transaction and returns a Result or
 a Stream, which the candidates handler renders (handlers/candidate_render).
@@ -19,11 +19,11 @@ from typing import Any
 
 from placement import exception
 from placement.db import api as db_api
-from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import index as catalog_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ def find(
 ) -> Result:
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
-        index = catalog.index(db, conn)
+        index = catalog_index.index(db, conn)
         try:
             return _find(index, request, options)
         except providers.NoCandidates:
@@ -153,7 +153,7 @@ class Stream:
         self._transaction = contextlib.ExitStack()
         conn = self._transaction.enter_context(db.reader())
         try:
-            self._index = catalog.index(db, conn)
+            self._index = catalog_index.index(db, conn)
             try:
                 search_ = _bounded(
                     functools.partial(_search, self._index, request, options),

@@ -14,11 +14,11 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import allocation_candidates as engine
-from placement.objects.allocation_candidates import catalog
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import index as catalog_index
 
 BUDGET = 20000  # options tried per tree and step
 CLOSEST = 5
@@ -476,7 +476,7 @@ def explain(
     """The explain document (a dict) for a checked ``request.Request``."""
     real = engine.find(db, request, options)
     with db.reader() as conn:
-        index = catalog.index(db, conn)
+        index = catalog_index.index(db, conn)
         try:
             document = _Explainer(conn, index, request).run()
         except providers.NoCandidates as e:

@@ -4,7 +4,7 @@
 are written once, over an ``Index``: the few questions the stage asks
 about stored providers, keyed by database ids. Two indexes answer them,
 ``sql.SqlIndex`` with a fixed handful of set-based statements whatever the
-number of providers or groups, and ``catalog.CatalogIndex`` from the
+number of providers or groups, and ``catalog.index.CatalogIndex`` from the
 worker's provider catalog. Neither reports usage: it changes with every
 claim, so ``usage`` reads it from the allocations in every request, the
 same way whichever index answers the rest. See "Candidate engine" in
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 from placement.db import tables
-from placement.objects import catalog
+from placement.objects.catalog import rows
 
 ALLOC = tables.allocations
 
@@ -37,8 +37,8 @@ class NoCandidates(Exception):
 
 
 # The catalog keeps providers and inventories as the engine reads them.
-Inventory = catalog.Inventory
-Provider = catalog.Provider
+Inventory = rows.Inventory
+Provider = rows.Provider
 Key = tuple[int, int]  # (provider id, class id)
 
 

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 from placement.db import tables
-from placement.objects import catalog
 from placement.objects import common
 from placement.objects.allocation_candidates import providers as stage
 from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
+from placement.objects.catalog import rows
 
 RP = tables.resource_providers
 INV = tables.inventories
@@ -34,7 +34,7 @@ HOLDERS = (
         RP.c.parent_provider_id,
         RP.c.root_provider_id,
         INV.c.resource_class_id,
-        *catalog.STOCK_COLUMNS,
+        *rows.STOCK_COLUMNS,
     )
     .join(RP, RP.c.id == INV.c.resource_provider_id)
     .where(INV.c.resource_class_id.in_(sa.bindparam("classes", expanding=True)))
@@ -48,7 +48,7 @@ MEMBERS = sa.select(
 # Inventories of the other classes: the requested ones are in the snapshot.
 STOCK = (
     sa.select(INV.c.resource_provider_id, INV.c.resource_class_id, RC.c.name)
-    .add_columns(*catalog.STOCK_COLUMNS)
+    .add_columns(*rows.STOCK_COLUMNS)
     .join(RP, RP.c.id == INV.c.resource_provider_id)
     .join(RC, RC.c.id == INV.c.resource_class_id)
     .where(IN_ROOTS, NOT_IN_CLASSES)

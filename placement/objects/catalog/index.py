@@ -1,6 +1,7 @@
-"""Stage 2's ``Index`` answered from the worker's provider catalog
-(``placement.objects.catalog``) while it is current: no statement but the
-stamp's (usage is read by ``providers.usage`` either way)."""
+"""The candidate index: stage 2's ``Index`` (allocation_candidates/
+providers.py) answered from the worker's provider catalog while it is
+current, no statement but the stamp's (usage is read by
+``providers.usage`` either way); ``index`` picks it or SQL's."""
 
 from collections.abc import Collection
 from collections.abc import Iterable
@@ -9,19 +10,20 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 from placement.db import api as db_api
-from placement.objects import catalog as cache
 from placement.objects.allocation_candidates import providers as stage
 from placement.objects.allocation_candidates import sql
 from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
+from placement.objects.catalog import refresh
+from placement.objects.catalog.store import Catalog
 
 
 class CatalogIndex:
     """``providers.Index`` on a current catalog. Names the catalog doesn't
     know don't exist: the SQL lookups raise the API's errors for them."""
 
-    def __init__(self, conn: sa.Connection, catalog: cache.Catalog):
+    def __init__(self, conn: sa.Connection, catalog: Catalog):
         self.conn = conn
         self.catalog = catalog
         self.sql = sql.SqlIndex(conn)
@@ -170,7 +172,7 @@ def _having(
 def index(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     """Stage 2's index for a request reading on ``conn``: the catalog's
     when it is on and current, else SQL's."""
-    catalog = cache.current(db, conn)
+    catalog = refresh.current(db, conn)
     if catalog is None:
         return sql.SqlIndex(conn)
     return CatalogIndex(conn, catalog)

@@ -1,0 +1,33 @@
+"""The per-worker provider catalog: providers, their trees, inventories,
+traits, aggregates and names, kept in memory and kept current.
+
+Everything but usage and generations changes rarely. ``catalog_changes``
+(db/tables.py) counts every committed write that changes what is kept
+here, and ``catalog_log`` says what each one changed; a request reads the
+count (the stamp) in its own transaction and uses the catalog only at the
+same stamp. A catalog that is behind is brought up to date by one request
+of the worker, in one consistent snapshot: by reading again only what the
+log names (the others wait, briefly), or whole when the log cannot tell
+(the others read through SQL meanwhile), so answers are the same either
+way. It is read first as the worker starts (``refresh.warm``). Users: the
+candidate engine's stage 2 (through ``index``) and the unfiltered
+provider list. See "Provider catalog" in doc/architecture.md.
+
+One job per module, each importing only those before it:
+
+``changes``
+    The write side: the kinds of change, ``record``, the log written just
+    before commit (and the watcher that makes an unrecorded write of the
+    catalog's tables log EVERYTHING), the stamp.
+``rows``
+    The value types (``Provider``, ``Inventory``) and the reading of
+    providers' rows in one snapshot.
+``store``
+    ``Catalog``, the in-memory maps: read whole, or advanced by what the
+    log names.
+``refresh``
+    One ``Cache`` per database: currency against the stamp, following the
+    log, locking; ``current`` and ``warm``.
+``index``
+    The candidate engine's index over a current catalog.
+"""

@@ -1,0 +1,190 @@
+"""The catalog's write side: what a write transaction changed of what the
+catalog keeps, counted in ``catalog_changes`` and logged in
+``catalog_log`` just before commit, and the count readers compare with
+(``stamp``). See "Catalog changes" and "Provider catalog" in
+doc/architecture.md.
+
+The rule "every write that changes what the catalog keeps records it" is
+kept here, once. Write paths name what they changed (``record``: which
+providers, classes, traits, aggregates), so that workers read again only
+that. A watcher sees every INSERT, UPDATE and DELETE of a write
+transaction on the catalog's tables; at commit, a table written without a
+record of its kind is logged as EVERYTHING (every worker reads its
+catalog whole again: slower, never wrong) and reported to
+``on_unrecorded``, which the tests make fail.
+"""
+
+import logging
+import random
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from placement.db import api as db_api
+from placement.db import tables
+
+LOG = logging.getLogger(__name__)
+
+CATALOG = tables.catalog_changes
+CHANGE_LOG = tables.catalog_log
+_BUMP = (
+    CATALOG.update()
+    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
+    .values(changes=CATALOG.c.changes + 1)
+)
+
+# What a write changed (catalog_log.kind): the ``ref`` provider (its row,
+# inventories, traits, aggregates), resource class, trait or aggregate (one
+# a provider joined: it may be new), or anything (ref 0: the catalog is
+# read again).
+PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE, EVERYTHING = 1, 2, 3, 4, 5
+# More changes than this in one transaction are logged as EVERYTHING.
+MAX_LOGGED = 100
+# Rows kept per shard: a worker that fell further behind reads its catalog
+# again. A writer prunes its shard's old rows one time in PRUNE_EVERY.
+LOG_KEPT = 1000
+PRUNE_EVERY = 64
+
+# The catalog's tables and the kind of change a write to each must record.
+KIND_OF_TABLE = {
+    tables.resource_providers.name: PROVIDER,
+    tables.inventories.name: PROVIDER,
+    tables.resource_provider_traits.name: PROVIDER,
+    tables.resource_provider_aggregates.name: PROVIDER,
+    tables.resource_classes.name: RESOURCE_CLASS,
+    tables.traits.name: TRAIT,
+    tables.placement_aggregates.name: AGGREGATE,
+}
+# Columns the catalog does not keep: an UPDATE of only these (a generation
+# swap) changes nothing of it.
+UNKEPT_COLUMNS = {
+    tables.resource_providers.name: frozenset(("generation", "updated_at")),
+}
+
+# The write transaction's notes (db_api.write_notes) this module keeps.
+_RECORDED = "catalog_recorded"  # {(kind, ref)}
+_WRITTEN = "catalog_written"  # {table name}
+
+
+def record(conn: sa.Connection, kind: int, refs: Iterable[int] = (0,)) -> None:
+    """Note that ``conn``'s write transaction changed the ``refs`` (ids) of
+    ``kind``: logged in ``catalog_log`` just before commit, which tells
+    every worker what of its cached catalog is out of date."""
+    notes = db_api.write_notes(conn)
+    assert notes is not None, "catalog changes are recorded in db.writer()"
+    recorded = notes.get(_RECORDED)
+    if recorded is None:
+        recorded = notes[_RECORDED] = set()
+    recorded.update((kind, ref) for ref in refs)
+
+
+def _report(tables_: set[str]) -> None:
+    LOG.error(
+        "a write to %s recorded no catalog change: logged as EVERYTHING",
+        ", ".join(sorted(tables_)),
+    )
+
+
+# Called with the tables a write changed without recording it (after it is
+# logged as EVERYTHING). The tests replace it with one that fails.
+on_unrecorded: Callable[[set[str]], None] = _report
+
+
+@event.listens_for(sa.engine.Engine, "after_cursor_execute")
+def _watch(conn, cursor, statement, parameters, context, executemany):
+    """Note which of the catalog's tables a write transaction wrote."""
+    if not (context.isinsert or context.isupdate or context.isdelete):
+        return
+    notes = db_api.write_notes(conn)
+    compiled = context.compiled
+    if notes is None or compiled is None:
+        return
+    dml = compiled.statement
+    name = getattr(getattr(dml, "table", None), "name", None)
+    if name not in KIND_OF_TABLE or cursor.rowcount == 0:
+        return
+    unkept = UNKEPT_COLUMNS.get(name)
+    if unkept is not None and context.isupdate:
+        values = getattr(dml, "_values", None)  # None: bound at execution
+        if values and {getattr(c, "name", c) for c in values} <= unkept:
+            return
+    written = notes.get(_WRITTEN)
+    if written is None:
+        written = notes[_WRITTEN] = set()
+    written.add(name)
+
+
+@db_api.before_commit
+def _log_at_commit(conn: sa.Connection, notes: dict[str, Any]) -> None:
+    recorded = notes.get(_RECORDED, set())
+    kinds = {kind for kind, _ in recorded}
+    unrecorded = {
+        name
+        for name in notes.get(_WRITTEN, ())
+        if KIND_OF_TABLE[name] not in kinds and EVERYTHING not in kinds
+    }
+    if unrecorded:
+        recorded = recorded | {(EVERYTHING, 0)}
+    if recorded:
+        _log(conn, recorded)
+    if unrecorded:
+        on_unrecorded(unrecorded)
+
+
+def _log(conn: sa.Connection, changes: set) -> None:
+    # Last statements before commit: the shard's row lock is held briefly
+    # and its holder waits for nothing else, so it cannot join a deadlock.
+    # The lock (on Galera: certification of the same row) orders a shard's
+    # writers, so its numbers commit in order and without gaps.
+    shard = random.randrange(tables.CATALOG_SHARDS)
+    if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
+        # A missing shard row would leave the count unchanged; its count
+        # starts again, so its old numbers go.
+        conn.execute(
+            db_api.insert_ignore(conn.dialect.name, CATALOG),
+            {"shard": shard, "changes": 0},
+        )
+        conn.execute(CHANGE_LOG.delete().where(CHANGE_LOG.c.shard == shard))
+        conn.execute(_BUMP, {"to_shard": shard})
+    if len(changes) > MAX_LOGGED:
+        changes = {(EVERYTHING, 0)}
+    # One statement: the rows take the shard's new count from its row.
+    rows = [
+        sa.select(
+            CATALOG.c.shard,
+            CATALOG.c.changes,
+            sa.literal(item, sa.Integer),
+            sa.literal(kind, sa.SmallInteger),
+            sa.literal(ref, sa.Integer),
+        ).where(CATALOG.c.shard == shard)
+        for item, (kind, ref) in enumerate(sorted(changes))
+    ]
+    conn.execute(
+        CHANGE_LOG.insert().from_select(
+            ["shard", "seq", "item", "kind", "ref"],
+            rows[0] if len(rows) == 1 else sa.union_all(*rows),
+        )
+    )
+    if random.randrange(PRUNE_EVERY) == 0:
+        count = sa.select(CATALOG.c.changes).where(CATALOG.c.shard == shard)
+        conn.execute(
+            CHANGE_LOG.delete().where(
+                CHANGE_LOG.c.shard == shard,
+                CHANGE_LOG.c.seq <= count.scalar_subquery() - LOG_KEPT,
+            )
+        )
+
+
+def stamp(conn: sa.Connection) -> int:
+    """The number of catalog changes committed so far (only grows)."""
+    return conn.execute(
+        sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+    ).scalar_one()
+
+
+def counts(conn: sa.Connection) -> dict[int, int]:
+    """{shard: count} of catalog changes."""
+    return dict(conn.execute(sa.select(CATALOG.c.shard, CATALOG.c.changes)).all())

@@ -1,0 +1,202 @@
+"""Keeping the catalog current: one ``Cache`` per database in this
+process, which a request asks for the catalog at the stamp its transaction
+reads (``current``) and which brings the catalog up to date by following
+the change log or, when the log cannot tell, by reading it whole; and
+``warm``, the first read before a process takes requests."""
+
+import collections
+import contextlib
+import threading
+import weakref
+
+import sqlalchemy as sa
+
+from placement import events
+from placement.conf import CONF
+from placement.db import api as db_api
+from placement.db import tables
+from placement.objects.catalog import changes
+from placement.objects.catalog.store import Catalog
+
+LOG = tables.catalog_log
+
+# More logged changes than this since a worker's catalog: it reads the
+# catalog whole instead.
+MAX_DELTAS = 5000
+# How long a request waits for another one to apply deltas.
+WAIT_S = 1.0
+# How many times a request brings the catalog up to the count its
+# transaction sees before it reads through SQL instead.
+CHASES = 3
+
+
+class Cache:
+    """One database's catalog in this process."""
+
+    def __init__(self):
+        self.catalog = None
+        self.reading = threading.Lock()
+        # True while the held lock reads the whole catalog (not deltas).
+        self.reading_all = False
+
+    def current(self, db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+        """The catalog when it is (or could be made) current, else None
+        (the caller reads through SQL)."""
+        stamp = changes.stamp(conn)
+        catalog = self.catalog
+        outcome = "hit"
+        for _ in range(CHASES):
+            if catalog is None or catalog.stamp < stamp:
+                # One request brings the catalog up to date. Following
+                # deltas takes milliseconds: others wait for it. A whole
+                # read takes a second at 70,000 providers: others read
+                # through SQL meanwhile.
+                if not self._lock(wait=catalog is not None):
+                    events.catalog_used("sql")
+                    return None
+                try:
+                    if self.catalog is None or self.catalog.stamp < stamp:
+                        if self._refresh(db, conn) == "full":
+                            outcome = "read"
+                    catalog = self.catalog
+                finally:
+                    self.reading.release()
+            if catalog.stamp == stamp or db.dialect == "sqlite":
+                break
+            # Brought up to date past the count this transaction read: at
+            # READ COMMITTED its next statements see those writes anyway,
+            # so it takes the count they see, and catches up with writes
+            # that committed meanwhile (under steady writes there is
+            # usually one).
+            stamp = changes.stamp(conn)
+        # A catalog newer than this transaction (SQLite reads one snapshot)
+        # is kept for the next request, but this one reads through SQL.
+        if catalog.stamp != stamp:
+            outcome = "sql"
+        events.catalog_used(outcome)
+        return catalog if outcome != "sql" else None
+
+    def _lock(self, wait):
+        if self.reading.acquire(blocking=False):
+            return True
+        return wait and not self.reading_all and self.reading.acquire(timeout=WAIT_S)
+
+    def _refresh(self, db, conn):
+        """Bring the catalog up to date: by its deltas, or read whole when
+        there is none yet or the log cannot tell what changed. Returns
+        "deltas", "full" or "none" (nothing new)."""
+        with _snapshot(db, conn) as reading:
+            old = self.catalog
+            seqs = changes.counts(reading)
+            changed = _changed(reading, old.seqs, seqs) if old is not None else None
+            if changed == {}:
+                return "none"  # no newer than this request
+            if changed is None:
+                self.reading_all = True
+                try:
+                    self.catalog = Catalog.read(reading)
+                finally:
+                    self.reading_all = False
+                how = "full"
+            else:
+                self.catalog = old.advanced(reading, seqs, changed)
+                how = "deltas"
+        events.catalog_updated(how)
+        return how
+
+    def warm(self, db: db_api.Database) -> None:
+        with self.reading, db.reader() as conn:
+            if self.catalog is None or self.catalog.stamp != changes.stamp(conn):
+                self._refresh(db, conn)
+
+
+def _changed(conn, then, now):
+    """{kind: set of ids} changed between the counts ``then`` and ``now``
+    ({shard: count}), from the log; None when the catalog must be read
+    whole: a count went back (shard rows re-created), the log no longer
+    has every change (pruned), too many changes, or one of EVERYTHING."""
+    ranges = []
+    for shard in then.keys() | now.keys():
+        low, high = then.get(shard, 0), now.get(shard, 0)
+        if high < low:
+            return None
+        if high > low:
+            ranges.append((shard, low, high))
+    if not ranges:
+        return {}
+    if sum(high - low for _, low, high in ranges) > MAX_DELTAS:
+        return None
+    wanted = sa.or_(
+        *(
+            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
+            for shard, low, high in ranges
+        )
+    )
+    changed = collections.defaultdict(set)
+    numbers = set()
+    for shard, seq, kind, ref in conn.execute(
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref).where(wanted)
+    ):
+        numbers.add((shard, seq))
+        changed[kind].add(ref)
+    # Each number below a shard's count was committed with it: one that is
+    # missing was pruned.
+    if len(numbers) != sum(high - low for _, low, high in ranges):
+        return None
+    if changes.EVERYTHING in changed:
+        return None
+    return changed
+
+
+@contextlib.contextmanager
+def _snapshot(db, conn):
+    """A transaction that reads one snapshot of the database, whatever
+    commits meanwhile: the catalog's statements must agree with each other
+    (an inventory of a provider the provider statement did not see would
+    have nowhere to go). A SQLite transaction, such as the request's, reads
+    one snapshot already. MySQL sessions run READ COMMITTED, where every
+    statement sees the latest commits, so the catalog is read on a
+    connection of its own at REPEATABLE READ, whose first read fixes the
+    snapshot for the whole transaction (the same on PostgreSQL)."""
+    if db.dialect == "sqlite":
+        yield conn
+        return
+    with db.engine.connect() as own:
+        own = own.execution_options(isolation_level="REPEATABLE READ")
+        with own.begin():
+            yield own
+
+
+_CACHES: "weakref.WeakKeyDictionary[db_api.Database, Cache]" = (
+    weakref.WeakKeyDictionary()
+)
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache(db):
+    with _CACHES_LOCK:
+        cache = _CACHES.get(db)
+        if cache is None:
+            cache = _CACHES[db] = Cache()
+    return cache
+
+
+def current(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+    """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
+    None when the caller should read through SQL (the catalog is off, or
+    being read by another request, or newer than this transaction)."""
+    if not CONF.placement.provider_catalog:
+        return None
+    return _cache(db).current(db, conn)
+
+
+def warm(db: db_api.Database) -> int | None:
+    """Bring the catalog of ``db`` up to date now, outside any request (if
+    it is on): a process calls this before it takes requests, so that no
+    user's request waits for the first read. The number of providers it
+    holds, or None when the catalog is off."""
+    if not CONF.placement.provider_catalog:
+        return None
+    cache = _cache(db)
+    cache.warm(db)
+    return len(cache.catalog.providers) if cache.catalog is not None else 0

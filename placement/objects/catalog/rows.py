@@ -1,0 +1,168 @@
+"""The catalog's rows: its value types (``Provider``, ``Inventory``) and
+the reading of some or all providers' rows, with their inventories,
+traits and aggregates, in one snapshot (``Rows``), and of names."""
+
+import collections
+import typing
+from collections.abc import Iterable
+
+import sqlalchemy as sa
+
+from placement.db import tables
+
+RP, INV = tables.resource_providers, tables.inventories
+RPT, RPA = tables.resource_provider_traits, tables.resource_provider_aggregates
+AGG = tables.placement_aggregates
+
+
+class Inventory(typing.NamedTuple):
+    """One inventory with its usage; the catalog keeps them with used=0."""
+
+    # A tuple: hundreds of thousands are built per request on big trees.
+    total: int
+    reserved: int
+    allocation_ratio: float
+    min_unit: int
+    max_unit: int
+    step_size: int
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        """Capacity as reported (truncated)."""
+        return int((self.total - self.reserved) * self.allocation_ratio)
+
+    def fits(self, amount: int) -> bool:
+        """One request group's amount: every inventory constraint."""
+        return (
+            self.used + amount <= (self.total - self.reserved) * self.allocation_ratio
+            and self.min_unit <= amount <= self.max_unit
+            and amount % self.step_size == 0
+        )
+
+    def fits_sum(self, amount: int) -> bool:
+        """Several groups' amounts on one provider: capacity and max_unit
+        only (min_unit and step_size hold per group)."""
+        return self.used + amount <= self.capacity and amount <= self.max_unit
+
+
+class Provider(typing.NamedTuple):
+    id: int
+    parent_id: int | None
+    root_id: int
+
+
+# An inventory row's Inventory fields but usage.
+STOCK_COLUMNS = (
+    INV.c.total,
+    INV.c.reserved,
+    INV.c.allocation_ratio,
+    INV.c.min_unit,
+    INV.c.max_unit,
+    INV.c.step_size,
+)
+
+
+class State(typing.NamedTuple):
+    provider: Provider | None  # None: there is no such provider
+    inventories: dict  # class -> Inventory
+    traits: frozenset
+    aggregates: frozenset
+    uuid: str | None
+    name: str | None
+
+
+class Rows:
+    """Rows of some providers (ids; None: all), read in one snapshot."""
+
+    def __init__(self, conn, wanted):
+        def where(column):
+            if wanted is None:
+                return ()
+            return (column.in_(sa.bindparam("ids", expanding=True)),)
+
+        params = {} if wanted is None else {"ids": sorted(wanted)}
+        self.providers = {
+            rp: (Provider(rp, parent, root), uuid, name)
+            for rp, uuid, name, parent, root in conn.execute(
+                sa.select(
+                    RP.c.id,
+                    RP.c.uuid,
+                    RP.c.name,
+                    RP.c.parent_provider_id,
+                    RP.c.root_provider_id,
+                )
+                .where(*where(RP.c.id))
+                .order_by(RP.c.id),
+                params,
+            )
+        }
+        self.inventories = collections.defaultdict(dict)
+        for row in conn.execute(
+            sa.select(
+                INV.c.resource_provider_id, INV.c.resource_class_id, *STOCK_COLUMNS
+            ).where(*where(INV.c.resource_provider_id)),
+            params,
+        ):
+            self.inventories[row[0]][row[1]] = Inventory(*row[2:], 0)
+        self.traits = _grouped(conn, RPT.c.trait_id, where, params)
+        self.aggregates = _grouped(conn, RPA.c.aggregate_id, where, params)
+
+    def state(self, rp: int) -> State:
+        """What the database has of provider ``rp``."""
+        found = self.providers.get(rp)
+        provider, uuid, name = found if found is not None else (None, None, None)
+        return State(
+            provider,
+            self.inventories.get(rp, {}),
+            self.traits.get(rp, frozenset()),
+            self.aggregates.get(rp, frozenset()),
+            uuid,
+            name,
+        )
+
+
+def aggregate_ids_of(conn: sa.Connection, ids: Iterable[int]) -> dict[str, int]:
+    return dict(
+        conn.execute(
+            sa.select(AGG.c.uuid, AGG.c.id).where(
+                AGG.c.id.in_(sa.bindparam("ids", expanding=True))
+            ),
+            {"ids": sorted(ids)},
+        ).all()
+    )
+
+
+def pairs(conn: sa.Connection, table: sa.Table, key: str, value: str) -> dict:
+    """{key: value} of every row of ``table``."""
+    return dict(conn.execute(sa.select(table.c[key], table.c[value])).all())
+
+
+def names(
+    conn: sa.Connection, table: sa.Table, known: dict, ids: Iterable[int] | None
+) -> dict:
+    """{id: name} of ``table``: ``known`` with the rows of ``ids`` read
+    again (None: every row)."""
+    if ids is None:
+        return pairs(conn, table, "id", "name")
+    names = {i: name for i, name in known.items() if i not in ids}
+    names.update(
+        conn.execute(
+            sa.select(table.c.id, table.c.name).where(
+                table.c.id.in_(sa.bindparam("ids", expanding=True))
+            ),
+            {"ids": sorted(ids)},
+        ).all()
+    )
+    return names
+
+
+def _grouped(conn, column, where, params):
+    """{provider id: frozenset of ``column`` values} of its table."""
+    into = collections.defaultdict(set)
+    rp_column = column.table.c.resource_provider_id
+    for rp, value in conn.execute(
+        sa.select(rp_column, column).where(*where(rp_column)), params
+    ):
+        into[rp].add(value)
+    return {rp: frozenset(values) for rp, values in into.items()}

@@ -1,0 +1,306 @@
+"""The in-memory catalog: every provider with its tree, inventories
+(without usage), traits and aggregates, in the maps the candidate index
+and the provider list read; built from rows (``Catalog.read``) or from an
+older catalog and the rows of what changed since (``advanced``)."""
+
+import collections
+import copy
+
+import sqlalchemy as sa
+
+from placement.db import tables
+from placement.objects.catalog import changes
+from placement.objects.catalog import rows
+from placement.objects.catalog.rows import Rows
+from placement.objects.catalog.rows import State
+
+RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
+
+
+class Catalog:
+    """Every provider with its tree, inventories (without usage), traits
+    and aggregates, as of ``stamp`` catalog changes (``seqs`` per shard).
+    Never modified: following changes makes a new one (``advanced``), which
+    shares what did not change."""
+
+    def __init__(self) -> None:
+        self.seqs: dict = {}  # shard -> count
+        self.stamp = 0
+        self.providers: dict = {}  # rp -> Provider
+        self.uuids: dict = {}
+        self.names: dict = {}
+        self.ids: dict = {}  # uuid -> rp
+        self.members: dict = {}  # root -> sorted providers of its tree
+        self.roots: list = []
+        self.nested = False
+        # Inventories as if unused, ready to be copied per request: only
+        # the ones with usage are replaced.
+        self.idle: dict = {}  # class -> {(rp, class): Inventory}
+        self.holders: dict = {}  # class -> {rp: Provider}
+        # The same per tree, for the pages of a limited search.
+        self.idle_in_tree: dict = {}  # root -> class -> {(rp, class): ...}
+        self.by_provider: dict = {}  # rp -> [(class, Inventory)] by class
+        self.traits: dict = {}  # rp -> frozenset of trait ids
+        self.aggregates: dict = {}  # rp -> frozenset of aggregate ids
+        self.trait_holders: dict = {}  # trait -> [rp]
+        self.aggregate_members: dict = {}  # aggregate -> [rp]
+        self.class_names: dict = {}
+        self.class_ids: dict = {}
+        self.trait_ids: dict = {}  # name -> id
+        self.trait_names_by_id: dict = {}
+        self.aggregate_ids: dict = {}  # uuid -> id
+        # A provider's traits are listed in trait id order.
+        self.trait_names: dict = {}  # rp -> tuple of names
+
+    @classmethod
+    def read(cls, conn: sa.Connection) -> "Catalog":
+        """Everything, in ``conn``'s snapshot."""
+        catalog = cls()
+        # The counts first, in the same snapshot as everything below.
+        catalog._counted(changes.counts(conn))
+        catalog._readnames(conn, None, None)
+        catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
+        catalog._whole(Rows(conn, None))
+        return catalog
+
+    def _whole(self, fresh):
+        """Every map built from ``fresh`` rows of all providers (a separate
+        way from ``_read_providers``, several times faster than it is for
+        everything; the tests hold the two to the same result)."""
+        members = collections.defaultdict(list)
+        for rp, (provider, uuid, name) in fresh.providers.items():
+            self.providers[rp], self.uuids[rp], self.names[rp] = provider, uuid, name
+            self.ids[uuid] = rp
+            members[provider.root_id].append(rp)
+        self.members = dict(members)
+        self.roots = sorted(members)
+        self.nested = len(self.roots) < len(self.providers)
+        idle = collections.defaultdict(dict)
+        holders = collections.defaultdict(dict)
+        in_tree = collections.defaultdict(lambda: collections.defaultdict(dict))
+        for rp, inventories in fresh.inventories.items():
+            provider = self.providers[rp]
+            self.by_provider[rp] = listed = sorted(inventories.items())
+            per_class = in_tree[provider.root_id]
+            for rc, inventory in listed:
+                idle[rc][rp, rc] = per_class[rc][rp, rc] = inventory
+                holders[rc][rp] = provider
+        self.idle, self.holders = dict(idle), dict(holders)
+        self.idle_in_tree = {root: dict(c) for root, c in in_tree.items()}
+        self.traits, self.aggregates = fresh.traits, fresh.aggregates
+        self.trait_holders = _inverted(self.traits)
+        self.aggregate_members = _inverted(self.aggregates)
+        name_of = self.trait_names_by_id
+        self.trait_names = {
+            rp: tuple(name_of[t] for t in sorted(ids))
+            for rp, ids in self.traits.items()
+        }
+
+    def advanced(self, conn: sa.Connection, seqs: dict, changed: dict) -> "Catalog":
+        """A new catalog: this one with the ``changed`` ({kind: ids}, read
+        from the log up to ``seqs``) read again in ``conn``'s snapshot."""
+        catalog = copy.copy(self)
+        catalog._counted(seqs)
+        classes = changed.get(changes.RESOURCE_CLASS)
+        traits = changed.get(changes.TRAIT)
+        if classes or traits:
+            catalog._readnames(conn, classes, traits)
+        if changed.get(changes.AGGREGATE):
+            catalog.aggregate_ids = {
+                **self.aggregate_ids,
+                **rows.aggregate_ids_of(conn, changed[changes.AGGREGATE]),
+            }
+        if changed.get(changes.PROVIDER):
+            catalog._read_providers(conn, changed[changes.PROVIDER])
+        return catalog
+
+    def _counted(self, seqs):
+        self.seqs, self.stamp = seqs, sum(seqs.values())
+
+    def _readnames(self, conn, class_ids, trait_ids):
+        """The names of ``class_ids`` and ``trait_ids`` (None: all) read
+        again; a missing one was deleted."""
+        if class_ids is None or class_ids:
+            self.class_names = rows.names(conn, RC, self.class_names, class_ids)
+            self.class_ids = {name: rc for rc, name in self.class_names.items()}
+        if trait_ids is None or trait_ids:
+            self.trait_names_by_id = rows.names(
+                conn, T, self.trait_names_by_id, trait_ids
+            )
+            self.trait_ids = {name: t for t, name in self.trait_names_by_id.items()}
+            # Names of providers' traits don't change: a trait is deleted
+            # only when no provider has it, and never renamed.
+
+    def _read_providers(self, conn, touched):
+        """The rows of providers ``touched`` (ids) read again, with their
+        inventories, traits and aggregates; the maps that change are
+        copies."""
+        fresh = Rows(conn, touched)
+        old = {rp: self._state(rp) for rp in touched}
+        new = {rp: fresh.state(rp) for rp in touched}
+        changed = [rp for rp in touched if old[rp] != new[rp]]
+        if not changed:
+            return
+        self._per_provider(changed, new)
+        self._trees(changed, old, new)
+        self._inventories(changed, old, new)
+        self.trait_holders = _holders(self.trait_holders, changed, old, new, "traits")
+        self.aggregate_members = _holders(
+            self.aggregate_members, changed, old, new, "aggregates"
+        )
+
+    def _state(self, rp):
+        """What this catalog has of provider ``rp``."""
+        return State(
+            self.providers.get(rp),
+            dict(self.by_provider.get(rp, ())),
+            self.traits.get(rp, frozenset()),
+            self.aggregates.get(rp, frozenset()),
+            self.uuids.get(rp),
+            self.names.get(rp),
+        )
+
+    def _per_provider(self, changed, new):
+        """The maps keyed by provider: copies of those where a changed
+        provider's value differs."""
+        name_of = self.trait_names_by_id
+        values = {
+            "providers": lambda s: s.provider,
+            "uuids": lambda s: s.uuid,
+            "names": lambda s: s.name,
+            "by_provider": lambda s: sorted(s.inventories.items()) or None,
+            "traits": lambda s: s.traits or None,
+            "aggregates": lambda s: s.aggregates or None,
+            "trait_names": lambda s: (
+                tuple(name_of[t] for t in sorted(s.traits)) or None
+            ),
+        }
+        for attr, value_of in values.items():
+            current = getattr(self, attr)
+            now = {rp: value_of(new[rp]) for rp in changed}
+            if all(current.get(rp) == value for rp, value in now.items()):
+                continue
+            if attr == "uuids":
+                ids = dict(self.ids)
+                for rp in now:
+                    ids.pop(current.get(rp), None)
+                ids.update((uuid, rp) for rp, uuid in now.items() if uuid)
+                self.ids = ids
+            replaced = dict(current)
+            for rp, value in now.items():
+                if value is None:
+                    replaced.pop(rp, None)
+                else:
+                    replaced[rp] = value
+            setattr(self, attr, replaced)
+
+    def _trees(self, changed, old, new):
+        """Members and roots of the trees providers joined or left."""
+        left, joined = collections.defaultdict(set), collections.defaultdict(list)
+        for rp in changed:
+            before, after = old[rp].provider, new[rp].provider
+            if before is not None and (
+                after is None or after.root_id != before.root_id
+            ):
+                left[before.root_id].add(rp)
+            if after is not None and (
+                before is None or before.root_id != after.root_id
+            ):
+                joined[after.root_id].append(rp)
+        if not (left or joined):
+            return
+        members = dict(self.members)
+        for root in left.keys() | joined.keys():
+            gone = left.get(root, ())
+            tree = [rp for rp in members.get(root, ()) if rp not in gone]
+            tree = sorted(tree + joined.get(root, []))
+            if tree:
+                members[root] = tree
+            else:
+                members.pop(root, None)
+        if members.keys() != self.members.keys():
+            self.roots = sorted(members)
+        self.members = members
+        self.nested = len(self.roots) < len(self.providers)
+
+    def _inventories(self, changed, old, new):
+        """idle, holders and idle_in_tree of the classes and trees whose
+        inventories (or whose providers' places in a tree) changed."""
+        classes, roots = collections.defaultdict(list), set()
+        for rp in changed:
+            before, after = old[rp].provider, new[rp].provider
+            had, has = old[rp].inventories, new[rp].inventories
+            moved = before != after
+            touched = [
+                rc
+                for rc in had.keys() | has.keys()
+                if moved or had.get(rc) != has.get(rc)
+            ]
+            for rc in touched:
+                classes[rc].append(rp)
+            if touched:
+                roots.update(p.root_id for p in (before, after) if p is not None)
+        if not classes:
+            return
+        idle, holders = dict(self.idle), dict(self.holders)
+        for rc, rps in classes.items():
+            idle_rc, holders_rc = dict(idle.get(rc, ())), dict(holders.get(rc, ()))
+            for rp in rps:
+                provider, inventory = new[rp].provider, new[rp].inventories.get(rc)
+                if inventory is None:
+                    idle_rc.pop((rp, rc), None)
+                    holders_rc.pop(rp, None)
+                else:
+                    # An existing key keeps its place.
+                    idle_rc[rp, rc] = inventory
+                    holders_rc[rp] = provider
+            if idle_rc:
+                idle[rc], holders[rc] = idle_rc, holders_rc
+            else:
+                idle.pop(rc, None)
+                holders.pop(rc, None)
+        self.idle, self.holders = idle, holders
+        idle_in_tree = dict(self.idle_in_tree)
+        for root in roots:
+            tree = {}
+            for rp in self.members.get(root, ()):
+                for rc, inventory in self.by_provider.get(rp, ()):
+                    tree.setdefault(rc, {})[rp, rc] = inventory
+            if tree:
+                idle_in_tree[root] = tree
+            else:
+                idle_in_tree.pop(root, None)
+        self.idle_in_tree = idle_in_tree
+
+
+def _inverted(pairs):
+    into = collections.defaultdict(list)
+    for rp, values in pairs.items():
+        for value in values:
+            into[value].append(rp)
+    return dict(into)
+
+
+def _holders(holders, changed, old, new, field):
+    """{value: [providers]} of the providers' traits or aggregates (the
+    ``field`` of their states), with the values ``changed`` providers
+    gained or lost listed again."""
+    gained, lost = collections.defaultdict(list), collections.defaultdict(set)
+    for rp in changed:
+        had, has = getattr(old[rp], field), getattr(new[rp], field)
+        for value in has - had:
+            gained[value].append(rp)
+        for value in had - has:
+            lost[value].add(rp)
+    if not (gained or lost):
+        return holders
+    holders = dict(holders)
+    for value in gained.keys() | lost.keys():
+        gone = lost.get(value, ())
+        members = [rp for rp in holders.get(value, ()) if rp not in gone]
+        members += gained.get(value, [])
+        if members:
+            holders[value] = members
+        else:
+            holders.pop(value, None)
+    return holders
