@@ -54,7 +54,6 @@ def set_provider_aggregates(
 
 @db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, aggregates, expected):
-    learned = []
     with db.writer() as conn:
         provider, current = common.get_provider_with(conn, uuid, RPA.c.aggregate_id)
         generation = provider["generation"]
@@ -67,9 +66,8 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
                 generation,
                 "Update conflict: resource provider %s changed concurrently" % uuid,
             )
-        wanted = set(
-            common.ensure_ids(conn, db, AGG, "uuid", aggregates, learned).values()
-        )
+        ids, learned = common.ensure_ids(conn, AGG, "uuid", aggregates)
+        wanted = set(ids.values())
         if current - wanted:
             conn.execute(
                 RPA.delete().where(

@@ -61,9 +61,7 @@ def replace_allocations(
     ``consumer.ConsumerWrite``), all or nothing."""
 
     def attempt(conn):
-        prepared = prepare(conn, writes, check_generation)
-        write_in(conn, db, prepared)
-        return prepared.learned
+        return write_in(conn, prepare(conn, writes, check_generation)).learned
 
     learned = run_write(
         db,
@@ -106,8 +104,11 @@ class _Prepared:
     consumers: dict  # {uuid: consumer row} of existing consumers
     providers: dict  # {uuid: id} of every provider named
     held: dict  # {uuid: {provider ids}} of their allocations
-    # [(table, {name: id})] created or read, to remember after commit
-    learned: list = dataclasses.field(default_factory=list)
+
+
+class Written(typing.NamedTuple):
+    touched: set[int]  # the providers whose generation moved
+    learned: common.Learned  # to remember after commit
 
 
 def prepare(
@@ -134,9 +135,10 @@ def prepare(
     return _Prepared(writes, consumers, providers, held)
 
 
-def write_in(conn: sa.Connection, db: db_api.Database, prepared: _Prepared) -> set[int]:
+def write_in(conn: sa.Connection, prepared: _Prepared) -> Written:
     """Steps 2-5 of the write inside the caller's transaction; returns the
-    ids of the providers whose generation it moved."""
+    ids of the providers whose generation it moved and the ids it
+    learned."""
     writes = prepared.writes
     class_names = [rc for w in writes for res in w.allocations.values() for rc in res]
     rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names), cached=True)
@@ -169,7 +171,7 @@ def write_in(conn: sa.Connection, db: db_api.Database, prepared: _Prepared) -> s
         common.swap_generations(
             conn, {rp: generations[rp] for rp in touched}, ProviderRace()
         )
-    consumer_obj.save(conn, db, writes, prepared.consumers, prepared.learned)
+    learned = consumer_obj.save(conn, writes, prepared.consumers)
     # Only consumers seen holding allocations can hold any now: another
     # writer giving some to one of the others first creates or swaps its
     # consumer row, which made the save above fail.
@@ -178,7 +180,7 @@ def write_in(conn: sa.Connection, db: db_api.Database, prepared: _Prepared) -> s
         conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(holding)))
     if new_rows:
         conn.execute(ALLOC.insert(), new_rows)
-    return touched
+    return Written(touched, learned)
 
 
 @dataclasses.dataclass

@@ -147,7 +147,7 @@ def _remembered(conn, table, names):
 
 def remember(
     conn: sa.Connection | db_api.Database,
-    learned: Iterable[tuple[sa.Table, dict[Any, Any]]],
+    learned: "Learned",
 ) -> None:
     """Remember ``learned`` ([(table, {key: value})]) once the transaction
     that read or created those rows has committed."""
@@ -222,40 +222,41 @@ def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
     return found
 
 
-def ensure_ids(
-    conn: sa.Connection,
-    db: db_api.Database,
-    table: sa.Table,
-    column: str,
-    names: Iterable[Any],
-    learned: list[tuple[sa.Table, dict[Any, Any]]] | None = None,
-) -> dict[Any, int]:
-    """{name: id} of the rows of ``table`` whose ``column`` is in ``names``,
-    inserting the missing ones first (projects, users, consumer types,
-    aggregates: rows that exist as soon as something refers to them).
+# What a write looked up or created, to ``remember`` once it committed:
+# [(table, {name: id})].
+Learned = list[tuple[sa.Table, dict[Any, Any]]]
 
-    ``db`` gives the backend's insert-ignore, so concurrent writers creating
-    the same name do not fail; the select then reads whichever row won.
-    Ids already remembered are not looked up; those looked up or created
-    are appended to ``learned`` for ``remember`` after commit.
+
+def ensure_ids(
+    conn: sa.Connection, table: sa.Table, column: str, names: Iterable[Any]
+) -> tuple[dict[Any, int], Learned]:
+    """({name: id} of the rows of ``table`` whose ``column`` is in
+    ``names``, what was learned), inserting the missing rows first
+    (projects, users, consumer types, aggregates: rows that exist as soon
+    as something refers to them).
+
+    The insert skips existing names (the connection's dialect tells how),
+    so concurrent writers creating the same name do not fail; the select
+    then reads whichever row won. Ids already remembered are not looked up;
+    those looked up or created are what was learned, for ``remember``
+    after commit.
     """
     names = set(names)
     if not names:
-        return {}
+        return {}, []
     cache, found, missing = _remembered(conn, table, names)
     if not missing:
-        return found
+        return found, []
+    insert = db_api.insert_ignore(conn.dialect.name, table)
     new = {}
     if len(missing) == 1:
         # One new name: its id comes back with the INSERT.
         name = next(iter(missing))
-        new_id = db_api.inserted_id(
-            conn.execute(db.insert_ignore(table).values({column: name}))
-        )
+        new_id = db_api.inserted_id(conn.execute(insert.values({column: name})))
         if new_id is not None:
             new[name] = new_id
     else:
-        conn.execute(db.insert_ignore(table), [{column: n} for n in missing])
+        conn.execute(insert, [{column: n} for n in missing])
     if len(new) != len(missing):
         new.update(
             conn.execute(
@@ -264,7 +265,5 @@ def ensure_ids(
                 )
             ).all()
         )
-    if learned is not None:
-        learned.append((table, new))
     found.update(new)
-    return found
+    return found, [(table, new)]

@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
-from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -100,32 +99,29 @@ def check_generations(
 
 def save(
     conn: sa.Connection,
-    db: db_api.Database,
     writes: list[ConsumerWrite],
     found: dict[str, sa.RowMapping],
-    learned: list[Any] | None = None,
-) -> None:
-    """Create, update or delete the consumer record of every write.
+) -> common.Learned:
+    """Create, update or delete the consumer record of every write;
+    returns the project, user and type ids learned (``common.remember``
+    them after commit).
 
     Consumers keeping allocations get generation + 1 (new ones start at 0,
     so they read back 1) and the sent project/user/type; consumers left
     without allocations are deleted; a write emptying a consumer that does
     not exist leaves nothing behind.
     """
-    projects = common.ensure_ids(
-        conn, db, PROJECTS, "external_id", [w.project_id for w in writes], learned
+    projects, learned = common.ensure_ids(
+        conn, PROJECTS, "external_id", [w.project_id for w in writes]
     )
-    users = common.ensure_ids(
-        conn, db, USERS, "external_id", [w.user_id for w in writes], learned
+    users, more = common.ensure_ids(
+        conn, USERS, "external_id", [w.user_id for w in writes]
     )
-    types = common.ensure_ids(
-        conn,
-        db,
-        TYPES,
-        "name",
-        [w.consumer_type for w in writes if w.consumer_type],
-        learned,
+    learned += more
+    types, more = common.ensure_ids(
+        conn, TYPES, "name", [w.consumer_type for w in writes if w.consumer_type]
     )
+    learned += more
 
     def values(write):
         row = {
@@ -164,6 +160,7 @@ def save(
         )
     if emptied:
         _swap(conn, CONSUMERS.delete(), emptied)
+    return learned
 
 
 def _swap(conn, statement, rows):

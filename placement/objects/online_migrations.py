@@ -71,12 +71,11 @@ def create_incomplete_consumers(
         if uuids:
             project = CONF.placement.incomplete_consumer_project_id
             user = CONF.placement.incomplete_consumer_user_id
-            project_id = common.ensure_ids(
-                conn, db, tables.projects, "external_id", [project]
-            )[project]
-            user_id = common.ensure_ids(conn, db, tables.users, "external_id", [user])[
-                user
-            ]
+            projects, _ = common.ensure_ids(
+                conn, tables.projects, "external_id", [project]
+            )
+            users, _ = common.ensure_ids(conn, tables.users, "external_id", [user])
+            project_id, user_id = projects[project], users[user]
             conn.execute(
                 db.insert_ignore(CONSUMERS),
                 [

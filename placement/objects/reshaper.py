@@ -48,7 +48,7 @@ def reshape(
         if interim:
             _overlay(conn, interim, rc_ids)
             expected = _bump(conn, expected, interim)
-        touched = allocation.write_in(conn, db, prepared)
+        touched = allocation.write_in(conn, prepared).touched
         expected.update((rp, expected[rp] + 1) for rp in touched if rp in expected)
         _drop_unlisted(
             conn, records, rc_ids, {row["id"]: uuid for uuid, row in providers.items()}
