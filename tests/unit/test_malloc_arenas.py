@@ -2,6 +2,8 @@
 building large answers in arenas of their own made a busy worker's memory
 grow without end (doc/operations.md "Memory")."""
 
+import ctypes
+import os
 import subprocess
 import sys
 import textwrap
@@ -44,17 +46,9 @@ def arenas(mode, env=None):
     return done.stdout.strip(), done.stderr.count("Arena ")
 
 
-def glibc():
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_stats
-    except AttributeError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not glibc(), reason="glibc malloc only")
+pytestmark = pytest.mark.skipif(
+    not hasattr(ctypes.CDLL(None), "malloc_stats"), reason="glibc malloc only"
+)
 
 
 def test_threads_share_at_most_two_arenas_once_limited():
@@ -67,7 +61,5 @@ def test_threads_take_arenas_of_their_own_otherwise():
 
 
 def test_an_operators_malloc_arena_max_wins():
-    import os
-
     env = dict(os.environ, MALLOC_ARENA_MAX="3")
     assert arenas("limit", env) == ("False", 3)
