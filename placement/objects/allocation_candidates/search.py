@@ -20,6 +20,7 @@ from collections.abc import Callable
 from collections.abc import Container
 from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Sequence
 
 from placement.objects.allocation_candidates.trees import Plan
 
@@ -57,6 +58,20 @@ class _Unbounded(dict):
         return math.inf
 
 
+class _Ancestors(dict):
+    """provider -> (provider, its parent, ..., its root), computed on first
+    use: a same_subtree check looks a provider up in another's."""
+
+    def __init__(self, providers):
+        super().__init__()
+        self.providers = providers
+
+    def __missing__(self, rp):
+        parent = self.providers[rp].parent_id
+        found = self[rp] = (rp,) if parent is None else (rp, *self[parent])
+        return found
+
+
 class _Layout:
     """What a walk needs that depends on the slot layout, not the anchor."""
 
@@ -83,6 +98,11 @@ class _Layout:
         ]
         self.isolated = [i for i, isolating in enumerate(self.isolating) if isolating]
         self.checked = [i for i, checks in enumerate(self.checks) if checks]
+        # Each option fits alone, so only a pair two groups can both
+        # allocate from needs its sum judged: none when no class is asked
+        # by two groups (a spread group's slots are of different classes).
+        classes = [rc for g in group_slots for rc, _ in groups[g].resources]
+        self.shares_classes = len(classes) != len(set(classes))
         self.mappings = sorted(
             (groups[g].suffix, indexes) for g, indexes in group_slots.items()
         )
@@ -97,17 +117,37 @@ class _Layout:
     def candidate(self, picked, amounts):
         return Candidate(
             tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
+            self.mapped(picked),
+        )
+
+    def unsummed(self, picked, chosen):
+        """The candidate of ``picked`` when no two picks share a (provider,
+        class): its allocations are the picks' own."""
+        return Candidate(
             tuple(
-                [
-                    (
-                        suffix,
-                        (picked[indexes[0]],)
-                        if len(indexes) == 1
-                        else tuple(sorted({picked[i] for i in indexes})),
-                    )
-                    for suffix, indexes in self.mappings
-                ]
+                sorted(
+                    [
+                        (rp, rc, n)
+                        for rp, allocations in zip(picked, chosen)
+                        for rc, n in allocations
+                    ]
+                )
             ),
+            self.mapped(picked),
+        )
+
+    def mapped(self, picked):
+        """The candidate's mappings: (suffix, providers) per group."""
+        return tuple(
+            [
+                (
+                    suffix,
+                    (picked[indexes[0]],)
+                    if len(indexes) == 1
+                    else tuple(sorted({picked[i] for i in indexes})),
+                )
+                for suffix, indexes in self.mappings
+            ]
         )
 
 
@@ -127,28 +167,15 @@ class Search:
         self.traits = traits
         index = {g.suffix: i for i, g in enumerate(groups)}
         self.same_subtree = [tuple(index[s] for s in c) for c in same_subtree]
-        self._ancestors = {}
+        self._ancestors = _Ancestors(self.snap.providers)
         self._layouts = {}
         # The walk meets each pair many times.
         self._room = _Room(self.snap.inventories) if sums else _Unbounded()
 
-    def ancestors(self, rp: int) -> frozenset[int]:
-        """``rp`` and every provider above it."""
-        found = self._ancestors.get(rp)
-        if found is None:
-            parent = self.snap.providers[rp].parent_id
-            found = self._ancestors[rp] = (
-                self.ancestors(parent) | {rp}
-                if parent is not None
-                else frozenset((rp,))
-            )
-        return found
-
-    def one_subtree(self, rps: Iterable[int]) -> bool:
+    def one_subtree(self, rps: Sequence[int]) -> bool:
         """Some provider of ``rps`` is at or above all of them."""
-        return not frozenset.intersection(
-            *[self.ancestors(rp) for rp in rps]
-        ).isdisjoint(rps)
+        ancestors = self._ancestors
+        return any(all(top in ancestors[rp] for rp in rps) for top in rps)
 
     def traits_hold(
         self, any_traits: Iterable[frozenset[int]]
@@ -196,24 +223,21 @@ class Search:
             return iter(self._only(options, layout))
         # The bound only pays off when there is a choice to prune, and can
         # only fail when slots share a class (each option fits alone).
-        classes = [rc for slot_options in options for rc, _ in slot_options[0][1]]
-        if (
-            self.sums
-            and len(classes) != len(set(classes))
-            and not self._feasible(options)
-        ):
+        summed = self.sums and layout.shares_classes
+        if summed and not self._feasible(options):
             return iter(())
-        return self._walk(options, layout)
+        return self._walk(options, layout, summed)
 
     def _only(self, options, layout):
         """The one combination of slots with one option each (flat
         requests: one slot per anchor), without the walk's machinery."""
         picked = [slot_options[0][0] for slot_options in options]
-        amounts = {}
-        for ((rp, allocations),) in options:
-            for rc, n in allocations:
-                amounts[rp, rc] = amounts.get((rp, rc), 0) + n
-        if self.sums:
+        chosen = [slot_options[0][1] for slot_options in options]
+        if self.sums and layout.shares_classes:
+            amounts = {}
+            for rp, allocations in zip(picked, chosen):
+                for rc, n in allocations:
+                    amounts[rp, rc] = amounts.get((rp, rc), 0) + n
             inventories = self.snap.inventories
             for key, amount in amounts.items():
                 if not inventories[key].fits_sum(amount):
@@ -224,22 +248,40 @@ class Search:
         for i in layout.checked:
             if not layout.holds(i, picked):
                 return ()
-        return (layout.candidate(picked, amounts),)
+        if self.sums and layout.shares_classes:
+            return (layout.candidate(picked, amounts),)
+        return (layout.unsummed(picked, chosen),)
 
-    def _walk(self, options, layout):
+    def _walk(self, options, layout, summed):
+        """Depth-first over the slots with an explicit stack (one iterator
+        per slot): no generator per level, and no self-referencing closure
+        left for the cyclic collector per anchor."""
+        holds, checks, isolating = layout.holds, layout.checks, layout.isolating
         room = self._room
-        holds, candidate = layout.holds, layout.candidate
-        amounts = {}  # (rp, rc) -> summed amount
+        amounts = {}  # (rp, rc) -> summed amount, when summed
         picked = [None] * len(options)  # provider per slot
+        chosen = [()] * len(options)  # its allocations per slot
+        remaining = [iter(options[0])] + [iter(())] * (len(options) - 1)
         isolated = set()  # providers of suffixed groups
         last = len(options) - 1
-
-        def walk(i):
-            isolating = layout.isolating[i]
-            checked = bool(layout.checks[i])
-            for rp, allocations in options[i]:
-                if isolating and rp in isolated:
-                    continue
+        i = 0
+        while True:
+            option = next(remaining[i], None)
+            if option is None:
+                # Slot exhausted: back to the slot before, undoing its pick.
+                picked[i] = None
+                if i == 0:
+                    return
+                i -= 1
+                if summed:
+                    _subtract(amounts, picked[i], chosen[i])
+                if isolating[i]:
+                    isolated.discard(picked[i])
+                continue
+            rp, allocations = option
+            if isolating[i] and rp in isolated:
+                continue
+            if summed:
                 # Add the pick's amounts, then judge the sums.
                 fits = True
                 for rc, n in allocations:
@@ -247,27 +289,36 @@ class Search:
                     amount = amounts[key] = amounts.get(key, 0) + n
                     if amount > room[key]:
                         fits = False
-                if fits:
-                    picked[i] = rp
-                    if not checked or holds(i, picked):
-                        if i == last:
-                            yield candidate(picked, amounts)
-                        else:
-                            if isolating:
-                                isolated.add(rp)
-                            yield from walk(i + 1)
-                            if isolating:
-                                isolated.discard(rp)
-                for rc, n in allocations:
-                    # Only allocated pairs stay in ``amounts``.
-                    key = (rp, rc)
-                    if amounts[key] == n:
-                        del amounts[key]
-                    else:
-                        amounts[key] -= n
-            picked[i] = None
+                if not fits:
+                    _subtract(amounts, rp, allocations)
+                    continue
+            picked[i], chosen[i] = rp, allocations
+            if checks[i] and not holds(i, picked):
+                if summed:
+                    _subtract(amounts, rp, allocations)
+                continue
+            if i < last:
+                if isolating[i]:
+                    isolated.add(rp)
+                i += 1
+                remaining[i] = iter(options[i])
+                continue
+            if summed:
+                yield layout.candidate(picked, amounts)
+                _subtract(amounts, rp, allocations)
+            else:
+                yield layout.unsummed(picked, chosen)
 
-        return walk(0)
+
+def _subtract(amounts, rp, allocations):
+    """Take one pick's amounts out of ``amounts``: only allocated pairs
+    stay in it."""
+    for rc, n in allocations:
+        key = (rp, rc)
+        if amounts[key] == n:
+            del amounts[key]
+        else:
+            amounts[key] -= n
 
 
 def depth_first(streams: Iterable[Iterator[Candidate]]) -> Iterator[Candidate]:
