@@ -126,23 +126,29 @@ def provider_summaries(result: engine.Result, form: Form) -> dict[str, Any]:
     all_inventories = form.all_inventories
     with_traits = form.traits
     with_tree = form.tree_uuids
-    # Identical inventories (same hardware, same usage) share one entry.
+    # Identical inventories (same hardware, same usage) share one entry,
+    # and providers with identical inventories one resources object.
     usage: dict[Any, dict[str, int]] = {}  # Inventory -> capacity, used
+    shown: dict[tuple, dict[str, Any]] = {}  # Summary.inventories -> resources
     out = {}
-    for _, summary in sorted(result.summaries.items()):
-        resources = {}
-        for rc, inventory in sorted(summary.inventories.items()):
-            if all_inventories or rc in requested:
-                entry = usage.get(inventory)
-                if entry is None:
-                    entry = usage[inventory] = {
-                        "capacity": inventory.capacity,
-                        "used": inventory.used,
-                    }
-                resources[rc] = entry
+    summaries = result.summaries
+    for rp in sorted(summaries):
+        summary = summaries[rp]
+        resources = shown.get(summary.inventories)
+        if resources is None:
+            resources = shown[summary.inventories] = {}
+            for rc, inventory in summary.inventories:
+                if all_inventories or rc in requested:
+                    entry = usage.get(inventory)
+                    if entry is None:
+                        entry = usage[inventory] = {
+                            "capacity": inventory.capacity,
+                            "used": inventory.used,
+                        }
+                    resources[rc] = entry
         body: dict[str, Any] = {"resources": resources}
         if with_traits:
-            body["traits"] = list(summary.traits)
+            body["traits"] = summary.traits  # a tuple is a JSON list
         if with_tree:
             body["parent_provider_uuid"] = summary.parent_uuid
             body["root_provider_uuid"] = summary.root_uuid

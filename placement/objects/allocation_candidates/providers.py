@@ -59,7 +59,8 @@ class Summary(typing.NamedTuple):
     uuid: str
     parent_uuid: str | None
     root_uuid: str
-    inventories: dict  # class name -> Inventory
+    inventories: tuple  # ((class name, Inventory), ...) by class name:
+    # hashable, so that identical ones are rendered once
     traits: tuple  # trait names, in trait id order
 
 
@@ -283,18 +284,20 @@ def load_summaries(
     class in these trees, as the snapshots read them; ``class_names``:
     {class id: name} of the requested classes.
     """
-    inventories: dict[int, dict[str, Inventory]] = collections.defaultdict(dict)
+    held: dict[int, list[tuple[str, Inventory]]] = collections.defaultdict(list)
     for (rp, rc), inventory in known:
-        inventories[rp][class_names[rc]] = inventory
+        held[rp].append((class_names[rc], inventory))
     members = index.members(root_ids)
     others = index.stock(root_ids, class_names)
     if others:
         used = usage(index.conn, providers={rp for rp, _, _, _ in others})
         for rp, rc, name, idle in others:
             amount = used.get((rp, rc))
-            inventories[rp][name] = (
-                idle if amount is None else idle._replace(used=amount)
+            held[rp].append(
+                (name, idle if amount is None else idle._replace(used=amount))
             )
+    # Class names are unique per provider: sorting never compares inventories.
+    inventories = {rp: tuple(sorted(pairs)) for rp, pairs in held.items()}
     traits = index.trait_names(root_ids)
     uuids = index.uuids(members)
     if provider_ids is not None:
@@ -304,7 +307,7 @@ def load_summaries(
             uuids[rp],
             uuids[provider.parent_id] if provider.parent_id is not None else None,
             uuids[provider.root_id],
-            inventories.get(rp, {}),
+            inventories.get(rp, ()),
             traits.get(rp, ()),
         )
         for rp, provider in members.items()
