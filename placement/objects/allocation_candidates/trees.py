@@ -65,6 +65,11 @@ def _capacity_filter(inventories, rc, amount):
     return keep
 
 
+def _capacity_last(named_filter: tuple[object, Keep]) -> bool:
+    name, _ = named_filter
+    return isinstance(name, tuple) and name[0] == "capacity"
+
+
 def _in_aggregates(aggs, group):
     return (
         all(aggs & any_of for any_of in group.any_aggregates)
@@ -96,6 +101,13 @@ class Trees:
                 and not root_forbidden & self.traits(rp)
             }
 
+    def holding(self, resources: tuple) -> set[int]:
+        """The providers with inventory of every class of ``resources``."""
+        (first, _), *others = resources
+        return set(self.holders.get(first, ())).intersection(
+            *[self.holders.get(rc, ()) for rc, _ in others]
+        )
+
     def traits(self, rp: int) -> frozenset[int]:
         return self.snap.traits.get(rp, frozenset())
 
@@ -107,7 +119,7 @@ class Trees:
 
     def anchors_of(self, rp: int) -> Iterable[int]:
         """The roots under which provider ``rp`` may be offered."""
-        root = self.root(rp)
+        root = self.snap.providers[rp].root_id
         if rp not in self.snap.serves:  # most providers: no set work
             return (root,) if root in self.anchor_ok else ()
         return ({root} | self.snap.serves[rp]) & self.anchor_ok
@@ -123,10 +135,7 @@ class Trees:
             root = group.in_tree_root
             found.append(("in_tree", lambda rp: self.root(rp) == root))
         if len(group.resources) > 1:
-            classes = [rc for rc, _ in group.resources]
-            found.append(
-                ("resources", lambda rp: all((rp, rc) in inventories for rc in classes))
-            )
+            found.append(("resources", self.holding(group.resources).__contains__))
         for rc, amount in group.resources:
             found.append((("capacity", rc), _capacity_filter(inventories, rc, amount)))
         required = [s for s in group.any_traits if len(s) == 1]
@@ -161,7 +170,12 @@ class Trees:
         if self.observe is not None:
             first = ("resources", group.resources[0][0]) if group.resources else "all"
             self.observe(group, first, candidates)
-        for name, keep in self.filters(group):
+        filters = self.filters(group)
+        if self.observe is None:
+            # Unobserved, only what passes them all counts: the set lookups
+            # first, the capacity checks on what they leave.
+            filters.sort(key=_capacity_last)
+        for name, keep in filters:
             candidates = [rp for rp in candidates if keep(rp)]
             if self.observe is not None:
                 self.observe(group, name, candidates)
