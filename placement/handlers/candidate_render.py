@@ -12,7 +12,6 @@ handler works that out once and passes a ``Form``.
 """
 
 import dataclasses
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -187,17 +186,9 @@ def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
     client went away) stops the search and ends the stream's read."""
     with stream:
         writer = _Writer({}, stream.class_names, form)
-        candidates = stream.candidates()
         head = OPEN
-        while True:
-            batch = list(itertools.islice(candidates, BATCH))
-            if not batch:
-                break
-            named = {rp for c in batch for rp, _, _ in c.allocations}
-            named.update(rp for c in batch for _, rps in c.mappings for rp in rps)
-            missing = named - writer.uuids.keys()
-            if missing:
-                writer.uuids.update(stream.uuids(missing))
+        for batch, uuids in stream.batches(BATCH):
+            writer.uuids.update(uuids)
             yield head + b",".join([writer.candidate(c) for c in batch])
             head = b","
             for cache in (writer.allocations, writer.mappings):

@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import itertools
 import random
-from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,17 +169,23 @@ class Stream:
         self.count = 0
         self.class_names = {i: n for n, i in self._class_ids.items()}
 
-    def candidates(self) -> Iterator[search.Candidate]:
-        for candidate in self._found:
-            self.allocated.update(rp for rp, _, _ in candidate.allocations)
-            for _, rps in candidate.mappings:
-                self.mapped.update(rps)
-            self.count += 1
-            yield candidate
-
-    def uuids(self, provider_ids: Iterable[int]) -> dict[int, str]:
-        """{id: uuid} of providers candidates name, in one lookup."""
-        return self._index.uuids(provider_ids)
+    def batches(
+        self, size: int
+    ) -> Iterator[tuple[list[search.Candidate], dict[int, str]]]:
+        """The candidates in lists of at most ``size``, each with the {id:
+        uuid} of the providers it names that no list before it named
+        (one lookup per list)."""
+        while True:
+            batch = list(itertools.islice(self._found, size))
+            if not batch:
+                return
+            allocated = {rp for c in batch for rp, _, _ in c.allocations}
+            mapped = {rp for c in batch for _, rps in c.mappings for rp in rps}
+            fresh = (allocated | mapped) - self.allocated - self.mapped
+            self.allocated |= allocated
+            self.mapped |= mapped
+            self.count += len(batch)
+            yield batch, self._index.uuids(fresh)
 
     def summaries(self) -> Result:
         """A Result with no candidates: the summaries of the providers the

@@ -175,7 +175,13 @@ class Search:
     def one_subtree(self, rps: Sequence[int]) -> bool:
         """Some provider of ``rps`` is at or above all of them."""
         ancestors = self._ancestors
-        return any(all(top in ancestors[rp] for rp in rps) for top in rps)
+        for top in rps:  # loops, not generators: called once per pick
+            for rp in rps:
+                if top not in ancestors[rp]:
+                    break
+            else:
+                return True
+        return False
 
     def traits_hold(
         self, any_traits: Iterable[frozenset[int]]
