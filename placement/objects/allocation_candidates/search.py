@@ -13,6 +13,7 @@ worked out once per ``Search`` (``_Layout``), not once per anchor.
 """
 
 import collections
+import functools
 import itertools
 import math
 import typing
@@ -70,6 +71,17 @@ class _Ancestors(dict):
         parent = self.providers[rp].parent_id
         found = self[rp] = (rp,) if parent is None else (rp, *self[parent])
         return found
+
+
+def _one_subtree(ancestors: _Ancestors, rps: Sequence[int]) -> bool:
+    """Some provider of ``rps`` is at or above all of them."""
+    for top in rps:  # loops, not generators: called once per pick
+        for rp in rps:
+            if top not in ancestors[rp]:
+                break
+        else:
+            return True
+    return False
 
 
 class _Layout:
@@ -167,21 +179,15 @@ class Search:
         self.traits = traits
         index = {g.suffix: i for i, g in enumerate(groups)}
         self.same_subtree = [tuple(index[s] for s in c) for c in same_subtree]
-        self._ancestors = _Ancestors(self.snap.providers)
+        # A function of the ancestors alone, not a bound method: the
+        # layouts keep it, and a Search they pointed back to would be a
+        # cycle left, with its whole snapshot, for the cyclic collector.
+        self.one_subtree = functools.partial(
+            _one_subtree, _Ancestors(self.snap.providers)
+        )
         self._layouts = {}
         # The walk meets each pair many times.
         self._room = _Room(self.snap.inventories) if sums else _Unbounded()
-
-    def one_subtree(self, rps: Sequence[int]) -> bool:
-        """Some provider of ``rps`` is at or above all of them."""
-        ancestors = self._ancestors
-        for top in rps:  # loops, not generators: called once per pick
-            for rp in rps:
-                if top not in ancestors[rp]:
-                    break
-            else:
-                return True
-        return False
 
     def traits_hold(
         self, any_traits: Iterable[frozenset[int]]
