@@ -315,9 +315,10 @@ def is_deadlock(error: BaseException) -> bool:
 
 # MySQL client/server errors that mean the server cannot be reached or
 # went away (can't connect, gone away, lost connection, shutting down,
-# too many connections...), as opposed to a fault of the statement.
+# too many connections...), as opposed to a fault of the statement; 1047
+# is a Galera node that is not part of the primary component (yet).
 _UNAVAILABLE_CODES = frozenset(
-    (1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2014, 2045, 2055, 4031)
+    (1040, 1047, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2014, 2045, 2055, 4031)
 )
 
 

@@ -128,6 +128,19 @@ listen mariadb
 """
 
 
+def _uncaught(workdir):
+    """The servers' logged tracebacks, to say why an answer was a 500."""
+    found = []
+    for name in sorted(os.listdir(workdir)):
+        if name.startswith("server-") and name.endswith(".log"):
+            with open(os.path.join(workdir, name), errors="replace") as log:
+                text = log.read()
+            start = text.find("Uncaught exception")
+            if start >= 0:
+                found.append("%s: %s" % (name, text[start : start + 6000]))
+    return found
+
+
 @contextlib.contextmanager
 def _haproxy(workdir, urls, check_ports):
     """haproxy in front of the nodes, the first active and the others
@@ -367,7 +380,7 @@ def test_claims_survive_the_active_node_dying_and_rejoining(tmp_path):
                 "\n[failover] claims back %.1f s after the kill; statuses %s"
                 % (back, dict(tally.statuses))
             )
-            assert not tally.problems, tally.problems[:5]
+            assert not tally.problems, (tally.problems[:5], _uncaught(workdir))
             assert back < BACK_WITHIN
             _check_allocations(bases[0], providers, tally)
         first, *others = [_contents(url) for url in nodes]
