@@ -24,6 +24,7 @@ from placement.db import tables
 from placement.objects import common
 from placement.objects import standard_names
 from placement.objects.catalog import changes
+from placement.objects.catalog import index as catalog_index
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 from tests import fixtures
@@ -118,9 +119,15 @@ class Cloud:
         if not first:
             assert _full_reads() == full_reads
         assert refresh._CACHES[reader_db].catalog.stamp == _stamp(reader_db)
+        catalog = refresh._CACHES[reader_db].catalog
         with reader_db.reader() as conn:
             afresh = store.Catalog.read(conn)
-        assert _contents(refresh._CACHES[reader_db].catalog) == _contents(afresh)
+            # What the index derived per tree and kept through the changes
+            # is what it derives afresh.
+            derive = catalog_index.CatalogIndex(conn, afresh).idle_summaries
+            for root, derived in catalog.derived_by_tree.items():
+                assert derived == derive([root], {}, ())
+        assert _contents(catalog) == _contents(afresh)
         assert cached == self.answers(False, reader)
         return cached
 
@@ -141,7 +148,11 @@ def _full_reads():
 
 def _contents(cached):
     """Everything a catalog holds, lists in order."""
-    return {name: _ordered(value) for name, value in vars(cached).items()}
+    return {
+        name: _ordered(value)
+        for name, value in vars(cached).items()
+        if name != "derived_by_tree"
+    }
 
 
 def _ordered(value):

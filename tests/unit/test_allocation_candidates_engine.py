@@ -553,6 +553,7 @@ def _forest():
     used), FPGA on 3 and 4; trait 7 on 2."""
     tree = {1: None, 2: 1, 3: 1, 4: 2}
     snap = providers.Snapshot(
+        used={},
         providers={
             rp: providers.Provider(rp, parent, 1) for rp, parent in tree.items()
         },

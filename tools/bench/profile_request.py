@@ -349,7 +349,7 @@ def measure(app, counter, path, version, repeat, profile):
                 found["exact"],
             )
     print(
-        "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs statements=%s "
+        "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs cpu_min=%.4fs statements=%s "
         "bytes=%d%s"
         % (
             path,
@@ -357,6 +357,7 @@ def measure(app, counter, path, version, repeat, profile):
             statistics.median(times),
             min(times),
             statistics.median(cpu),
+            min(cpu),
             sorted(set(statements)),
             len(body),
             cands,

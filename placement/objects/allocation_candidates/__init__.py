@@ -291,6 +291,15 @@ class _Seen:
                 if providers_[key[0]].root_id in roots:
                     yield key, inventory
 
+    def used(self, roots):
+        """((provider, class), used) of requested classes in ``roots``."""
+        for snapshot in self.snapshots:
+            providers_ = snapshot.providers
+            for key, amount in snapshot.used.items():
+                provider = providers_.get(key[0])
+                if provider is not None and provider.root_id in roots:
+                    yield key, amount
+
 
 def _streams(snapshots, groups, request, trait_ids, seen):
     """One lazy candidate stream per anchor, in anchor order."""
@@ -359,6 +368,7 @@ def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped)
         index,
         roots,
         seen.inventories(roots),
+        seen.used(roots),
         class_names,
         allocated if allocated_only else None,
     )

@@ -49,6 +49,7 @@ class Snapshot:
     providers: dict  # id -> Provider: every holder and anchor root;
     # every provider of the trees with ``whole_trees``
     inventories: dict  # (provider id, class id) -> Inventory
+    used: dict  # (provider id, class id) -> used, of the requested classes
     traits: dict  # provider id -> frozenset of trait ids of interest
     aggregates: dict  # provider id -> frozenset of aggregate ids of interest
     serves: dict  # sharing provider id -> frozenset of root ids
@@ -62,6 +63,41 @@ class Summary(typing.NamedTuple):
     inventories: tuple  # ((class name, Inventory), ...) by class name:
     # hashable, so that identical ones are rendered once
     traits: tuple  # trait names, in trait id order
+
+
+class Idle(typing.NamedTuple):
+    """A provider's Summary before usage, and the class id of each of its
+    inventories (in the same order), to put usage in."""
+
+    summary: Summary
+    class_ids: tuple
+
+
+def idle_entries(
+    members: Mapping[int, Provider],
+    uuids: Mapping[int, str],
+    held: Mapping[int, list[tuple[str, int, Inventory]]],
+    trait_names: Mapping[int, tuple[str, ...]],
+) -> dict[int, Idle]:
+    """{provider: Idle} of ``members``, from their uuids, their (class
+    name, class id, Inventory) and their trait names."""
+    out = {}
+    for rp, provider in members.items():
+        # Class names are unique per provider: sorting never compares
+        # inventories.
+        listed = sorted(held.get(rp, ()))
+        parent = provider.parent_id
+        out[rp] = Idle(
+            Summary(
+                uuids[rp],
+                uuids[parent] if parent is not None else None,
+                uuids[provider.root_id],
+                tuple([(name, inventory) for name, _, inventory in listed]),
+                trait_names.get(rp, ()),
+            ),
+            tuple([rc for _, rc, _ in listed]),
+        )
+    return out
 
 
 class Index(typing.Protocol):
@@ -133,15 +169,17 @@ class Index(typing.Protocol):
     def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
         """{aggregate: root ids of its members} of the given aggregates."""
 
-    def stock(
-        self, roots: Collection[int], except_classes: Collection[int]
-    ) -> list[tuple[int, int, str, Inventory]]:
-        """(provider, class id, class name, Inventory) of every inventory in
-        the trees of ``roots`` but of ``except_classes``."""
-
-    def trait_names(self, roots: Collection[int]) -> dict[int, tuple[str, ...]]:
-        """{provider: its trait names in trait id order} in the trees of
-        ``roots`` (providers without traits left out)."""
+    def idle_summaries(
+        self,
+        roots: Collection[int],
+        requested: Mapping[int, str],
+        known: Iterable[tuple[Key, Inventory]],
+    ) -> dict[int, Idle]:
+        """{provider: Idle} of every provider of the trees of ``roots``;
+        shared, never to be changed. ``requested``: {class id: name} of
+        the requested classes; ``known``: ((provider, class), Inventory)
+        of those in these trees as the snapshots read them, which an index
+        that may read them again (SQL's) shows instead."""
 
 
 def chunks(ids: Iterable[int], size: int = CHUNK) -> Iterator[list[int]]:
@@ -242,6 +280,7 @@ def load_snapshot(
     return Snapshot(
         providers=providers,
         inventories=inventories,
+        used=used,
         traits=index.traits(trait_ids, providers, roots),
         aggregates=index.aggregates(aggregate_ids, providers, roots),
         serves=serves,
@@ -274,6 +313,7 @@ def load_summaries(
     index: Index,
     root_ids: Collection[int],
     known: Iterable[tuple[Key, Inventory]],
+    known_usage: Iterable[tuple[Key, int]],
     class_names: Mapping[int, str],
     provider_ids: Collection[int] | None = None,
 ) -> dict[int, Summary]:
@@ -281,34 +321,38 @@ def load_summaries(
     ``provider_ids`` when given), keyed by provider id.
 
     ``known``: ((provider id, class id), Inventory) of every requested
-    class in these trees, as the snapshots read them; ``class_names``:
-    {class id: name} of the requested classes.
+    class in these trees, as the snapshots read them, and ``known_usage``
+    ((provider id, class id), used) their usage; ``class_names``: {class
+    id: name} of the requested classes. The usage of the other classes is
+    read here, of the providers that hold some.
     """
-    held: dict[int, list[tuple[str, Inventory]]] = collections.defaultdict(list)
-    for (rp, rc), inventory in known:
-        held[rp].append((class_names[rc], inventory))
-    members = index.members(root_ids)
-    others = index.stock(root_ids, class_names)
+    idle = index.idle_summaries(root_ids, class_names, known)
+    used: dict[int, dict[int, int]] = collections.defaultdict(dict)
+    for (rp, rc), amount in known_usage:
+        used[rp][rc] = amount
+    requested = frozenset(class_names)
+    others = [
+        rp for rp, entry in idle.items() if not requested.issuperset(entry.class_ids)
+    ]
     if others:
-        used = usage(index.conn, providers={rp for rp, _, _, _ in others})
-        for rp, rc, name, idle in others:
-            amount = used.get((rp, rc))
-            held[rp].append(
-                (name, idle if amount is None else idle._replace(used=amount))
-            )
-    # Class names are unique per provider: sorting never compares inventories.
-    inventories = {rp: tuple(sorted(pairs)) for rp, pairs in held.items()}
-    traits = index.trait_names(root_ids)
-    uuids = index.uuids(members)
+        for (rp, rc), amount in usage(index.conn, providers=others).items():
+            if rc not in requested:
+                used[rp][rc] = amount
     if provider_ids is not None:
-        members = {rp: p for rp, p in members.items() if rp in provider_ids}
-    return {
-        rp: Summary(
-            uuids[rp],
-            uuids[provider.parent_id] if provider.parent_id is not None else None,
-            uuids[provider.root_id],
-            inventories.get(rp, ()),
-            traits.get(rp, ()),
-        )
-        for rp, provider in members.items()
-    }
+        idle = {rp: entry for rp, entry in idle.items() if rp in provider_ids}
+    out = {}
+    for rp, (summary, class_ids) in idle.items():
+        amounts = used.get(rp)
+        if amounts:
+            summary = summary._replace(
+                inventories=tuple(
+                    [
+                        (name, inventory._replace(used=amounts[rc]))
+                        if rc in amounts
+                        else (name, inventory)
+                        for (name, inventory), rc in zip(summary.inventories, class_ids)
+                    ]
+                )
+            )
+        out[rp] = summary
+    return out

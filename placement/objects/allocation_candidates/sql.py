@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects import common
 from placement.objects.allocation_candidates import providers as stage
+from placement.objects.allocation_candidates.providers import Idle
 from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
@@ -244,19 +245,29 @@ class SqlIndex:
                 into[aggregate].add(root)
         return into
 
-    def stock(
-        self, roots: Collection[int], except_classes: Collection[int]
-    ) -> list[tuple[int, int, str, Inventory]]:
-        out = []
-        classes = sorted(except_classes)
+    def idle_summaries(
+        self,
+        roots: Collection[int],
+        requested: Mapping[int, str],
+        known: Iterable[tuple[Key, Inventory]],
+    ) -> dict[int, Idle]:
+        members = self.members(roots)
+        held: dict[int, list[tuple[str, int, Inventory]]] = {}
+        for (rp, rc), inventory in known:
+            held.setdefault(rp, []).append((requested[rc], rc, inventory))
+        classes = sorted(requested)
+        trait_names: dict[int, list[str]] = {}
         for ids in stage.chunks(roots):
             for row in self.conn.execute(STOCK, {"roots": ids, "classes": classes}):
-                out.append((row[0], row[1], row[2], Inventory._make((*row[3:], 0))))
-        return out
-
-    def trait_names(self, roots: Collection[int]) -> dict[int, tuple[str, ...]]:
-        into: dict[int, list[str]] = {}
+                held.setdefault(row[0], []).append(
+                    (row[2], row[1], Inventory._make((*row[3:], 0)))
+                )
         for ids in stage.chunks(roots):
             for rp, name in self.conn.execute(TRAIT_NAMES, {"roots": ids}):
-                into.setdefault(rp, []).append(name)
-        return {rp: tuple(names) for rp, names in into.items()}
+                trait_names.setdefault(rp, []).append(name)
+        return stage.idle_entries(
+            members,
+            self.uuids(members),
+            held,
+            {rp: tuple(names) for rp, names in trait_names.items()},
+        )

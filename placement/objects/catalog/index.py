@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import providers as stage
 from placement.objects.allocation_candidates import sql
+from placement.objects.allocation_candidates.providers import Idle
 from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
@@ -121,28 +122,38 @@ class CatalogIndex:
             for aggregate in aggregate_ids
         }
 
-    def stock(
-        self, roots: Collection[int], except_classes: Collection[int]
-    ) -> list[tuple[int, int, str, Inventory]]:
+    def idle_summaries(
+        self,
+        roots: Collection[int],
+        requested: Mapping[int, str],
+        known: Iterable[tuple[Key, Inventory]],
+    ) -> dict[int, Idle]:
+        # ``known`` holds this catalog's own inventories: not needed.
+        derived = self.catalog.derived_by_tree
+        out: dict[int, Idle] = {}
+        for root in roots:
+            tree = derived.get(root)
+            if tree is None:
+                tree = derived[root] = self._idle_tree(root)
+            out.update(tree)
+        return out
+
+    def _idle_tree(self, root: int) -> dict[int, Idle]:
         catalog = self.catalog
         names, by_provider = catalog.class_names, catalog.by_provider
-        return [
-            (rp, rc, names[rc], idle)
-            for root in roots
-            for rp in catalog.members.get(root, ())
-            for rc, idle in by_provider.get(rp, ())
-            if rc not in except_classes
-        ]
-
-    def trait_names(self, roots: Collection[int]) -> dict[int, tuple[str, ...]]:
-        catalog = self.catalog
-        names = catalog.trait_names
-        return {
-            rp: names[rp]
-            for root in roots
-            for rp in catalog.members.get(root, ())
-            if rp in names
+        members = {rp: catalog.providers[rp] for rp in catalog.members.get(root, ())}
+        held = {
+            rp: [(names[rc], rc, inventory) for rc, inventory in by_provider[rp]]
+            for rp in members
+            if rp in by_provider
         }
+        trait_names = catalog.trait_names
+        return stage.idle_entries(
+            members,
+            catalog.uuids,
+            held,
+            {rp: trait_names[rp] for rp in members if rp in trait_names},
+        )
 
 
 def _ids(known, names, lookup):

@@ -51,6 +51,10 @@ class Catalog:
         self.aggregate_ids: dict = {}  # uuid -> id
         # A provider's traits are listed in trait id order.
         self.trait_names: dict = {}  # rp -> tuple of names
+        # What the candidate index derives per tree, as it asks (its
+        # idle summaries): a tree's entry goes when one of its providers
+        # changes.
+        self.derived_by_tree: dict = {}  # root -> value
 
     @classmethod
     def read(cls, conn: sa.Connection) -> "Catalog":
@@ -141,6 +145,17 @@ class Catalog:
         changed = [rp for rp in touched if old[rp] != new[rp]]
         if not changed:
             return
+        stale = {
+            state.provider.root_id
+            for rp in changed
+            for state in (old[rp], new[rp])
+            if state.provider is not None
+        }
+        self.derived_by_tree = {
+            root: value
+            for root, value in self.derived_by_tree.items()
+            if root not in stale
+        }
         self._per_provider(changed, new)
         self._trees(changed, old, new)
         self._inventories(changed, old, new)
