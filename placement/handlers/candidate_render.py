@@ -120,39 +120,50 @@ class _Writer:
         )
 
 
-def provider_summaries(result: engine.Result, form: Form) -> dict[str, Any]:
-    requested = set(result.class_names.values())
-    all_inventories = form.all_inventories
-    with_traits = form.traits
-    with_tree = form.tree_uuids
-    # Identical inventories (same hardware, same usage) share one entry,
-    # and providers with identical inventories one resources object.
-    usage: dict[Any, dict[str, int]] = {}  # Inventory -> capacity, used
-    shown: dict[tuple, dict[str, Any]] = {}  # Summary.inventories -> resources
-    out = {}
+def _summary_body(summary, form, requested):
+    """One provider's summary object (dict) for the ``form``."""
+    body: dict[str, Any] = {
+        "resources": {
+            rc: {"capacity": inventory.capacity, "used": inventory.used}
+            for rc, inventory in summary.inventories
+            if requested is None or rc in requested
+        }
+    }
+    if form.traits:
+        body["traits"] = summary.traits  # a tuple is a JSON list
+    if form.tree_uuids:
+        body["parent_provider_uuid"] = summary.parent_uuid
+        body["root_provider_uuid"] = summary.root_uuid
+    return body
+
+
+# (Form, requested class names or None, provider id) -> (Summary, its
+# '"uuid":{...}' fragment). A provider's summary without usage is the
+# same object request after request until the provider changes, so the
+# fragment is reused while the summary *is* the one it was written from.
+_FRAGMENTS: dict[tuple, tuple[Any, bytes]] = {}
+FRAGMENTS_KEPT = 200_000
+
+
+def summaries_json(result: engine.Result, form: Form) -> bytes:
+    """The "provider_summaries" object, byte for byte what orjson writes
+    of it as a dict in provider id order."""
+    requested = None if form.all_inventories else frozenset(result.class_names.values())
+    if len(_FRAGMENTS) > FRAGMENTS_KEPT:
+        _FRAGMENTS.clear()
     summaries = result.summaries
+    parts = []
     for rp in sorted(summaries):
         summary = summaries[rp]
-        resources = shown.get(summary.inventories)
-        if resources is None:
-            resources = shown[summary.inventories] = {}
-            for rc, inventory in summary.inventories:
-                if all_inventories or rc in requested:
-                    entry = usage.get(inventory)
-                    if entry is None:
-                        entry = usage[inventory] = {
-                            "capacity": inventory.capacity,
-                            "used": inventory.used,
-                        }
-                    resources[rc] = entry
-        body: dict[str, Any] = {"resources": resources}
-        if with_traits:
-            body["traits"] = summary.traits  # a tuple is a JSON list
-        if with_tree:
-            body["parent_provider_uuid"] = summary.parent_uuid
-            body["root_provider_uuid"] = summary.root_uuid
-        out[summary.uuid] = body
-    return out
+        key = (form, requested, rp)
+        known = _FRAGMENTS.get(key)
+        if known is None or known[0] is not summary:
+            fragment = orjson.dumps(
+                {summary.uuid: _summary_body(summary, form, requested)}
+            )[1:-1]
+            known = _FRAGMENTS[key] = (summary, fragment)
+        parts.append(known[1])
+    return b"{%s}" % b",".join(parts)
 
 
 OPEN = b'{"allocation_requests":['
@@ -167,7 +178,7 @@ def document_json(result: engine.Result, form: Form) -> bytes:
             OPEN,
             b",".join([writer.candidate(c) for c in result.candidates]),
             SUMMARIES,
-            orjson.dumps(provider_summaries(result, form)),
+            summaries_json(result, form),
             b"}",
         )
     )
@@ -197,5 +208,5 @@ def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
         yield b"%s%s%s}" % (
             OPEN if head == OPEN else b"",
             SUMMARIES,
-            orjson.dumps(provider_summaries(stream.summaries(), form)),
+            summaries_json(stream.summaries(), form),
         )
