@@ -9,11 +9,21 @@ measurement.
 
     .venv/bin/python tools/bench/startup.py --runs 5
     .venv/bin/python tools/bench/startup.py --runs 5 --workers 2 -- --debug
+
+``--server-cmd`` also times another server, side by side (runs taking
+turns), started as the shared benchmark starts one: ``bash -c`` in its own
+process group with ``PORT`` and ``OS_PLACEMENT_DATABASE__CONNECTION`` set;
+its CPU includes the children it waited for (a schema sync, say):
+
+    .venv/bin/python tools/bench/startup.py --runs 5 --workers 2 \
+        --server-cmd ../shared/bench/upstream-server
 """
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -33,12 +43,15 @@ def _free_port():
 
 
 def _cpu(pid):
-    """CPU seconds of ``pid`` and its children, living ones included."""
-    return sum(
-        (int(fields[11]) + int(fields[12])) / TICK
-        for other, fields in procfs.stats()
-        if other == pid or int(fields[1]) == pid
-    )
+    """CPU seconds of ``pid``, the children it waited for and its living
+    children."""
+    total = 0
+    for other, fields in procfs.stats():
+        if other == pid:
+            total += sum(int(f) for f in fields[11:15])
+        elif int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / TICK
 
 
 def _answered(port):
@@ -50,7 +63,7 @@ def _answered(port):
         return False
 
 
-def run_once(command, extra, workers, db_sync, tmp, bytecode=True):
+def run_once(command, extra, workers, db_sync, tmp, bytecode=True, server_cmd=None):
     port = _free_port()
     env = dict(
         os.environ,
@@ -61,11 +74,19 @@ def run_once(command, extra, workers, db_sync, tmp, bytecode=True):
         # As an installed package runs: without .pyc files every start
         # compiles placement's ~80 modules again (about 0.1 s).
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    args = [command, "--port", str(port), "--workers", str(workers)]
-    args += ["--db-sync"] if db_sync else []
+    if server_cmd is None:
+        args = [command, "--port", str(port), "--workers", str(workers)]
+        args += (["--db-sync"] if db_sync else []) + extra
+    else:
+        args = ["bash", "-c", server_cmd]
+        env["PORT"] = str(port)
     started = time.monotonic()
     proc = subprocess.Popen(
-        args + extra, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        args,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         while not _answered(port):
@@ -76,7 +97,8 @@ def run_once(command, extra, workers, db_sync, tmp, bytecode=True):
             time.sleep(0.005)
         return time.monotonic() - started, _cpu(proc.pid)
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
 
 
@@ -93,37 +115,62 @@ def main():
         action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE if set (sources compiled each start)",
     )
+    parser.add_argument(
+        "--server-cmd",
+        help="also time this server command (the shared benchmark's way)",
+    )
     parser.add_argument("extra", nargs="*", help="more placement-api arguments")
     args = parser.parse_args()
-    for mode in ("fresh", "--db-sync", "existing"):
-        walls, cpus = [], []
-        existing = tempfile.mkdtemp(prefix="placement-startup-")
-        bytecode = not args.no_bytecode
-        run_once(args.command, args.extra, args.workers, False, existing, bytecode)
-        for _ in range(args.runs):
-            tmp = existing if mode == "existing" else tempfile.mkdtemp()
-            wall, cpu = run_once(
+    servers = [("ours", None)]
+    modes = ("fresh", "--db-sync", "existing")
+    if args.server_cmd:
+        servers.append(("other", args.server_cmd))
+        modes = ("--db-sync", "existing")
+    bytecode = not args.no_bytecode
+    for mode in modes:
+        walls: dict = {label: [] for label, _ in servers}
+        cpus: dict = {label: [] for label, _ in servers}
+        existing = {}
+        for label, cmd in servers:
+            existing[label] = tempfile.mkdtemp(prefix="placement-startup-")
+            run_once(
                 args.command,
                 args.extra,
                 args.workers,
-                mode == "--db-sync",
-                tmp,
+                True,
+                existing[label],
                 bytecode,
+                cmd,
             )
-            walls.append(wall)
-            cpus.append(cpu)
-            if tmp != existing:
-                shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(existing, ignore_errors=True)
-        print(
-            "%-10s first answer: median %.3fs min %.3fs; server CPU median %.3fs"
-            % (
-                mode,
-                statistics.median(walls),
-                min(walls),
-                statistics.median(cpus),
+        for _ in range(args.runs):
+            for label, cmd in servers:  # taking turns
+                tmp = existing[label] if mode == "existing" else tempfile.mkdtemp()
+                wall, cpu = run_once(
+                    args.command,
+                    args.extra,
+                    args.workers,
+                    mode == "--db-sync",
+                    tmp,
+                    bytecode,
+                    cmd,
+                )
+                walls[label].append(wall)
+                cpus[label].append(cpu)
+                if tmp != existing[label]:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        for label, _ in servers:
+            shutil.rmtree(existing[label], ignore_errors=True)
+            print(
+                "%-6s %-10s first answer: median %.3fs min %.3fs; "
+                "server CPU median %.3fs"
+                % (
+                    label,
+                    mode,
+                    statistics.median(walls[label]),
+                    min(walls[label]),
+                    statistics.median(cpus[label]),
+                )
             )
-        )
 
 
 if __name__ == "__main__":
