@@ -10,9 +10,11 @@ ordered list of slots, each slot a list of options ``(provider id,
 
 import collections
 import dataclasses
+import functools
 import typing
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
 
 
@@ -77,6 +79,26 @@ def _in_aggregates(aggs, group):
     )
 
 
+def _inverted(by_provider: Mapping[int, frozenset[int]]) -> dict[int, set[int]]:
+    into: dict[int, set[int]] = collections.defaultdict(set)
+    for rp, values in by_provider.items():
+        for value in values:
+            into[value].add(rp)
+    return into
+
+
+def _having_any(holders: Mapping[int, set[int]], values: Iterable[int]) -> set[int]:
+    """The providers with some of ``values``."""
+    return set().union(*[holders.get(v, ()) for v in values])
+
+
+def _having_one_of_each(
+    holders: Mapping[int, set[int]], any_of: Sequence[frozenset[int]]
+) -> set[int]:
+    """The providers with at least one value of each set of ``any_of``."""
+    return set.intersection(*[_having_any(holders, s) for s in any_of])
+
+
 class Trees:
     """Per-group candidates over one snapshot."""
 
@@ -129,7 +151,7 @@ class Trees:
         provider (doc/api.md "Request groups"), each only if the group
         asks for it; ``keep`` takes a provider id. Explain counts what
         each one leaves."""
-        traits, inventories = self.traits, self.snap.inventories
+        inventories = self.snap.inventories
         found: list[tuple[object, Keep]] = []
         if group.in_tree_root is not None and group.resources:
             root = group.in_tree_root
@@ -138,20 +160,39 @@ class Trees:
             found.append(("resources", self.holding(group.resources).__contains__))
         for rc, amount in group.resources:
             found.append((("capacity", rc), _capacity_filter(inventories, rc, amount)))
+        # Trait and aggregate filters are set lookups: a test per provider
+        # would be a Python call each.
+        by_trait = self.trait_holders
         required = [s for s in group.any_traits if len(s) == 1]
         if required:
-            found.append(("required", lambda rp: all(traits(rp) & s for s in required)))
+            found.append(
+                ("required", _having_one_of_each(by_trait, required).__contains__)
+            )
         any_of = [s for s in group.any_traits if len(s) > 1]
         if any_of:
-            found.append(("any_of", lambda rp: all(traits(rp) & s for s in any_of)))
+            found.append(("any_of", _having_one_of_each(by_trait, any_of).__contains__))
         if group.forbidden_traits:
-            forbidden = group.forbidden_traits
-            found.append(("forbidden", lambda rp: not traits(rp) & forbidden))
+            bad = _having_any(by_trait, group.forbidden_traits)
+            found.append(("forbidden", lambda rp: rp not in bad))
         if group.any_aggregates or group.forbidden_aggregates:
-            found.append(
-                ("member_of", lambda rp: _in_aggregates(self.aggregates(rp), group))
-            )
+            by_aggregate = self.aggregate_members
+            bad = _having_any(by_aggregate, group.forbidden_aggregates)
+            if group.any_aggregates:
+                good = _having_one_of_each(by_aggregate, group.any_aggregates)
+                found.append(("member_of", (good - bad).__contains__))
+            else:
+                found.append(("member_of", lambda rp: rp not in bad))
         return found
+
+    @functools.cached_property
+    def trait_holders(self) -> dict[int, set[int]]:
+        """{trait: providers} of the snapshot's traits."""
+        return _inverted(self.snap.traits)
+
+    @functools.cached_property
+    def aggregate_members(self) -> dict[int, set[int]]:
+        """{aggregate: providers} of the snapshot's aggregates."""
+        return _inverted(self.snap.aggregates)
 
     def starts(self, group: Group) -> Sequence[int]:
         """The providers a one-provider group's filters start from."""
