@@ -52,6 +52,10 @@ def _quoted(text):
     return orjson.dumps([text])[1:-1]
 
 
+# uuid -> its JSON string, across requests (uuids are asked again and again).
+_QUOTED: dict[str, bytes] = {}
+
+
 class _Writer:
     """Candidates to JSON, one cached fragment per distinct piece."""
 
@@ -71,7 +75,13 @@ class _Writer:
     def uuid(self, rp):
         fragment = self.quoted.get(rp)
         if fragment is None:
-            fragment = self.quoted[rp] = _quoted(self.uuids[rp])
+            uuid = self.uuids[rp]
+            fragment = _QUOTED.get(uuid)
+            if fragment is None:
+                if len(_QUOTED) > FRAGMENTS_KEPT:
+                    _QUOTED.clear()
+                fragment = _QUOTED[uuid] = _quoted(uuid)
+            self.quoted[rp] = fragment
         return fragment
 
     def entry_of(self, rp, resources):
@@ -120,7 +130,7 @@ class _Writer:
         )
 
 
-def _summary_body(summary, form, requested):
+def _summary_body(summary: Any, form: Form, requested: frozenset | None) -> dict:
     """One provider's summary object (dict) for the ``form``."""
     body: dict[str, Any] = {
         "resources": {

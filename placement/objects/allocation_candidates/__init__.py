@@ -166,6 +166,8 @@ class Stream:
             raise
         self.allocated: set[int] = set()
         self.mapped: set[int] = set()
+        # Without a resourceless group every mapped provider allocates.
+        self._maps_others = not all(g.resources for g in request.groups)
         self.count = 0
         self.class_names = {i: n for n, i in self._class_ids.items()}
 
@@ -180,10 +182,12 @@ class Stream:
             if not batch:
                 return
             allocated = {rp for c in batch for rp, _, _ in c.allocations}
-            mapped = {rp for c in batch for _, rps in c.mappings for rp in rps}
-            fresh = (allocated | mapped) - self.allocated - self.mapped
+            fresh = allocated - self.allocated
+            if self._maps_others:
+                mapped = {rp for c in batch for _, rps in c.mappings for rp in rps}
+                fresh = (fresh | mapped) - self.mapped
+                self.mapped |= mapped
             self.allocated |= allocated
-            self.mapped |= mapped
             self.count += len(batch)
             yield batch, self._index.uuids(fresh)
 
