@@ -121,12 +121,12 @@ def list_encoded(
     one statement, tell whether a body written before is still the answer.
     """
     with db.reader() as conn:
-        catalog = refresh.current(db, conn)
-        if catalog is None:
-            return None
         stamp, generations, last_modified = conn.execute(_STATE).one()
-        if stamp != catalog.stamp:
-            return None  # a catalog change committed in between
+        catalog = refresh.current(db, conn, stamp)
+        if catalog is None or catalog.stamp != stamp:
+            # Not current, or brought up to a newer stamp (READ COMMITTED
+            # reads the newest commits at every statement).
+            return None
         listings = _listings(db)
         body = listings.body(encoding.key, stamp, generations)
         if body is None:
