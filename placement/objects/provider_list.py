@@ -154,8 +154,9 @@ class _Listings:
     ``catalog``) and the last body, with the stamp and generation sum it
     answers."""
 
-    # Encoding keys kept: a few microversions' link sets.
-    MAX_KEYS = 16
+    # Encoding keys kept (a few microversions' link sets): each holds
+    # about twice the body's size (pieces and body).
+    MAX_KEYS = 4
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
