@@ -17,7 +17,8 @@ drains them within its own bound. With TLS (not something placement-api
 sets up) gunicorn's own behaviour is kept.
 
 It also never closes an idle kept-alive connection whose next request has
-already arrived (see ``murder_keepalived``).
+already arrived (see ``murder_keepalived``), and touches the arbiter's
+heartbeat once a second at most (``notify``).
 """
 
 import errno
@@ -52,6 +53,18 @@ class _Reading:
 
 
 class HeadFirstWorker(gthread.ThreadWorker):
+    # The heartbeat the arbiter watches is a file's times (a syscall), which
+    # gunicorn sets on every turn of the event loop, several per request;
+    # once a second is plenty against a timeout of many seconds.
+    NOTIFY_EVERY = 1.0
+    _notified = -NOTIFY_EVERY
+
+    def notify(self):
+        now = time.monotonic()
+        if now - self._notified >= self.NOTIFY_EVERY:
+            self._notified = now
+            super().notify()
+
     def init_process(self):
         self.body_limit = placement_conf.CONF.oslo_middleware.max_request_body_size
         super().init_process()

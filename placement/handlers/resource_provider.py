@@ -43,6 +43,12 @@ def _renderer(req):
     as ready-made JSON (orjson.Fragment). Stored uuids are canonical, so
     they need no escaping.
     """
+    return _render_with(*_form(req))
+
+
+def _form(req):
+    """What a provider's JSON depends on besides the provider: the pieces
+    of its links around its uuid, and whether it shows its tree."""
     version = req.context.version
     base = request.link_href(req, _path(_UUID))
     links = [{"rel": "self", "href": base}]
@@ -51,9 +57,11 @@ def _renderer(req):
         for rel, first in _LINKS
         if version >= first
     ]
-    pieces = orjson.dumps(links).decode().split(_UUID_JSON)
-    nested = version >= versions.NESTED_PROVIDERS
+    pieces = tuple(orjson.dumps(links).decode().split(_UUID_JSON))
+    return pieces, version >= versions.NESTED_PROVIDERS
 
+
+def _render_with(pieces, nested):
     def render(provider):
         body = {
             "uuid": provider["uuid"],
@@ -67,6 +75,26 @@ def _renderer(req):
         return body
 
     return render
+
+
+# Stands for a provider's generation in its JSON written ahead: orjson
+# escapes a NUL in any string, so the only raw one is this.
+_GENERATION = orjson.Fragment(b"\0")
+
+
+def _encoding(req):
+    """The unfiltered list's provider_list.Encoding for this request: the
+    same JSON as rendering the list."""
+    form = _form(req)
+    render = _render_with(*form)
+
+    def provider(fields):
+        before, after = orjson.dumps(
+            render(dict(fields, generation=_GENERATION))
+        ).split(b"\0")
+        return before, after
+
+    return provider_list.Encoding(form, provider, b'{"resource_providers":[', b"]}")
 
 
 def _render(req, provider):
@@ -98,6 +126,12 @@ def list_resource_providers(req, resp):
         filters["required"] = query_params.parse_required(
             [v for k, v in pairs if k == "required"], version
         )
+    if not filters:
+        listing = provider_list.list_encoded(ctx.db, _encoding(req))
+        if listing is not None:
+            request.render(resp, listing[0])
+            request.set_last_modified(req, resp, listing[1], always=True)
+            return
     if count + len(filters.get("resources", ())) > MAX_FILTERS:
         raise errors.BadRequest(
             "Invalid query string parameters: at most %d filters "

@@ -3,12 +3,21 @@
 One SELECT with the filters as (correlated) EXISTS clauses, one aggregate
 with the same filters for last-modified, plus at most three small lookups
 (in_tree root, trait ids, class ids): the number of queries never depends
-on the number of providers. The unfiltered list takes names, uuids and
-trees from the worker's provider catalog while it is current and reads
-only generations.
+on the number of providers.
+
+The unfiltered list (``list_encoded``) is answered as JSON written ahead:
+each provider's JSON around its generation, from the worker's provider
+catalog, and the whole body, kept while the catalog's stamp and the sum of
+the generations stay the same. See "The unfiltered provider list" in
+doc/architecture.md.
 """
 
 import datetime
+import threading
+import typing
+import weakref
+from collections.abc import Callable
+from collections.abc import Hashable
 from collections.abc import Mapping
 from collections.abc import Sequence
 
@@ -19,7 +28,9 @@ from placement.db import tables
 from placement.objects import common
 from placement.objects import constraints
 from placement.objects import resource_provider as rp_obj
+from placement.objects.catalog import changes
 from placement.objects.catalog import refresh
+from placement.objects.catalog.store import Catalog
 from placement.schemas import inventory as inventory_schema
 
 RP = tables.resource_providers
@@ -60,10 +71,6 @@ def list_providers(
     if member_of:
         clauses += _member_of(member_of)
     with db.reader() as conn:
-        if not (clauses or in_tree or required or resources):
-            everyone = _from_catalog(db, conn)
-            if everyone is not None:
-                return everyone
         if in_tree is not None:
             root_id = conn.scalar(
                 sa.select(RP.c.root_provider_id).where(RP.c.uuid == in_tree)
@@ -88,30 +95,161 @@ def list_providers(
     return providers, last_modified
 
 
-def _from_catalog(db, conn):
-    """The unfiltered list from the worker's provider catalog, reading
-    only generations (they move with allocations) and last modified; None
-    when the catalog is not current."""
-    cached = refresh.current(db, conn)
-    if cached is None:
+class Encoding(typing.NamedTuple):
+    """How the unfiltered list is written as JSON."""
+
+    # Everything the JSON depends on besides the providers (microversion,
+    # mount prefix): bodies and providers' JSON are kept per key.
+    key: Hashable
+    # {uuid, name, parent_provider_uuid, root_provider_uuid} -> the
+    # provider's JSON before and after its generation.
+    provider: Callable[[dict], tuple[bytes, bytes]]
+    head: bytes  # before the comma-separated providers
+    tail: bytes  # after them
+
+
+def list_encoded(
+    db: db_api.Database, encoding: Encoding
+) -> tuple[bytes, datetime.datetime | None] | None:
+    """(JSON body, last modified) of every provider, ordered by id, from
+    the catalog; None when the catalog is not current (the caller lists
+    through SQL).
+
+    While the catalog's stamp stays the same, no provider comes or goes
+    and generations only grow (every other write of a provider is a
+    catalog change), so the stamp and the sum of the generations, read in
+    one statement, tell whether a body written before is still the answer.
+    """
+    with db.reader() as conn:
+        stamp, generations, last_modified = conn.execute(_STATE).one()
+        catalog = refresh.current(db, conn, stamp)
+        if catalog is None or catalog.stamp != stamp:
+            # Not current, or brought up to a newer stamp (READ COMMITTED
+            # reads the newest commits at every statement).
+            return None
+        listings = _listings(db)
+        body = listings.body(encoding.key, stamp, generations)
+        if body is None:
+            rows = conn.execute(_GENERATIONS).all()
+            # The rows are those of the stamp if it has not moved since.
+            if conn.execute(_STATE).one()[0] != stamp or len(rows) != len(
+                catalog.providers
+            ):
+                return None
+            body = listings.write(catalog, encoding, rows)
+    return body, last_modified
+
+
+_STATE = sa.select(
+    changes.STAMP.scalar_subquery(),
+    sa.func.coalesce(sa.func.sum(RP.c.generation), 0),
+    sa.func.max(sa.func.coalesce(RP.c.updated_at, RP.c.created_at)),
+)
+_GENERATIONS = sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
+
+
+class _Listings:
+    """One database's unfiltered lists written as JSON in this process:
+    per encoding key, each provider's JSON around its generation (as of
+    ``catalog``) and the last body, with the stamp and generation sum it
+    answers."""
+
+    # Encoding keys kept (a few microversions' link sets): each holds
+    # about twice the body's size (pieces and body).
+    MAX_KEYS = 4
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.catalog: Catalog | None = None
+        self.fragments: dict = {}  # key -> {rp: (before, after)}
+        self.bodies: dict = {}  # key -> (stamp, generation sum, body)
+
+    def body(self, key, stamp, generations):
+        kept = self.bodies.get(key)
+        if kept is not None and kept[0] == stamp and kept[1] == generations:
+            return kept[2]
         return None
-    uuids, names, every = cached.uuids, cached.names, cached.providers
-    # Providers created after the catalog's stamp was read are left out,
-    # as if this transaction had started before them.
-    providers = [
-        {
-            "uuid": uuids[rp],
-            "name": names[rp],
-            "generation": generation,
-            "parent_provider_uuid": uuids.get(every[rp].parent_id),
-            "root_provider_uuid": uuids[every[rp].root_id],
-        }
-        for rp, generation in conn.execute(
-            sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
-        ).all()
-        if rp in every
-    ]
-    return providers, _last_modified(conn, ()) if providers else None
+
+    def write(self, catalog, encoding, rows):
+        """The body of ``rows`` ((id, generation) of every provider of
+        ``catalog``, by id), kept for the next requests."""
+        with self.lock:
+            fragments = self._fragments(catalog, encoding)
+            body = b",".join(
+                b"%s%d%s" % (fragments[rp][0], generation, fragments[rp][1])
+                for rp, generation in rows
+            ).join((encoding.head, encoding.tail))
+            if encoding.key not in self.bodies and len(self.bodies) >= self.MAX_KEYS:
+                self.bodies.clear()
+            self.bodies[encoding.key] = (
+                catalog.stamp,
+                sum(generation for _, generation in rows),
+                body,
+            )
+        return body
+
+    def _fragments(self, catalog, encoding):
+        """{rp: (before, after)} for ``encoding`` at ``catalog``: the JSON
+        of providers whose row is unchanged since it was written is kept."""
+        if self.catalog is not catalog:
+            old, self.catalog = self.catalog, catalog
+            if old is None or not (
+                old.providers is catalog.providers
+                and old.names is catalog.names
+                and old.uuids is catalog.uuids
+            ):
+                self.fragments = {
+                    key: {
+                        rp: written
+                        for rp, written in fragments.items()
+                        if _same(old, catalog, rp)
+                    }
+                    for key, fragments in self.fragments.items()
+                }
+        fragments = self.fragments.get(encoding.key)
+        if fragments is None:
+            if len(self.fragments) >= self.MAX_KEYS:
+                self.fragments.clear()
+            fragments = self.fragments[encoding.key] = {}
+        uuids = catalog.uuids
+        for rp, provider in catalog.providers.items():
+            if rp not in fragments:
+                fragments[rp] = encoding.provider(
+                    {
+                        "uuid": uuids[rp],
+                        "name": catalog.names[rp],
+                        "parent_provider_uuid": uuids.get(provider.parent_id),
+                        "root_provider_uuid": uuids[provider.root_id],
+                    }
+                )
+        return fragments
+
+
+def _same(old, new, rp):
+    """Provider ``rp`` has the same JSON in both catalogs: the same uuid,
+    name, parent and root (a provider's uuid never changes, so neither do
+    its parent's and root's)."""
+    provider = new.providers.get(rp)
+    return (
+        provider is not None
+        and old.providers.get(rp) == provider
+        and old.names.get(rp) == new.names[rp]
+        and old.uuids.get(rp) == new.uuids[rp]
+    )
+
+
+_LISTINGS: "weakref.WeakKeyDictionary[db_api.Database, _Listings]" = (
+    weakref.WeakKeyDictionary()
+)
+_LISTINGS_LOCK = threading.Lock()
+
+
+def _listings(db):
+    with _LISTINGS_LOCK:
+        listings = _LISTINGS.get(db)
+        if listings is None:
+            listings = _LISTINGS[db] = _Listings()
+    return listings
 
 
 def _last_modified(conn, clauses):

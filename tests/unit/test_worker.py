@@ -1,5 +1,6 @@
 """placement-api's gunicorn worker closes idle kept-alive connections, but
-never one whose next request has already arrived."""
+never one whose next request has already arrived; it tells the arbiter it
+is alive once a second at most."""
 
 import collections
 import selectors
@@ -66,3 +67,16 @@ def test_a_stopping_worker_closes_every_connection():
     self.murder_keepalived(force=True)
     assert not self.keepalived_conns and self.nr_conns == 0
     asking_client.close()
+
+
+def test_the_heartbeat_is_touched_once_a_second_at_most():
+    touched = []
+    self = worker.HeadFirstWorker.__new__(worker.HeadFirstWorker)
+    self.tmp = types.SimpleNamespace(notify=lambda: touched.append(time.monotonic()))
+
+    for _ in range(100):
+        self.notify()
+    assert len(touched) == 1
+    self._notified -= worker.HeadFirstWorker.NOTIFY_EVERY
+    self.notify()
+    assert len(touched) == 2

@@ -178,11 +178,13 @@ def _log(conn: sa.Connection, changes: set) -> None:
         )
 
 
+# The stamp: the number of catalog changes committed so far (only grows).
+STAMP = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+
+
 def stamp(conn: sa.Connection) -> int:
-    """The number of catalog changes committed so far (only grows)."""
-    return conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
-    ).scalar_one()
+    """The stamp ``conn`` reads."""
+    return conn.execute(STAMP).scalar_one()
 
 
 def counts(conn: sa.Connection) -> dict[int, int]:

@@ -39,10 +39,13 @@ class Cache:
         # True while the held lock reads the whole catalog (not deltas).
         self.reading_all = False
 
-    def current(self, db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+    def current(
+        self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+    ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
-        stamp = changes.stamp(conn)
+        if stamp is None:
+            stamp = changes.stamp(conn)
         catalog = self.catalog
         outcome = "hit"
         for _ in range(CHASES):
@@ -181,13 +184,17 @@ def _cache(db):
     return cache
 
 
-def current(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+def current(
+    db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+) -> Catalog | None:
     """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
     None when the caller should read through SQL (the catalog is off, or
-    being read by another request, or newer than this transaction)."""
+    being read by another request, or newer than this transaction).
+    ``stamp``: the one the caller has just read in this transaction (it
+    is read here otherwise)."""
     if not CONF.placement.provider_catalog:
         return None
-    return _cache(db).current(db, conn)
+    return _cache(db).current(db, conn, stamp)
 
 
 def warm(db: db_api.Database) -> int | None:
