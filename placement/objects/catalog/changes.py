@@ -178,11 +178,13 @@ def _log(conn: sa.Connection, changes: set) -> None:
         )
 
 
+# Built once: read by every request that consults the catalog.
+_STAMP = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+
+
 def stamp(conn: sa.Connection) -> int:
     """The number of catalog changes committed so far (only grows)."""
-    return conn.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
-    ).scalar_one()
+    return conn.execute(_STAMP).scalar_one()
 
 
 def counts(conn: sa.Connection) -> dict[int, int]:
