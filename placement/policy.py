@@ -35,6 +35,24 @@ def reset():
     if _ENFORCER is not None:
         _ENFORCER.clear()
     _ENFORCER = None
+    _GRANTED.clear()
+
+
+# Grants already decided, for the rules they were decided under: oslo.policy
+# evaluates a rule anew on every call (a good part of a small request's
+# CPU), and the same caller asking the same rule of the same target gets
+# the same answer while the rules are the same. Denials are not kept: they
+# go through oslo.policy (its scope checks and messages) every time.
+_GRANTED: dict = {}
+_GRANTED_MAX = 10000  # forgotten all at once past that
+_GRANTED_RULES: list = [None]  # the rules' fingerprint they were decided under
+
+
+def _frozen(values):
+    """A hashable form of a creds or target mapping (lists as tuples)."""
+    return tuple(
+        sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in values.items())
+    )
 
 
 def authorize(context, rule, target=None):
@@ -50,6 +68,21 @@ def authorize(context, rule, target=None):
         creds = dict(creds)
         for key in _SCOPE_CREDS:
             creds.pop(key, None)
+    # As oslo.policy does on every call: a changed policy file counts now.
+    enforcer.load_rules()
+    # Reloaded rules are new check objects (in place or in a new mapping).
+    rules = enforcer.rules
+    fingerprint = (id(rules), tuple(map(id, rules.values())))
+    if _GRANTED_RULES[0] != fingerprint or len(_GRANTED) > _GRANTED_MAX:
+        _GRANTED.clear()
+        _GRANTED_RULES[0] = fingerprint
+    try:
+        key = (rule, _frozen(target), _frozen(creds))
+        hash(key)
+    except TypeError:  # a value that cannot be a key: no memory
+        key = None
+    if key is not None and key in _GRANTED:
+        return
     try:
         enforcer.authorize(rule, target, creds, do_raise=True)
     except policy.InvalidScope:
@@ -58,3 +91,5 @@ def authorize(context, rule, target=None):
         raise exception.PolicyNotAuthorized(
             "Policy does not allow %s to be performed." % rule
         )
+    if key is not None:
+        _GRANTED[key] = True

@@ -489,8 +489,11 @@ class Database:
         return insert_ignore(self.dialect, table)
 
 
+@functools.cache
 def insert_ignore(dialect: str, table: sa.Table) -> sa.Insert:
-    """An INSERT for ``dialect`` (name) that skips existing unique keys."""
+    """An INSERT for ``dialect`` (name) that skips existing unique keys;
+    built once per table (its cache key too), parameters given at
+    execution."""
     if dialect == "sqlite":
         return table.insert().prefix_with("OR IGNORE")
     if dialect == "mysql":

@@ -5,11 +5,14 @@ PUT /allocations/{c}, POST /allocations and the reshaper (doc/architecture.md
 A write is one transaction: one consistent read (a single statement) of the
 generations, inventories and usage it checks, the checks, a compare-and-swap
 of every touched provider's generation (seen -> seen + 1), then the consumer
-and allocation rows. Losing a swap (provider or consumer) rolls the whole
-transaction back and ``run_write`` starts a new one that reads everything
-again, up to ``[placement] allocation_conflict_retry_count`` times. No row
-locks: on MySQL the swap's UPDATE waits for a competing writer's commit and
-then sees its new generation.
+and allocation rows. A swap that lost for every provider changed nothing:
+PUT and POST /allocations read generations and usage again in the same
+transaction and go on. A partly lost swap, or a lost consumer swap, rolls
+the whole transaction back and ``run_write`` starts a new one that reads
+everything again. Either way at most ``[placement]
+allocation_conflict_retry_count`` times. No row locks: on MySQL the swap's
+UPDATE waits for a competing writer's commit and then sees its new
+generation.
 """
 
 import dataclasses
@@ -59,37 +62,58 @@ def replace_allocations(
 ) -> None:
     """Replace the allocations of every consumer in ``writes`` (a list of
     ``consumer.ConsumerWrite``), all or nothing."""
+    retries = Retries()
 
     def attempt(conn):
-        return write_in(conn, prepare(conn, writes, check_generation)).learned
+        prepared = prepare(conn, writes, check_generation)
+        return write_in(conn, prepared, retries).learned
 
     learned = run_write(
         db,
         attempt,
         "Inventory and/or allocations changed while attempting to allocate: ",
+        retries,
     )
     common.remember(db, learned)  # committed now
+
+
+class Retries:
+    """The retries left to one write (``[placement]
+    allocation_conflict_retry_count``), in new transactions or not."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def take(self) -> bool:
+        """Whether the write may try again; counts the retry."""
+        if self.taken >= CONF.placement.allocation_conflict_retry_count:
+            return False
+        self.taken += 1
+        events.conflict_retry()
+        return True
 
 
 def run_write(
     db: db_api.Database,
     attempt: Callable[[sa.Connection], typing.Any],
     conflict_prefix: str,
+    retries: Retries | None = None,
 ) -> typing.Any:
     """Run ``attempt(conn)`` in a writer transaction, re-running it in a new
-    transaction when it lost a generation race."""
-    retries = CONF.placement.allocation_conflict_retry_count
-    for n in range(retries + 1):
+    transaction when it lost a generation race (while ``retries``, shared
+    with the attempt, allow)."""
+    retries = retries or Retries()
+    while True:
         try:
             return _transaction(db, attempt)
         except (ProviderRace, consumer_obj.ConsumerRace) as race:
-            lost = race
-            if n < retries:
-                events.conflict_retry()
-                # Jitter so that racing writers do not collide again in step.
-                time.sleep(random.uniform(0, RETRY_JITTER_S * (n + 1)))
-    message = PROVIDER_RACE if isinstance(lost, ProviderRace) else CONSUMER_RACE
-    raise exception.ConcurrentUpdate(conflict_prefix + message)
+            if not retries.take():
+                message = (
+                    PROVIDER_RACE if isinstance(race, ProviderRace) else CONSUMER_RACE
+                )
+                raise exception.ConcurrentUpdate(conflict_prefix + message)
+            # Jitter so that racing writers do not collide again in step.
+            time.sleep(random.uniform(0, RETRY_JITTER_S * retries.taken))
 
 
 @db_api.retry_on_deadlock
@@ -118,15 +142,12 @@ def prepare(
 ) -> "_Prepared":
     """The checks that come before any change: consumer generations (from
     1.28) in body order, then that every named provider exists (400)."""
-    consumers, held = consumer_obj.existing(conn, [w.uuid for w in writes])
+    named = [rp for w in writes for rp in w.allocations]
+    consumers, held, providers = consumer_obj.existing(
+        conn, [w.uuid for w in writes], named
+    )
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
-    named = [rp for w in writes for rp in w.allocations]
-    providers: dict[str, int] = dict(
-        conn.execute(
-            sa.select(RP.c.uuid, RP.c.id).where(RP.c.uuid.in_(set(named)))
-        ).all()
-    )
     for rp_uuid in named:
         if rp_uuid not in providers:
             raise exception.BadRequest(
@@ -135,10 +156,22 @@ def prepare(
     return _Prepared(writes, consumers, providers, held)
 
 
-def write_in(conn: sa.Connection, prepared: _Prepared) -> Written:
+_DELETE = ALLOC.delete().where(
+    ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True))
+)
+_INSERT = ALLOC.insert()
+
+
+def write_in(
+    conn: sa.Connection, prepared: _Prepared, retries: Retries | None = None
+) -> Written:
     """Steps 2-5 of the write inside the caller's transaction; returns the
     ids of the providers whose generation it moved and the ids it
-    learned."""
+    learned. With ``retries``, a swap lost for every provider (which
+    changed nothing) reads and checks again in this transaction: under
+    READ COMMITTED the read sees the winner's commit, which the swap's
+    UPDATE waited for. Only PUT and POST /allocations may: the reshaper
+    wrote before."""
     writes = prepared.writes
     class_names = [rc for w in writes for res in w.allocations.values() for rc in res]
     rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names), cached=True)
@@ -160,7 +193,7 @@ def write_in(conn: sa.Connection, prepared: _Prepared) -> Written:
     touched = {r["resource_provider_id"] for r in new_rows}
     for uuid in emptied:
         touched.update(prepared.held.get(uuid, ()))
-    if touched:
+    while touched:
         generations, capacity = _read_state(conn, touched, set(rc_ids.values()), uuids)
         _check_capacity(
             new_rows,
@@ -168,18 +201,20 @@ def write_in(conn: sa.Connection, prepared: _Prepared) -> Written:
             {v: k for k, v in rc_ids.items()},
             {v: k for k, v in prepared.providers.items()},
         )
-        common.swap_generations(
-            conn, {rp: generations[rp] for rp in touched}, ProviderRace()
-        )
+        swapped = common.swap_count(conn, {rp: generations[rp] for rp in touched})
+        if swapped == len(touched):
+            break
+        if swapped or retries is None or not retries.take():
+            raise ProviderRace()
     learned = consumer_obj.save(conn, writes, prepared.consumers)
     # Only consumers seen holding allocations can hold any now: another
     # writer giving some to one of the others first creates or swaps its
     # consumer row, which made the save above fail.
     holding = [u for u in uuids if u in prepared.held]
     if holding:
-        conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id.in_(holding)))
+        conn.execute(_DELETE, {"uuids": holding})
     if new_rows:
-        conn.execute(ALLOC.insert(), new_rows)
+        conn.execute(_INSERT, new_rows)
     return Written(touched, learned)
 
 
@@ -190,29 +225,26 @@ class _Capacity:
     used_by_writers: int  # of which by the consumers being rewritten
 
 
-def _read_state(conn, provider_ids, class_ids, consumer_uuids):
-    """Generations of ``provider_ids`` and, for their inventories of
-    ``class_ids``, the current usage: ONE statement, so the usage is exactly
-    as old as the generation that the write later swaps."""
+def _state_query():
+    classes = sa.bindparam("classes", expanding=True)
+    consumers = sa.bindparam("consumers", expanding=True)
     usage = (
         sa.select(
             ALLOC.c.resource_provider_id,
             ALLOC.c.resource_class_id,
             sa.func.sum(ALLOC.c.used).label("used"),
             sa.func.sum(
-                sa.case(
-                    (ALLOC.c.consumer_id.in_(consumer_uuids), ALLOC.c.used), else_=0
-                )
+                sa.case((ALLOC.c.consumer_id.in_(consumers), ALLOC.c.used), else_=0)
             ).label("used_by_writers"),
         )
         .where(
-            ALLOC.c.resource_provider_id.in_(provider_ids),
-            ALLOC.c.resource_class_id.in_(class_ids),
+            ALLOC.c.resource_provider_id.in_(sa.bindparam("providers", expanding=True)),
+            ALLOC.c.resource_class_id.in_(classes),
         )
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery()
     )
-    query = (
+    return (
         sa.select(
             RP.c.id,
             RP.c.generation,
@@ -231,7 +263,7 @@ def _read_state(conn, provider_ids, class_ids, consumer_uuids):
                 INV,
                 sa.and_(
                     INV.c.resource_provider_id == RP.c.id,
-                    INV.c.resource_class_id.in_(class_ids),
+                    INV.c.resource_class_id.in_(classes),
                 ),
             ).outerjoin(
                 usage,
@@ -241,10 +273,28 @@ def _read_state(conn, provider_ids, class_ids, consumer_uuids):
                 ),
             )
         )
-        .where(RP.c.id.in_(provider_ids))
+        .where(RP.c.id.in_(sa.bindparam("providers", expanding=True)))
     )
+
+
+# Built once: building it per write would compute its cache key each time.
+_STATE = _state_query()
+
+
+def _read_state(conn, provider_ids, class_ids, consumer_uuids):
+    """Generations of ``provider_ids`` and, for their inventories of
+    ``class_ids``, the current usage: ONE statement, so the usage is exactly
+    as old as the generation that the write later swaps."""
     generations, capacity = {}, {}
-    for row in conn.execute(query).mappings():
+    rows = conn.execute(
+        _STATE,
+        {
+            "providers": list(provider_ids),
+            "classes": list(class_ids),
+            "consumers": list(consumer_uuids),
+        },
+    ).mappings()
+    for row in rows:
         generations[row["id"]] = row["generation"]
         if row["resource_class_id"] is not None:
             capacity[row["id"], row["resource_class_id"]] = _Capacity(

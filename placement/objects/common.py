@@ -79,24 +79,38 @@ def provider_not_found(uuid: str) -> exception.ResourceProviderNotFound:
     )
 
 
+# Built once (see ``swap_count``).
+_SWAP = (
+    RP.update()
+    .where(
+        RP.c.id.in_(sa.bindparam("ids", expanding=True)),
+        sa.tuple_(RP.c.id, RP.c.generation).in_(sa.bindparam("seen", expanding=True)),
+    )
+    .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
+)
+
+
+def swap_count(conn: sa.Connection, seen: dict[int, int]) -> int:
+    """Compare-and-swap the generation of every provider in ``seen``
+    ({id: generation read}) to generation + 1, in one statement; returns
+    how many it swapped (fewer than ``seen``: another writer moved the
+    others first).
+
+    ``updated_at`` is left alone: a generation bump is not an edit of the
+    provider itself. The statement is built once: building it per call
+    would compute its cache key on every write.
+    """
+    return conn.execute(_SWAP, {"ids": list(seen), "seen": list(seen.items())}).rowcount
+
+
 def swap_generations(
     conn: sa.Connection,
     seen: dict[int, int],
     conflict: exception.PlacementException | None = None,
 ) -> None:
-    """Compare-and-swap the generation of every provider in ``seen``
-    ({id: generation read}) to generation + 1, in one statement.
-
-    ``updated_at`` is left alone: a generation bump is not an edit of the
-    provider itself. Raises ``conflict`` (an exception instance, default
-    ConcurrentUpdate) when another writer moved any of them first.
-    """
-    result = conn.execute(
-        RP.update()
-        .where(RP.c.id.in_(seen), RP.c.generation == sa.case(seen, value=RP.c.id))
-        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
-    )
-    if result.rowcount != len(seen):
+    """``swap_count`` raising ``conflict`` (an exception instance, default
+    ConcurrentUpdate) when another writer moved any of them first."""
+    if swap_count(conn, seen) != len(seen):
         raise conflict or exception.ConcurrentUpdate(
             "resource provider generation conflict"
         )
@@ -252,7 +266,7 @@ def ensure_ids(
     if len(missing) == 1:
         # One new name: its id comes back with the INSERT.
         name = next(iter(missing))
-        new_id = db_api.inserted_id(conn.execute(insert.values({column: name})))
+        new_id = db_api.inserted_id(conn.execute(insert, {column: name}))
         if new_id is not None:
             new[name] = new_id
     else:

@@ -9,6 +9,7 @@ lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
 import dataclasses
 from collections.abc import Iterable
 from typing import Any
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -18,6 +19,8 @@ from placement.db import tables
 from placement.objects import common
 
 CONSUMERS = tables.consumers
+ALLOC = tables.allocations
+RP = tables.resource_providers
 PROJECTS = tables.projects
 USERS = tables.users
 TYPES = tables.consumer_types
@@ -42,44 +45,61 @@ class ConsumerWrite:
     allocations: dict
 
 
-def existing(
-    conn: sa.Connection, uuids: Iterable[str]
-) -> tuple[dict[str, sa.RowMapping], dict[str, set[int]]]:
-    """({uuid: row} of the consumers among ``uuids`` that exist,
-    {uuid: {provider ids}} of those among ``uuids`` that hold allocations,
-    with or without a consumer row): one statement."""
-    uuids = set(uuids)
-    ALLOC = tables.allocations
-    consumers = sa.select(
+class Existing(NamedTuple):
+    consumers: dict[str, sa.RowMapping]  # {uuid: consumer row} of those that exist
+    held: dict[str, set[int]]  # {uuid: {provider ids}} of those holding allocations
+    providers: dict[str, int]  # {uuid: id} of the named providers that exist
+
+
+# The statement of ``existing``, built once: its cache key is computed
+# once too, which building it per call would repeat on every write.
+_EXISTING = sa.union_all(
+    sa.select(
+        sa.literal_column("0", sa.Integer).label("kind"),
         CONSUMERS.c.id,
         CONSUMERS.c.uuid,
         CONSUMERS.c.generation,
         CONSUMERS.c.project_id,
         CONSUMERS.c.user_id,
         CONSUMERS.c.consumer_type_id,
-        sa.cast(sa.null(), sa.Integer).label("resource_provider_id"),
-    ).where(CONSUMERS.c.uuid.in_(uuids))
-    held = (
-        sa.select(
-            sa.cast(sa.null(), sa.Integer),
-            ALLOC.c.consumer_id,
-            sa.cast(sa.null(), sa.Integer),
-            sa.cast(sa.null(), sa.Integer),
-            sa.cast(sa.null(), sa.Integer),
-            sa.cast(sa.null(), sa.Integer),
-            ALLOC.c.resource_provider_id,
-        )
-        .where(ALLOC.c.consumer_id.in_(uuids))
-        .distinct()
+    ).where(CONSUMERS.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
+    sa.select(
+        sa.literal_column("1", sa.Integer),
+        ALLOC.c.resource_provider_id,
+        ALLOC.c.consumer_id,
+        *[sa.cast(sa.null(), sa.Integer)] * 4,
     )
+    .where(ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+    .distinct(),
+    sa.select(
+        sa.literal_column("2", sa.Integer),
+        RP.c.id,
+        RP.c.uuid,
+        *[sa.cast(sa.null(), sa.Integer)] * 4,
+    ).where(RP.c.uuid.in_(sa.bindparam("providers", expanding=True))),
+)
+
+
+def existing(
+    conn: sa.Connection, uuids: Iterable[str], providers: Iterable[str] = ()
+) -> Existing:
+    """The consumers among ``uuids`` that exist, the providers of those
+    among them holding allocations (with or without a consumer row), and
+    the ids of the ``providers`` (uuids) that exist: one statement."""
     found: dict[str, sa.RowMapping] = {}
-    providers: dict[str, set[int]] = {}
-    for row in conn.execute(sa.union_all(consumers, held)).mappings():
-        if row["resource_provider_id"] is None:
+    held: dict[str, set[int]] = {}
+    provider_ids: dict[str, int] = {}
+    rows = conn.execute(
+        _EXISTING, {"uuids": list(set(uuids)), "providers": list(set(providers))}
+    ).mappings()
+    for row in rows:
+        if row["kind"] == 0:
             found[row["uuid"]] = row
+        elif row["kind"] == 1:
+            held.setdefault(row["uuid"], set()).add(row["id"])
         else:
-            providers.setdefault(row["uuid"], set()).add(row["resource_provider_id"])
-    return found, providers
+            provider_ids[row["uuid"]] = row["id"]
+    return Existing(found, held, provider_ids)
 
 
 def check_generations(
@@ -95,6 +115,9 @@ def check_generations(
                 "consumer generation conflict - expected %s but got %s"
                 % ("null" if row is None else stored, write.generation)
             )
+
+
+_INSERT = CONSUMERS.insert()
 
 
 def save(
@@ -142,7 +165,7 @@ def save(
 
     if new:
         try:
-            conn.execute(CONSUMERS.insert(), new)
+            conn.execute(_INSERT, new)
         except sa_exc.IntegrityError:
             raise ConsumerRace("consumer created concurrently")
     # One UPDATE per distinct (project, user, type): usually a single one.

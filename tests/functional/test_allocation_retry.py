@@ -1,7 +1,9 @@
 """The allocation writer's server-side retry, on real SQLite, MySQL and PostgreSQL:
-a lost generation swap is retried in a NEW transaction (which re-reads
-generations and usage), up to [placement] allocation_conflict_retry_count
-times, then it is a clean ConcurrentUpdate and nothing was written.
+a generation swap lost for every provider (which changed nothing) reads
+generations and usage again in the same transaction; one lost for only some
+providers rolls back and is retried in a NEW transaction. Either way up to
+[placement] allocation_conflict_retry_count times, then it is a clean
+ConcurrentUpdate and nothing was written.
 
 The race is provoked deterministically by making the consistent read report
 a generation one behind the stored one, as if another writer had committed
@@ -59,9 +61,10 @@ def _claim(rp_uuid, consumer_uuid=None, generation=None):
     )
 
 
-def _stale_reads(monkeypatch, stale_attempts):
-    """Make the first ``stale_attempts`` reads report generations one behind;
-    returns the list of generations each attempt saw."""
+def _stale_reads(monkeypatch, stale_attempts, stale=None):
+    """Make the first ``stale_attempts`` reads report generations one behind
+    (of the providers in ``stale``, default all); returns the list of
+    generations each attempt saw."""
     real = alloc_obj._read_state
     seen = []
 
@@ -69,19 +72,38 @@ def _stale_reads(monkeypatch, stale_attempts):
         generations, capacity = real(conn, *args)
         seen.append(dict(generations))
         if len(seen) <= stale_attempts:
-            generations = {rp: g - 1 for rp, g in generations.items()}
+            generations = {
+                rp: g - 1 if stale is None or rp in stale else g
+                for rp, g in generations.items()
+            }
         return generations, capacity
 
     monkeypatch.setattr(alloc_obj, "_read_state", read_state)
     return seen
 
 
-def test_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
+def _transactions(monkeypatch):
+    """Count the write transactions begun."""
+    begun = []
+    real = alloc_obj._transaction
+
+    def transaction(db, attempt):
+        begun.append(1)
+        return real(db, attempt)
+
+    monkeypatch.setattr(alloc_obj, "_transaction", transaction)
+    return begun
+
+
+def test_lost_swap_is_read_again_in_the_same_transaction(db, provider, monkeypatch):
     seen = _stale_reads(monkeypatch, stale_attempts=RETRIES)
+    begun = _transactions(monkeypatch)
     claim = _claim(provider)
     alloc_obj.replace_allocations(db, [claim], check_generation=True)
     assert len(seen) == RETRIES + 1
-    # Every attempt re-read the same committed state: the losers rolled back.
+    assert len(begun) == 1
+    # Every attempt re-read the same committed state: the lost swaps changed
+    # nothing.
     assert all(s == seen[0] for s in seen)
     found = alloc_obj.for_consumer(db, claim.uuid)
     assert found.allocations[provider]["resources"] == {"VCPU": 2}
@@ -103,8 +125,38 @@ def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
     # Nothing of any attempt survived: no rows, no consumer, no generation.
     assert alloc_obj.for_consumer(db, claim.uuid).allocations == {}
     with db.reader() as conn:
-        assert consumer_obj.existing(conn, [claim.uuid]) == ({}, {})
+        assert consumer_obj.existing(conn, [claim.uuid]) == ({}, {}, {})
     assert alloc_obj.for_provider(db, provider).generation == list(seen[0].values())[0]
+
+
+def test_partly_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
+    """A swap that moved some generations but not all rolls back: the
+    retry begins a new transaction, and each provider moves by one."""
+    other = str(uuid.uuid4())
+    with db.writer() as conn:
+        changes.record(conn, changes.EVERYTHING)
+        conn.execute(
+            tables.resource_providers.insert().values(
+                uuid=other, name=other, generation=0
+            )
+        )
+    inv_obj.replace_inventories(
+        db, other, 0, {"VCPU": inv_obj.with_defaults({"total": 8})}
+    )
+    with db.reader() as conn:
+        stale_id = consumer_obj.existing(conn, [], [other]).providers[other]
+    seen = _stale_reads(monkeypatch, stale_attempts=1, stale={stale_id})
+    begun = _transactions(monkeypatch)
+    claim = _claim(provider)
+    claim.allocations[other] = {"VCPU": 1}
+    alloc_obj.replace_allocations(db, [claim], check_generation=True)
+    assert len(seen) == 2 and len(begun) == 2
+    assert seen[0] == seen[1]
+    found = alloc_obj.for_consumer(db, claim.uuid).allocations
+    assert {rp: found[rp]["generation"] for rp in found} == {
+        provider: 2,
+        other: 2,
+    }
 
 
 def test_consumer_created_concurrently(db, provider, monkeypatch):
@@ -115,9 +167,10 @@ def test_consumer_created_concurrently(db, provider, monkeypatch):
     real = consumer_obj.existing
     calls = []
 
-    def existing(conn, uuids):
+    def existing(conn, uuids, providers):
         calls.append(uuids)
-        return ({}, {}) if len(calls) == 1 else real(conn, uuids)
+        found = real(conn, uuids, providers)
+        return found._replace(consumers={}, held={}) if len(calls) == 1 else found
 
     monkeypatch.setattr(consumer_obj, "existing", existing)
     with pytest.raises(exception.ConcurrentUpdate) as raised:

@@ -9,6 +9,8 @@ some non-403 answer (200, 400, 404...) and a denied one the 403 naming the
 rule.
 """
 
+import os
+
 import pytest
 
 from placement import policies
@@ -213,3 +215,19 @@ def test_missing_policy_file_means_defaults(tmp_path):
     with pipeline(**{"oslo_policy.policy_file": missing}) as app:
         assert allowed(app, "traits:list", "admin")
         assert not allowed(app, "traits:list", "reader")
+
+
+def test_policy_file_changes_count_at_the_next_request(tmp_path):
+    """A grant already given is not remembered past a change of the rules:
+    the policy file is read again when it changes, as oslo.policy does."""
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text('"placement:traits:list": "role:reader"\n')
+    with pipeline(**{"oslo_policy.policy_file": str(policy_file)}) as app:
+        assert allowed(app, "traits:list", "reader")
+        assert allowed(app, "traits:list", "reader")
+        policy_file.write_text('"placement:traits:list": "role:admin"\n')
+        # oslo.policy notices a change by the file's modification time.
+        stat = policy_file.stat()
+        os.utime(policy_file, (stat.st_atime, stat.st_mtime + 10))
+        assert not allowed(app, "traits:list", "reader")
+        assert allowed(app, "traits:list", "admin")

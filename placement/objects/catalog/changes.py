@@ -179,6 +179,7 @@ def _log(conn: sa.Connection, changes: set) -> None:
 
 
 # The stamp: the number of catalog changes committed so far (only grows).
+# Built once: every request that consults the catalog reads it.
 STAMP = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
 
 
