@@ -80,18 +80,24 @@ def run_once(command, extra, workers, db_sync, tmp, bytecode=True, server_cmd=No
     else:
         args = ["bash", "-c", server_cmd]
         env["PORT"] = str(port)
+    log = tempfile.TemporaryFile()
     started = time.monotonic()
     proc = subprocess.Popen(
         args,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
         while not _answered(port):
             if proc.poll() is not None:
-                sys.exit("%s exited with %s" % (command, proc.returncode))
+                log.seek(0)
+                tail = log.read().decode(errors="replace").splitlines()[-5:]
+                sys.exit(
+                    "%s exited with %s:\n%s"
+                    % (server_cmd or command, proc.returncode, "\n".join(tail))
+                )
             if time.monotonic() - started > 30:
                 sys.exit("no answer within 30 s")
             time.sleep(0.005)
@@ -100,6 +106,7 @@ def run_once(command, extra, workers, db_sync, tmp, bytecode=True, server_cmd=No
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         proc.wait()
+        log.close()
 
 
 def main():
