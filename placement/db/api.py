@@ -109,7 +109,6 @@ def create_engine(
         return engine
     if url.get_backend_name() in ("mysql", "postgresql"):
         kwargs["isolation_level"] = "READ COMMITTED"
-        kwargs["pool_pre_ping"] = True
         # The pool's own rollback-on-return is a round trip per request
         # after a transaction that already ended; _setup_mysql resets only
         # connections that may still be inside one.
@@ -125,17 +124,48 @@ def create_engine(
         budget = dbconf.statement_timeout if dbconf is not None else 0
         if url.get_backend_name() == "postgresql":
             engine = sa.create_engine(url, **kwargs)
+            _ping_when_idle(engine)
             _setup_postgresql(engine, budget)
             return engine
         # Whatever the URL says (many deployments have ?charset=utf8, the
         # 3-byte set): text outside the BMP must reach the tables intact.
         url = url.update_query_dict({"charset": "utf8mb4"})
         engine = sa.create_engine(url, **kwargs)
+        _ping_when_idle(engine)
         sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
         sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
         _setup_mysql(engine, sql_mode, sync_wait, budget)
         return engine
     return sa.create_engine(url, **kwargs)
+
+
+# A pooled connection idle for longer than this is pinged before use.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "placement_idle_since"
+
+
+def _ping_when_idle(engine):
+    """The pool's pre-ping, but only for a connection that has been idle
+    for a while (or never used): one was just in use and answered, and
+    under load every request would otherwise pay a round trip for the
+    ping. A server that went away since is still found out at once (the
+    request's statement fails, a 503, and the whole pool is renewed), but
+    no longer replaced silently for the first request that meets it."""
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _stamp(dbapi_conn, record):
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn, record, proxy):
+        since = record.info.get(_IDLE_SINCE)
+        if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S:
+            return
+        # As pool_pre_ping does: a connection that does not answer makes
+        # the pool renew every connection it holds, this one first.
+        if not engine.dialect._do_ping_w_event(dbapi_conn):
+            raise sa_exc.InvalidatePoolError()
 
 
 def _setup_sqlite(engine, synchronous):

@@ -58,10 +58,11 @@ def get_aggregates(req, resp, uuid):
 def set_aggregates(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:aggregates:update")
     form = FORM(req.context.version)
-    # A missing provider is a 404 whatever the body.
-    rp_obj.get(req.context.ctx.db, uuid)
-    aggregates, expected = form.parse(request.json_body(req, form.schema))
-    generation = aggregate_obj.set_provider_aggregates(
-        req.context.ctx.db, uuid, aggregates, expected
+    db = req.context.ctx.db
+    # A missing provider is a 404 whatever the body (an accepted body
+    # meets it in the write).
+    aggregates, expected = form.parse(
+        request.json_body(req, form.schema, refused=lambda: rp_obj.get(db, uuid))
     )
+    generation = aggregate_obj.set_provider_aggregates(db, uuid, aggregates, expected)
     _render(req, resp, aggregates, generation)

@@ -90,17 +90,25 @@ def create_inventory(req, resp, uuid):
 def set_inventories(req, resp, uuid):
     ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:update")
-    # A missing provider is a 404 whatever the body.
-    provider = rp_obj.get(ctx.db, uuid)
-    data = request.json_body(req, schema.PUT_INVENTORIES)
-    inv_obj.check_generation(provider, data["resource_provider_generation"])
+    # A missing provider is a 404 whatever the body, and a stale generation
+    # a 409 before a refused capacity. The provider is looked up on its own
+    # only for a refused body or capacity: otherwise the write's own lookup
+    # makes both checks, in that order.
+    data = request.json_body(
+        req, schema.PUT_INVENTORIES, refused=lambda: rp_obj.get(ctx.db, uuid)
+    )
     records = {
         name: inv_obj.with_defaults(record)
         for name, record in data["inventories"].items()
     }
-    _check_capacity(
-        req, uuid, records, "Unable to update inventory for resource provider"
-    )
+    try:
+        _check_capacity(
+            req, uuid, records, "Unable to update inventory for resource provider"
+        )
+    except errors.BadRequest:
+        provider = rp_obj.get(ctx.db, uuid)
+        inv_obj.check_generation(provider, data["resource_provider_generation"])
+        raise
     try:
         generation = inv_obj.replace_inventories(
             ctx.db, uuid, data["resource_provider_generation"], records

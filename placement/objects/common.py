@@ -116,18 +116,28 @@ def swap_generations(
         )
 
 
+# swap_generations for one provider, built once: its statement is
+# rebuilt (and its cache key worked out) on every call otherwise.
+_SWAP_ONE = (
+    RP.update()
+    .where(RP.c.id == sa.bindparam("b_id"), RP.c.generation == sa.bindparam("b_seen"))
+    .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
+)
+
+
 def bump_generation(
     conn: sa.Connection,
     provider_id: int,
     seen_generation: int,
     message: str | None = None,
 ) -> int:
-    """One provider's compare-and-swap; returns the new generation."""
-    swap_generations(
-        conn,
-        {provider_id: seen_generation},
-        exception.ConcurrentUpdate(message) if message else None,
-    )
+    """One provider's compare-and-swap (as swap_generations); returns the
+    new generation."""
+    result = conn.execute(_SWAP_ONE, {"b_id": provider_id, "b_seen": seen_generation})
+    if result.rowcount != 1:
+        raise exception.ConcurrentUpdate(
+            message or "resource provider generation conflict"
+        )
     return seen_generation + 1
 
 

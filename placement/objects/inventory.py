@@ -80,7 +80,9 @@ def check_capacity(
             )
 
 
-def check_generation(provider: Mapping[str, Any], generation: int) -> None:
+def check_generation(
+    provider: Mapping[str, Any] | sa.RowMapping, generation: int
+) -> None:
     if provider["generation"] != generation:
         raise exception.ConcurrentUpdate("resource provider generation conflict")
 
@@ -226,12 +228,8 @@ def replace_inventories(
         provider, existing = common.get_provider_with(
             conn, uuid, INV.c.resource_class_id
         )
-        if provider["generation"] != generation:
-            # What the swap below would find: no need to try it.
-            raise exception.ConcurrentUpdate(
-                "update conflict: resource provider %s generation changed "
-                "concurrently." % uuid
-            )
+        # What the swap below would find: no need to try it.
+        check_generation(provider, generation)
         rc_ids = common.resource_class_ids(conn, records, cached=True)
         new_generation = common.bump_generation(
             conn,

@@ -8,6 +8,7 @@ which handlers read directly: ``req.context.ctx``, ``req.context.version``.
 import datetime
 import email.utils
 import urllib.parse
+from collections.abc import Callable
 from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Iterator
@@ -54,8 +55,25 @@ def _body_items(data: Any) -> int:
     return count
 
 
-def json_body(req: falcon.Request, schema: Mapping[str, Any] | None = None) -> Any:
-    """The request's JSON document, validated against ``schema``."""
+def json_body(
+    req: falcon.Request,
+    schema: Mapping[str, Any] | None = None,
+    refused: Callable[[], Any] | None = None,
+) -> Any:
+    """The request's JSON document, validated against ``schema``.
+    ``refused`` is called before a refused body is reported: a lookup
+    whose own error (such as a 404) comes first, done only then so that
+    an accepted body costs no separate lookup."""
+    if refused is None:
+        return _json_body(req, schema)
+    try:
+        return _json_body(req, schema)
+    except errors.BadRequest:
+        refused()
+        raise
+
+
+def _json_body(req, schema):
     raw = req.bounded_stream.read()
     try:
         data = orjson.loads(raw) if raw else orjson.loads(b"")

@@ -14,6 +14,7 @@ catalog whole again: slower, never wrong) and reported to
 ``on_unrecorded``, which the tests make fail.
 """
 
+import functools
 import logging
 import random
 from collections.abc import Callable
@@ -151,23 +152,11 @@ def _log(conn: sa.Connection, changes: set) -> None:
         conn.execute(_BUMP, {"to_shard": shard})
     if len(changes) > MAX_LOGGED:
         changes = {(EVERYTHING, 0)}
-    # One statement: the rows take the shard's new count from its row.
-    rows = [
-        sa.select(
-            CATALOG.c.shard,
-            CATALOG.c.changes,
-            sa.literal(item, sa.Integer),
-            sa.literal(kind, sa.SmallInteger),
-            sa.literal(ref, sa.Integer),
-        ).where(CATALOG.c.shard == shard)
-        for item, (kind, ref) in enumerate(sorted(changes))
-    ]
-    conn.execute(
-        CHANGE_LOG.insert().from_select(
-            ["shard", "seq", "item", "kind", "ref"],
-            rows[0] if len(rows) == 1 else sa.union_all(*rows),
-        )
-    )
+    params: dict[str, int] = {"to_shard": shard}
+    for item, (kind, ref) in enumerate(sorted(changes)):
+        params["kind_%d" % item] = kind
+        params["ref_%d" % item] = ref
+    conn.execute(_log_rows(len(changes)), params)
     if random.randrange(PRUNE_EVERY) == 0:
         count = sa.select(CATALOG.c.changes).where(CATALOG.c.shard == shard)
         conn.execute(
@@ -176,6 +165,28 @@ def _log(conn: sa.Connection, changes: set) -> None:
                 CHANGE_LOG.c.seq <= count.scalar_subquery() - LOG_KEPT,
             )
         )
+
+
+@functools.cache
+def _log_rows(count: int) -> sa.Insert:
+    """The INSERT of ``count`` log rows (kind_<i>, ref_<i>) into the shard
+    ``to_shard``: one statement, the rows taking the shard's new count
+    from its row. Built once per count (at most MAX_LOGGED): building it
+    and its cache key took more time than running it."""
+    rows = [
+        sa.select(
+            CATALOG.c.shard,
+            CATALOG.c.changes,
+            sa.literal(item, sa.Integer),
+            sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
+            sa.bindparam("ref_%d" % item, type_=sa.Integer),
+        ).where(CATALOG.c.shard == sa.bindparam("to_shard"))
+        for item in range(count)
+    ]
+    return CHANGE_LOG.insert().from_select(
+        ["shard", "seq", "item", "kind", "ref"],
+        rows[0] if count == 1 else sa.union_all(*rows),
+    )
 
 
 # The stamp: the number of catalog changes committed so far (only grows).
