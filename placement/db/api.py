@@ -12,7 +12,9 @@ import functools
 import logging
 import os
 import random
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 from typing import Callable
@@ -517,6 +519,23 @@ class Database:
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """An INSERT that skips rows whose unique key already exists."""
         return insert_ignore(self.dialect, table)
+
+
+class PerDatabase(weakref.WeakKeyDictionary):
+    """{Database: value}: a process's value per database (a cache), made
+    by ``factory`` on first use, gone with its Database."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        super().__init__()
+        self._factory = factory
+        self._lock = threading.Lock()
+
+    def of(self, db: "Database") -> Any:
+        with self._lock:
+            value = self.get(db)
+            if value is None:
+                value = self[db] = self._factory()
+        return value
 
 
 @functools.cache

@@ -15,7 +15,6 @@ doc/architecture.md.
 import datetime
 import threading
 import typing
-import weakref
 from collections.abc import Callable
 from collections.abc import Hashable
 from collections.abc import Mapping
@@ -238,18 +237,11 @@ def _same(old, new, rp):
     )
 
 
-_LISTINGS: "weakref.WeakKeyDictionary[db_api.Database, _Listings]" = (
-    weakref.WeakKeyDictionary()
-)
-_LISTINGS_LOCK = threading.Lock()
+_LISTINGS = db_api.PerDatabase(_Listings)
 
 
-def _listings(db):
-    with _LISTINGS_LOCK:
-        listings = _LISTINGS.get(db)
-        if listings is None:
-            listings = _LISTINGS[db] = _Listings()
-    return listings
+def _listings(db: db_api.Database) -> _Listings:
+    return _LISTINGS.of(db)
 
 
 def _last_modified(conn, clauses):

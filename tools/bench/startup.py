@@ -88,6 +88,8 @@ def run_once(command, extra, workers, db_sync, tmp, bytecode=True, server_cmd=No
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # Not this checkout: a `python -c` in the command would import it.
+        cwd=tmp if server_cmd else None,
     )
     try:
         while not _answered(port):

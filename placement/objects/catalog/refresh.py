@@ -7,7 +7,6 @@ the change log or, when the log cannot tell, by reading it whole; and
 import collections
 import contextlib
 import threading
-import weakref
 
 import sqlalchemy as sa
 
@@ -170,18 +169,11 @@ def _snapshot(db, conn):
             yield own
 
 
-_CACHES: "weakref.WeakKeyDictionary[db_api.Database, Cache]" = (
-    weakref.WeakKeyDictionary()
-)
-_CACHES_LOCK = threading.Lock()
+_CACHES = db_api.PerDatabase(Cache)
 
 
-def _cache(db):
-    with _CACHES_LOCK:
-        cache = _CACHES.get(db)
-        if cache is None:
-            cache = _CACHES[db] = Cache()
-    return cache
+def _cache(db: db_api.Database) -> Cache:
+    return _CACHES.of(db)
 
 
 def current(
