@@ -166,8 +166,13 @@ def _ping_when_idle(engine):
             return
         # As pool_pre_ping does: a connection that does not answer makes
         # the pool renew every connection it holds, this one first.
-        if not engine.dialect._do_ping_w_event(dbapi_conn):
-            raise sa_exc.InvalidatePoolError()
+        dialect = engine.dialect
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as e:
+            if dialect.is_disconnect(e, dbapi_conn, None):
+                raise sa_exc.InvalidatePoolError() from e
+            raise
 
 
 def _setup_sqlite(engine, synchronous):
