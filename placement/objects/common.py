@@ -79,7 +79,9 @@ def provider_not_found(uuid: str) -> exception.ResourceProviderNotFound:
     )
 
 
-# Built once (see ``swap_count``).
+# Built once (see ``swap_count``), for writes of up to SWAP_BUILT_ONCE
+# providers (a claim touches a few).
+SWAP_BUILT_ONCE = 100
 _SWAP = (
     RP.update()
     .where(
@@ -100,7 +102,16 @@ def swap_count(conn: sa.Connection, seen: dict[int, int]) -> int:
     provider itself. The statement is built once: building it per call
     would compute its cache key on every write.
     """
-    return conn.execute(_SWAP, {"ids": list(seen), "seen": list(seen.items())}).rowcount
+    if len(seen) <= SWAP_BUILT_ONCE:
+        params = {"ids": list(seen), "seen": list(seen.items())}
+        return conn.execute(_SWAP, params).rowcount
+    # Many providers: PostgreSQL parses a long row-value IN list as a chain
+    # too deep for its stack ("stack depth limit exceeded"); a CASE is flat.
+    return conn.execute(
+        RP.update()
+        .where(RP.c.id.in_(seen), RP.c.generation == sa.case(seen, value=RP.c.id))
+        .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
+    ).rowcount
 
 
 def swap_generations(
