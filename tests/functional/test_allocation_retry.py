@@ -33,8 +33,8 @@ def db(request):
             yield database
 
 
-@pytest.fixture
-def provider(db):
+def _new_provider(db):
+    """A provider with 8 VCPU, at generation 1."""
     rp_uuid = str(uuid.uuid4())
     with db.writer() as conn:
         # Rows written directly: every catalog reads them whole.
@@ -48,6 +48,11 @@ def provider(db):
         db, rp_uuid, 0, {"VCPU": inv_obj.with_defaults({"total": 8})}
     )
     return rp_uuid
+
+
+@pytest.fixture
+def provider(db):
+    return _new_provider(db)
 
 
 def _claim(rp_uuid, consumer_uuid=None, generation=None):
@@ -132,17 +137,7 @@ def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
 def test_partly_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
     """A swap that moved some generations but not all rolls back: the
     retry begins a new transaction, and each provider moves by one."""
-    other = str(uuid.uuid4())
-    with db.writer() as conn:
-        changes.record(conn, changes.EVERYTHING)
-        conn.execute(
-            tables.resource_providers.insert().values(
-                uuid=other, name=other, generation=0
-            )
-        )
-    inv_obj.replace_inventories(
-        db, other, 0, {"VCPU": inv_obj.with_defaults({"total": 8})}
-    )
+    other = _new_provider(db)
     with db.reader() as conn:
         stale_id = consumer_obj.existing(conn, [], [other]).providers[other]
     seen = _stale_reads(monkeypatch, stale_attempts=1, stale={stale_id})

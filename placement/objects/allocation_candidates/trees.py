@@ -238,8 +238,8 @@ class Trees:
             (("capacity", rc), _capacity_filter(self.snap.inventories, rc, amount))
         ]
         if group.forbidden_traits:
-            forbidden = group.forbidden_traits
-            found.append(("forbidden", lambda rp: not self.traits(rp) & forbidden))
+            bad = _having_any(self.trait_holders, group.forbidden_traits)
+            found.append(("forbidden", lambda rp: rp not in bad))
         return found
 
     def spread(self, group: Group) -> dict[int, list[list[Option]]]:
