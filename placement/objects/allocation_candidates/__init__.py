@@ -18,6 +18,7 @@ from typing import Any
 
 from placement import exception
 from placement.db import api as db_api
+from placement.objects.allocation_candidates import kept
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
@@ -249,8 +250,35 @@ def _search(index, request, options):
     else:
         snapshots = [load()]
     seen = _Seen()
+    root_required = frozenset(trait_ids[t] for t in request.root_required)
+    root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
+    # Everything besides the trees' rows and usage that decides what an
+    # anchor holds.
+    shape = (
+        tuple(groups),
+        tuple(map(tuple, request.same_subtree)),
+        request.isolate,
+        root_required,
+        root_forbidden,
+        load.keywords["whole_trees"],
+        index.is_nested(),
+    )
     found = search.STRATEGIES[visit_order(options, request.limit)](
-        _streams(snapshots, groups, request, trait_ids, seen)
+        _streams(
+            snapshots,
+            functools.partial(
+                trees.Trees, root_required=root_required, root_forbidden=root_forbidden
+            ),
+            functools.partial(
+                search.Search,
+                groups=groups,
+                same_subtree=request.same_subtree,
+                isolate=request.isolate,
+            ),
+            groups,
+            index.kept_answers(shape),
+            seen,
+        )
     )
     if not paged and snapshots[0].serves:
         # Only a sharing provider can put one candidate under two anchors:
@@ -305,16 +333,54 @@ class _Seen:
                     yield key, amount
 
 
-def _streams(snapshots, groups, request, trait_ids, seen):
+def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen):
     """One lazy candidate stream per anchor, in anchor order."""
-    root_required = frozenset(trait_ids[t] for t in request.root_required)
-    root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
     for snapshot in snapshots:
         seen.snapshots.append(snapshot)
-        forest = trees.Trees(snapshot, root_required, root_forbidden)
-        engine = search.Search(forest, groups, request.same_subtree, request.isolate)
-        for plan in forest.plans(groups):
-            yield engine.candidates(plan)
+        if kept_answers is None or snapshot.serves:
+            forest = forest_of(snapshot)
+            engine = engine_of(forest)
+            for plan in forest.plans(groups):
+                yield engine.candidates(plan)
+        else:
+            yield from _kept_streams(
+                snapshot, forest_of, engine_of, groups, kept_answers
+            )
+
+
+def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers):
+    """``_streams`` of one snapshot without sharing providers: each
+    anchor's candidates are taken from what an earlier request of the same
+    shape kept for its tree at the same usage, or found and, when few,
+    kept (``kept``)."""
+    roots = sorted(rp for rp, p in snapshot.providers.items() if p.parent_id is None)
+    usage = kept_answers.usage(snapshot, roots)
+    found = {}
+    for root in roots:
+        candidates = kept_answers.get(root, usage[root])
+        if candidates is not None:
+            found[root] = candidates
+    plans = {}
+    if len(found) < len(roots):
+        forest = forest_of(snapshot, roots=set(roots) - found.keys())
+        engine = engine_of(forest)
+        plans = {plan.anchor: plan for plan in forest.plans(groups)}
+    for root in roots:
+        candidates = found.get(root)
+        if candidates is None:
+            plan = plans.get(root)
+            if plan is None:
+                kept_answers.keep(root, usage[root], ())
+                continue
+            stream = engine.candidates(plan)
+            first = tuple(itertools.islice(stream, kept.MOST_PER_ANCHOR + 1))
+            if len(first) > kept.MOST_PER_ANCHOR:
+                yield itertools.chain(first, stream)
+                continue
+            kept_answers.keep(root, usage[root], first)
+            candidates = first
+        if candidates:
+            yield iter(candidates)
 
 
 def _one_provider_per_tree(candidate, seen):

@@ -16,6 +16,7 @@ import dataclasses
 import typing
 import uuid as uuidlib
 from collections.abc import Collection
+from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects.allocation_candidates import kept
 from placement.objects.catalog import rows
 
 ALLOC = tables.allocations
@@ -168,6 +170,10 @@ class Index(typing.Protocol):
 
     def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
         """{aggregate: root ids of its members} of the given aggregates."""
+
+    def kept_answers(self, shape: Hashable) -> "kept.Answers | None":
+        """Where candidates of requests of ``shape`` are kept per tree
+        across requests; None where nothing is kept."""
 
     def idle_summaries(
         self,

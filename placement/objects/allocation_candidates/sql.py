@@ -3,6 +3,7 @@ engine's path when the provider catalog is off or not current. Every
 method is one set-based statement, or one per CHUNK ids."""
 
 from collections.abc import Collection
+from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
 
@@ -244,6 +245,9 @@ class SqlIndex:
             ):
                 into[aggregate].add(root)
         return into
+
+    def kept_answers(self, shape: Hashable) -> None:
+        return None  # no catalog to keep them with
 
     def idle_summaries(
         self,

@@ -105,15 +105,31 @@ class Trees:
     # Explain sets it: called with (group, filter name, what is left).
     observe = None
 
-    def __init__(self, snapshot, root_required=frozenset(), root_forbidden=frozenset()):
+    def __init__(
+        self,
+        snapshot,
+        root_required=frozenset(),
+        root_forbidden=frozenset(),
+        roots=None,
+    ):
+        """``roots``: only the trees of these roots are anchors (None: all
+        of the snapshot's)."""
         self.snap = snapshot
+        providers = snapshot.providers
         self.holders = collections.defaultdict(list)  # class id -> providers
-        for rp, rc in snapshot.inventories:
-            self.holders[rc].append(rp)
+        if roots is None:
+            for rp, rc in snapshot.inventories:
+                self.holders[rc].append(rp)
+        else:
+            for rp, rc in snapshot.inventories:
+                if providers[rp].root_id in roots:
+                    self.holders[rc].append(rp)
         for holders in self.holders.values():
             holders.sort()
         self.anchor_ok = {
-            rp for rp, p in snapshot.providers.items() if p.parent_id is None
+            rp
+            for rp, p in providers.items()
+            if p.parent_id is None and (roots is None or rp in roots)
         }
         if root_required or root_forbidden:
             self.anchor_ok = {

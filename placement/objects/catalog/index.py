@@ -4,12 +4,14 @@ current, no statement but the stamp's (usage is read by
 ``providers.usage`` either way); ``index`` picks it or SQL's."""
 
 from collections.abc import Collection
+from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
 
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.objects.allocation_candidates import kept
 from placement.objects.allocation_candidates import providers as stage
 from placement.objects.allocation_candidates import sql
 from placement.objects.allocation_candidates.providers import Idle
@@ -122,6 +124,9 @@ class CatalogIndex:
             for aggregate in aggregate_ids
         }
 
+    def kept_answers(self, shape: Hashable) -> kept.Answers:
+        return kept.Answers(self.catalog, shape)
+
     def idle_summaries(
         self,
         roots: Collection[int],
@@ -129,13 +134,13 @@ class CatalogIndex:
         known: Iterable[tuple[Key, Inventory]],
     ) -> dict[int, Idle]:
         # ``known`` holds this catalog's own inventories: not needed.
-        derived = self.catalog.derived_by_tree
+        derived = self.catalog.derived
         out: dict[int, Idle] = {}
         for root in roots:
-            tree = derived.get(root)
-            if tree is None:
-                tree = derived[root] = self._idle_tree(root)
-            out.update(tree)
+            tree = derived(root)
+            if tree.idle is None:
+                tree.idle = self._idle_tree(root)
+            out.update(tree.idle)
         return out
 
     def _idle_tree(self, root: int) -> dict[int, Idle]:

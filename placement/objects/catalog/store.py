@@ -4,7 +4,9 @@ and the provider list read; built from rows (``Catalog.read``) or from an
 older catalog and the rows of what changed since (``advanced``)."""
 
 import collections
+import collections.abc
 import copy
+import itertools
 
 import sqlalchemy as sa
 
@@ -51,10 +53,19 @@ class Catalog:
         self.aggregate_ids: dict = {}  # uuid -> id
         # A provider's traits are listed in trait id order.
         self.trait_names: dict = {}  # rp -> tuple of names
-        # What the candidate index derives per tree, as it asks (its
-        # idle summaries): a tree's entry goes when one of its providers
-        # changes.
-        self.derived_by_tree: dict = {}  # root -> value
+        # What the candidate engine derives per tree, as it asks: a tree's
+        # entry goes when one of its providers changes.
+        self.derived_by_tree: dict = {}  # root -> Derived
+        # Request shapes the engine kept answers for, as small ints
+        # (``shape_id``), shared by the catalogs that follow this one.
+        self.shapes = Shapes()
+
+    def derived(self, root: int) -> "Derived":
+        """What is derived from tree ``root``, created empty on first use."""
+        derived = self.derived_by_tree.get(root)
+        if derived is None:
+            derived = self.derived_by_tree[root] = Derived()
+        return derived
 
     @classmethod
     def read(cls, conn: sa.Connection) -> "Catalog":
@@ -286,6 +297,39 @@ class Catalog:
             else:
                 idle_in_tree.pop(root, None)
         self.idle_in_tree = idle_in_tree
+
+
+class Derived:
+    """What the candidate engine derived from one tree's rows: the idle
+    summaries of its providers, and the candidates found under it per
+    request shape (``allocation_candidates.kept``)."""
+
+    __slots__ = ("idle", "answers")
+
+    def __init__(self) -> None:
+        self.idle: dict | None = None  # provider -> Idle, on first use
+        self.answers: dict = {}  # shape id -> (usage, candidates)
+
+
+class Shapes:
+    """Request shapes as small ints, never reused (an answer kept under a
+    forgotten shape's id is never asked for again), and how many
+    candidates are kept under them, roughly: what keeps them bounds it."""
+
+    MOST = 1024  # shapes remembered; past them all are forgotten
+
+    def __init__(self) -> None:
+        self._ids: dict = {}
+        self._next = itertools.count()
+        self.kept = 0
+
+    def id(self, shape: collections.abc.Hashable) -> int:
+        found = self._ids.get(shape)
+        if found is None:
+            if len(self._ids) >= self.MOST:
+                self._ids = {}
+            found = self._ids[shape] = next(self._next)
+        return found
 
 
 def _inverted(pairs):
