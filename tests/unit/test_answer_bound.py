@@ -1,7 +1,7 @@
 """The answer bound ([placement] max_answer_candidates): an answer is
 refused before it is sent once it would hold more candidates than the
-bound; up to KEPT candidates are kept while counting, a larger answer is
-counted without keeping any and searched again."""
+bound; up to KEPT candidates are kept, a larger answer is counted by a
+search that builds none and then searched again."""
 
 import pytest
 
@@ -14,14 +14,14 @@ def searches(count):
     iterators it handed out (how many searches ran, how far each went)."""
     runs = []
 
-    def search_():
-        run = {"taken": 0}
+    def search_(build=True):
+        run = {"taken": 0, "build": build}
         runs.append(run)
 
         def candidates():
             for n in range(count):
                 run["taken"] += 1
-                yield n
+                yield n if build else None
 
         return candidates(), "seen", "class ids", False
 
@@ -42,7 +42,8 @@ def test_answers_past_kept_are_counted_then_searched_again(count):
     search_, runs = searches(count)
     found, *_ = engine._bounded(search_, engine.KEPT * 3)
     assert list(found) == list(range(count))
-    assert len(runs) == 2
+    assert [run["build"] for run in runs] == [True, False, True]
+    assert runs[1]["taken"] == count
 
 
 @pytest.mark.parametrize("bound", [5, engine.KEPT - 1, engine.KEPT, engine.KEPT * 3])
@@ -52,7 +53,12 @@ def test_one_past_the_bound_is_refused_after_counting_one_past(bound):
         engine._bounded(search_, bound)
     assert "more than %d allocation candidates" % bound in raised.value.message
     assert raised.value.status == 400
-    assert [run["taken"] for run in runs] == [bound + 1]
+    # Kept up to KEPT + 1, then counted afresh without building.
+    if bound <= engine.KEPT:
+        assert [run["taken"] for run in runs] == [bound + 1]
+    else:
+        assert [run["taken"] for run in runs] == [engine.KEPT + 1, bound + 1]
+        assert runs[1]["build"] is False
 
 
 @pytest.mark.parametrize("bound", [5, engine.KEPT, engine.KEPT * 3])

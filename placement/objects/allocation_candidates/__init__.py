@@ -226,9 +226,10 @@ def _find(index, request, options):
     return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
 
 
-def _search(index, request, options):
+def _search(index, request, options, build=True):
     """(candidates, lazily, in answer order before any limit; what the
-    snapshots read; {class name: id}; whether one provider per tree)."""
+    snapshots read; {class name: id}; whether one provider per tree).
+    ``build`` False: as many candidates, some of them None (to count)."""
     groups, class_ids, trait_ids, aggregate_ids = _resolve(index, request)
     load = functools.partial(
         providers.load_snapshot,
@@ -249,6 +250,11 @@ def _search(index, request, options):
         )
     else:
         snapshots = [load()]
+    one_per_tree = not options.nested_aware and index.is_nested()
+    # Only a sharing provider's repeats, or one provider per tree, need
+    # the candidates themselves to tell which ones count.
+    if one_per_tree or (not paged and snapshots[0].serves):
+        build = True
     seen = _Seen()
     root_required = frozenset(trait_ids[t] for t in request.root_required)
     root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
@@ -274,9 +280,10 @@ def _search(index, request, options):
                 groups=groups,
                 same_subtree=request.same_subtree,
                 isolate=request.isolate,
+                build=build,
             ),
             groups,
-            index.kept_answers(shape),
+            index.kept_answers(shape) if build else None,
             seen,
         )
     )
@@ -286,7 +293,6 @@ def _search(index, request, options):
         found = search.unique(found, snapshots[0].serves)
     if options.max_candidates > 0:
         found = itertools.islice(found, options.max_candidates)
-    one_per_tree = not options.nested_aware and index.is_nested()
     if one_per_tree:
         found = (c for c in found if _one_provider_per_tree(c, seen))
     return found, seen, class_ids, one_per_tree
@@ -404,8 +410,8 @@ def _bounded(search_, bound):
     """``search_()``'s (candidates, ...) once they are known to be at most
     ``bound`` (AnswerTooLarge otherwise, before any of the answer is sent;
     0: unbounded). The first KEPT candidates are kept; more are counted up
-    to the bound, keeping none, and then searched again in the same read
-    transaction."""
+    to the bound by a walk that builds none, and then searched again in
+    the same read transaction."""
     found, *rest = search_()
     if not bound:
         return (found, *rest)
@@ -413,10 +419,10 @@ def _bounded(search_, bound):
     kept = list(itertools.islice(found, keep))
     if len(kept) < keep:
         return (iter(kept), *rest)
-    if (
-        keep > bound
-        or keep + sum(1 for _ in itertools.islice(found, bound - keep + 1)) > bound
-    ):
+    if keep > bound:
+        raise _too_large(bound)
+    counted, *_ = search_(build=False)
+    if sum(1 for _ in itertools.islice(counted, bound + 1)) > bound:
         raise _too_large(bound)
     return search_()
 

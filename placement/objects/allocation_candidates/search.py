@@ -166,12 +166,22 @@ class _Layout:
 class Search:
     """``sums`` False leaves out the consolidated capacity, and ``traits``
     False the unsuffixed group's traits, both judged on the combination as
-    a whole: explain switches the constraints on one at a time."""
+    a whole: explain switches the constraints on one at a time. ``build``
+    False walks without building candidates (None stands for each), to
+    count them."""
 
     def __init__(
-        self, trees, groups, same_subtree=(), isolate=False, sums=True, traits=True
+        self,
+        trees,
+        groups,
+        same_subtree=(),
+        isolate=False,
+        sums=True,
+        traits=True,
+        build=True,
     ):
         self.trees = trees
+        self.build = build
         self.snap = trees.snap
         self.groups = groups
         self.isolate = isolate
@@ -269,6 +279,7 @@ class Search:
         per slot): no generator per level, and no self-referencing closure
         left for the cyclic collector per anchor."""
         holds, checks, isolating = layout.holds, layout.checks, layout.isolating
+        build = self.build
         room = self._room
         amounts = {}  # (rp, rc) -> summed amount, when summed
         picked = [None] * len(options)  # provider per slot
@@ -316,10 +327,10 @@ class Search:
                 remaining[i] = iter(options[i])
                 continue
             if summed:
-                yield layout.candidate(picked, amounts)
+                yield layout.candidate(picked, amounts) if build else None
                 _subtract(amounts, rp, allocations)
             else:
-                yield layout.unsummed(picked, chosen)
+                yield layout.unsummed(picked, chosen) if build else None
 
 
 def _subtract(amounts, rp, allocations):
