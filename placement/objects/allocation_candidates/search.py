@@ -37,6 +37,9 @@ class Candidate(typing.NamedTuple):
         return {rp for rp, _, _ in self.allocations}
 
 
+_new = tuple.__new__
+
+
 class _Room(dict):
     """(provider, class) -> the largest consolidated amount that fits,
     computed on first use: ``fits_sum(amount)`` is ``amount <=
@@ -115,9 +118,13 @@ class _Layout:
         # by two groups (a spread group's slots are of different classes).
         classes = [rc for g in group_slots for rc, _ in groups[g].resources]
         self.shares_classes = len(classes) != len(set(classes))
-        self.mappings = sorted(
-            (groups[g].suffix, indexes) for g, indexes in group_slots.items()
-        )
+        # (suffix, its one slot or None, its slots) per group, by suffix.
+        self.mappings = [
+            (suffix, indexes[0] if len(indexes) == 1 else None, indexes)
+            for suffix, indexes in sorted(
+                (groups[g].suffix, indexes) for g, indexes in group_slots.items()
+            )
+        ]
 
     def holds(self, i, picked):
         """The constraints judged at slot ``i`` hold for ``picked``."""
@@ -127,40 +134,40 @@ class _Layout:
         return True
 
     def candidate(self, picked, amounts):
-        return Candidate(
-            tuple(sorted([(rp, rc, n) for (rp, rc), n in amounts.items()])),
-            self.mapped(picked),
+        # Sorting the (provider, class) keys, then making the triples, is
+        # the cheaper order; tuple.__new__ skips the named tuple's Python
+        # __new__. Both are per candidate, hundreds of thousands of times.
+        return _new(
+            Candidate,
+            (
+                tuple([(key[0], key[1], amounts[key]) for key in sorted(amounts)]),
+                self.mapped(picked),
+            ),
         )
 
     def unsummed(self, picked, chosen):
         """The candidate of ``picked`` when no two picks share a (provider,
         class): its allocations are the picks' own."""
-        return Candidate(
-            tuple(
-                sorted(
-                    [
-                        (rp, rc, n)
-                        for rp, allocations in zip(picked, chosen)
-                        for rc, n in allocations
-                    ]
-                )
-            ),
-            self.mapped(picked),
-        )
+        allocations = [
+            (rp, rc, n)
+            for rp, allocations in zip(picked, chosen)
+            for rc, n in allocations
+        ]
+        allocations.sort()
+        return _new(Candidate, (tuple(allocations), self.mapped(picked)))
 
     def mapped(self, picked):
         """The candidate's mappings: (suffix, providers) per group."""
-        return tuple(
-            [
-                (
-                    suffix,
-                    (picked[indexes[0]],)
-                    if len(indexes) == 1
-                    else tuple(sorted({picked[i] for i in indexes})),
+        mapped = []
+        for suffix, one, indexes in self.mappings:
+            if one is not None:
+                mapped.append((suffix, (picked[one],)))
+            else:
+                rps = {picked[i] for i in indexes}
+                mapped.append(
+                    (suffix, (rps.pop(),) if len(rps) == 1 else tuple(sorted(rps)))
                 )
-                for suffix, indexes in self.mappings
-            ]
-        )
+        return tuple(mapped)
 
 
 class Search:
