@@ -157,6 +157,54 @@ def test_streamed_answer_is_byte_identical(app_db, max_candidates):
                 assert resp.content == expected, (version, query)
 
 
+# Four isolated PGPU:1 groups: 16*15*14*13 + 10*9*8*7 = 48,720 candidates,
+# past what an answer keeps while it is checked against the answer bound
+# (engine.KEPT); the plans allow 16**4 + 10**4 = 75,536.
+PAST_KEPT = _isolated(4)
+
+
+@pytest.mark.parametrize(
+    "bound, counted",
+    [
+        (1_000_000, False),  # the plans show it fits: not counted
+        (60_000, True),  # the plans allow more: counted, then answered
+    ],
+)
+def test_answer_past_kept_is_byte_identical(app_db, bound, counted, monkeypatch):
+    """An answer past KEPT goes on from the candidates kept while it was
+    checked against the bound: the same bytes as the materialised path,
+    with a counting walk only when the plans allow more than the bound."""
+    client, db = app_db
+    runs = []
+    search_ = engine._search
+
+    def recorded(*args, build=True):
+        runs.append(build)
+        return search_(*args, build=build)
+
+    monkeypatch.setattr(engine, "_search", recorded)
+    with fixtures.overrides(**{"placement.max_answer_candidates": bound}):
+        for version in map(versions.Version.parse, ("1.29", "1.39")):
+            runs.clear()
+            resp = client.get(
+                "/allocation_candidates?" + PAST_KEPT, headers=_headers(str(version))
+            )
+            assert resp.status_code == 200, resp.text
+            assert runs == ([True, False] if counted else [True])
+            assert len(resp.json()["allocation_requests"]) == 48_720
+            assert resp.content == _materialised(db, PAST_KEPT, version)
+
+
+def test_answer_past_the_bound_is_refused_after_counting(app_db):
+    client, _ = app_db
+    with fixtures.overrides(**{"placement.max_answer_candidates": 40_000}):
+        resp = client.get(
+            "/allocation_candidates?" + PAST_KEPT, headers=_headers("1.39")
+        )
+    assert resp.status_code == 400, resp.text
+    assert "more than 40000 allocation candidates" in resp.text
+
+
 # The answer bound ([placement] max_answer_candidates) off: these answers
 # are far past it, and what is tested is how an unbounded one is streamed.
 UNBOUNDED = {"OS_PLACEMENT__MAX_ANSWER_CANDIDATES": "0"}

@@ -1,7 +1,9 @@
 """The answer bound ([placement] max_answer_candidates): an answer is
 refused before it is sent once it would hold more candidates than the
 bound; up to KEPT candidates are kept, a larger answer is counted by a
-search that builds none and then searched again."""
+search that builds none unless its plans show it cannot pass the bound,
+and goes on from the kept candidates: nothing is searched twice to be
+sent."""
 
 import pytest
 
@@ -9,10 +11,22 @@ from placement import exception
 from placement.objects import allocation_candidates as engine
 
 
-def searches(count):
-    """A search function giving ``count`` candidates, and the list of the
-    iterators it handed out (how many searches ran, how far each went)."""
+class Seen:
+    """What a search's plans say of its size: ``most()``."""
+
+    def __init__(self, most):
+        self._most = most
+
+    def most(self):
+        return self._most
+
+
+def searches(count, most=None):
+    """A search function giving ``count`` candidates (at most ``most`` by
+    its plans; None: unknown), and the list of the iterators it handed out
+    (how many searches ran, how far each went)."""
     runs = []
+    seen = Seen(most)
 
     def search_(build=True):
         run = {"taken": 0, "build": build}
@@ -23,7 +37,7 @@ def searches(count):
                 run["taken"] += 1
                 yield n if build else None
 
-        return candidates(), "seen", "class ids", False
+        return candidates(), seen, "class ids", False
 
     return search_, runs
 
@@ -31,19 +45,41 @@ def searches(count):
 @pytest.mark.parametrize("count", [0, 1, engine.KEPT - 1, engine.KEPT])
 def test_small_answers_are_searched_once(count):
     search_, runs = searches(count)
-    found, *rest = engine._bounded(search_, engine.KEPT * 3)
+    found, seen, *rest = engine._bounded(search_, engine.KEPT * 3)
     assert list(found) == list(range(count))
-    assert rest == ["seen", "class ids", False]
+    assert isinstance(seen, Seen)
+    assert rest == ["class ids", False]
     assert len(runs) == 1
 
 
+@pytest.mark.parametrize("most", [None, engine.KEPT * 3 + 1])
 @pytest.mark.parametrize("count", [engine.KEPT + 1, engine.KEPT * 3])
-def test_answers_past_kept_are_counted_then_searched_again(count):
-    search_, runs = searches(count)
+def test_answers_past_kept_are_counted_then_go_on(count, most):
+    """Unknown or over the bound by the plans: counted by a walk that
+    builds none, then the first search goes on past the kept ones."""
+    search_, runs = searches(count, most)
     found, *_ = engine._bounded(search_, engine.KEPT * 3)
     assert list(found) == list(range(count))
-    assert [run["build"] for run in runs] == [True, False, True]
-    assert runs[1]["taken"] == count
+    assert [run["build"] for run in runs] == [True, False]
+    assert [run["taken"] for run in runs] == [count, count]
+
+
+@pytest.mark.parametrize("count", [engine.KEPT + 1, engine.KEPT * 3])
+def test_answers_within_the_bound_by_their_plans_are_not_counted(count):
+    search_, runs = searches(count, most=engine.KEPT * 3)
+    found, *_ = engine._bounded(search_, engine.KEPT * 3)
+    assert list(found) == list(range(count))
+    assert [run["build"] for run in runs] == [True]
+    assert runs[0]["taken"] == count
+
+
+def test_plans_over_the_bound_with_fewer_candidates_are_answered():
+    """The plans' bound ignores the constraints between slots: past the
+    bound by it, the count decides."""
+    search_, runs = searches(engine.KEPT * 2, most=10**9)
+    found, *_ = engine._bounded(search_, engine.KEPT * 3)
+    assert sum(1 for _ in found) == engine.KEPT * 2
+    assert [run["build"] for run in runs] == [True, False]
 
 
 @pytest.mark.parametrize("bound", [5, engine.KEPT - 1, engine.KEPT, engine.KEPT * 3])

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -255,7 +256,7 @@ def _search(index, request, options, build=True):
     # the candidates themselves to tell which ones count.
     if one_per_tree or (not paged and snapshots[0].serves):
         build = True
-    seen = _Seen()
+    seen = _Seen(whole=not paged)
     root_required = frozenset(trait_ids[t] for t in request.root_required)
     root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
     # Everything besides the trees' rows and usage that decides what an
@@ -312,8 +313,17 @@ def _pages(roots, limit):
 class _Seen:
     """What the snapshots (pages) read so far know."""
 
-    def __init__(self):
+    def __init__(self, whole=True):
         self.snapshots = []
+        self.whole = whole  # one snapshot of every tree, not pages
+        self.planned = 0  # at most how many candidates the plans of the
+        # snapshots read so far (and the kept answers taken) can give
+
+    def most(self):
+        """At most how many candidates the search gives, once known: a
+        search of one snapshot has planned it all by its first candidate;
+        None for pages (later ones are not planned yet) or before."""
+        return self.planned if self.whole and self.snapshots else None
 
     def root(self, rp):
         for snapshot in self.snapshots:
@@ -346,15 +356,23 @@ def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen):
         if kept_answers is None or snapshot.serves:
             forest = forest_of(snapshot)
             engine = engine_of(forest)
-            for plan in forest.plans(groups):
+            plans = forest.plans(groups)
+            seen.planned += _most(plans)
+            for plan in plans:
                 yield engine.candidates(plan)
         else:
             yield from _kept_streams(
-                snapshot, forest_of, engine_of, groups, kept_answers
+                snapshot, forest_of, engine_of, groups, kept_answers, seen
             )
 
 
-def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers):
+def _most(plans):
+    """At most how many candidates ``plans`` give: one option per slot,
+    before any constraint between slots."""
+    return sum(math.prod(map(len, plan.options)) for plan in plans)
+
+
+def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers, seen):
     """``_streams`` of one snapshot without sharing providers: each
     anchor's candidates are taken from what an earlier request of the same
     shape kept for its tree at the same usage, or found and, when few,
@@ -371,6 +389,7 @@ def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers):
         forest = forest_of(snapshot, roots=set(roots) - found.keys())
         engine = engine_of(forest)
         plans = {plan.anchor: plan for plan in forest.plans(groups)}
+    seen.planned += sum(map(len, found.values())) + _most(plans.values())
     for root in roots:
         candidates = found.get(root)
         if candidates is None:
@@ -407,24 +426,28 @@ def _limit(found, limit, randomize):
 
 
 def _bounded(search_, bound):
-    """``search_()``'s (candidates, ...) once they are known to be at most
-    ``bound`` (AnswerTooLarge otherwise, before any of the answer is sent;
-    0: unbounded). The first KEPT candidates are kept; more are counted up
-    to the bound by a walk that builds none, and then searched again in
-    the same read transaction."""
-    found, *rest = search_()
+    """``search_()``'s (candidates, seen, ...) once they are known to be at
+    most ``bound`` (AnswerTooLarge otherwise, before any of the answer is
+    sent; 0: unbounded). The first KEPT candidates are kept. When more
+    follow, the plans may already show that at most ``bound`` can (``seen.
+    most()``); otherwise they are counted up to the bound by a second walk,
+    in the same read transaction, that builds none. The answer then goes
+    on from the kept ones: nothing is searched twice to be sent."""
+    found, seen, *rest = search_()
     if not bound:
-        return (found, *rest)
+        return (found, seen, *rest)
     keep = min(KEPT, bound) + 1
     kept = list(itertools.islice(found, keep))
     if len(kept) < keep:
-        return (iter(kept), *rest)
+        return (iter(kept), seen, *rest)
     if keep > bound:
         raise _too_large(bound)
-    counted, *_ = search_(build=False)
-    if sum(1 for _ in itertools.islice(counted, bound + 1)) > bound:
-        raise _too_large(bound)
-    return search_()
+    most = seen.most()
+    if most is None or most > bound:
+        counted, *_ = search_(build=False)
+        if sum(1 for _ in itertools.islice(counted, bound + 1)) > bound:
+            raise _too_large(bound)
+    return (itertools.chain(kept, found), seen, *rest)
 
 
 def _too_large(bound):
