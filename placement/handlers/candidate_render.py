@@ -71,6 +71,7 @@ class _Writer:
         self.allocations = {}  # Candidate.allocations -> bytes; isolated
         # groups repeat them in every permutation
         self.mappings = {}  # (suffix, (provider, ...)) -> bytes
+        self.suffixes = {}  # suffix -> b'"_COMPUTE"'
 
     def uuid(self, rp):
         fragment = self.quoted.get(rp)
@@ -110,8 +111,11 @@ class _Writer:
         fragment = self.mappings.get(suffix_rps)
         if fragment is None:
             suffix, rps = suffix_rps
+            quoted = self.suffixes.get(suffix)
+            if quoted is None:
+                quoted = self.suffixes[suffix] = _quoted(suffix)
             fragment = self.mappings[suffix_rps] = b"%s:[%s]" % (
-                _quoted(suffix),
+                quoted,
                 b",".join([self.uuid(rp) for rp in rps]),
             )
         return fragment
@@ -147,31 +151,39 @@ def _summary_body(summary: Any, form: Form, requested: frozenset | None) -> dict
     return body
 
 
-# (Form, requested class names or None, provider id) -> (Summary, its
-# '"uuid":{...}' fragment). A provider's summary without usage is the
+# (Form, requested class names or None) -> {provider id: (Summary, its
+# '"uuid":{...}' fragment)}. A provider's summary without usage is the
 # same object request after request until the provider changes, so the
 # fragment is reused while the summary *is* the one it was written from.
-_FRAGMENTS: dict[tuple, tuple[Any, bytes]] = {}
-FRAGMENTS_KEPT = 200_000
+# Keyed by form first: hashing the Form (a dataclass, in Python) once per
+# provider cost more than the lookup.
+_FRAGMENTS: dict[tuple, dict[int, tuple[Any, bytes]]] = {}
+FRAGMENTS_KEPT = 200_000  # fragments, in all
+FRAGMENT_FORMS = 64  # (form, requested classes) kept: past them all go
 
 
 def summaries_json(result: engine.Result, form: Form) -> bytes:
     """The "provider_summaries" object, byte for byte what orjson writes
     of it as a dict in provider id order."""
     requested = None if form.all_inventories else frozenset(result.class_names.values())
-    if len(_FRAGMENTS) > FRAGMENTS_KEPT:
+    fragments = _FRAGMENTS.get((form, requested))
+    if fragments is None:
+        if len(_FRAGMENTS) >= FRAGMENT_FORMS:
+            _FRAGMENTS.clear()
+        fragments = _FRAGMENTS[form, requested] = {}
+    if sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT:
         _FRAGMENTS.clear()
+        fragments = _FRAGMENTS[form, requested] = {}
     summaries = result.summaries
     parts = []
     for rp in sorted(summaries):
         summary = summaries[rp]
-        key = (form, requested, rp)
-        known = _FRAGMENTS.get(key)
+        known = fragments.get(rp)
         if known is None or known[0] is not summary:
             fragment = orjson.dumps(
                 {summary.uuid: _summary_body(summary, form, requested)}
             )[1:-1]
-            known = _FRAGMENTS[key] = (summary, fragment)
+            known = fragments[rp] = (summary, fragment)
         parts.append(known[1])
     return b"{%s}" % b",".join(parts)
 
