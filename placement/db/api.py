@@ -272,6 +272,13 @@ def unbounded(engine: sa.Engine) -> Iterator[sa.Connection]:
             conn.invalidate()
 
 
+def int_list(name: str) -> sa.BindParameter[Any]:
+    """A list of integers (ids) for ``IN``, written into the statement as
+    it runs rather than bound value by value: about half the CPU for the
+    thousands of ids a request can name. Integers only: nothing is quoted."""
+    return sa.bindparam(name, expanding=True, literal_execute=True, type_=sa.Integer)
+
+
 def text_equals(
     db: "Database", column: sa.ColumnElement[Any], value: str
 ) -> sa.ColumnElement[bool]:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.allocation_candidates import kept
 from placement.objects.catalog import rows
@@ -211,12 +212,12 @@ def uuid_spellings(value: str) -> set[str]:
 _USED = sa.cast(sa.func.sum(ALLOC.c.used), sa.Integer)
 USAGE_OF_CLASSES = (
     sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .where(ALLOC.c.resource_class_id.in_(sa.bindparam("ids", expanding=True)))
+    .where(ALLOC.c.resource_class_id.in_(db_api.int_list("ids")))
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 )
 USAGE_OF_PROVIDERS = (
     sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .where(ALLOC.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
+    .where(ALLOC.c.resource_provider_id.in_(db_api.int_list("ids")))
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 )
 # A page of trees by its first and last root id: a few bound values where
@@ -227,7 +228,7 @@ USAGE_OF_TREES = (
     .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
     .where(
         RP.c.root_provider_id.between(sa.bindparam("first"), sa.bindparam("last")),
-        ALLOC.c.resource_class_id.in_(sa.bindparam("ids", expanding=True)),
+        ALLOC.c.resource_class_id.in_(db_api.int_list("ids")),
     )
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 )

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects.allocation_candidates import providers as stage
@@ -26,8 +27,8 @@ AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
 RC = tables.resource_classes
 
-IN_ROOTS = RP.c.root_provider_id.in_(sa.bindparam("roots", expanding=True))
-NOT_IN_CLASSES = INV.c.resource_class_id.not_in(sa.bindparam("classes", expanding=True))
+IN_ROOTS = RP.c.root_provider_id.in_(db_api.int_list("roots"))
+NOT_IN_CLASSES = INV.c.resource_class_id.not_in(db_api.int_list("classes"))
 
 # Holders of the requested classes with their tree position, in one pass.
 HOLDERS = (
@@ -39,7 +40,7 @@ HOLDERS = (
         *rows.STOCK_COLUMNS,
     )
     .join(RP, RP.c.id == INV.c.resource_provider_id)
-    .where(INV.c.resource_class_id.in_(sa.bindparam("classes", expanding=True)))
+    .where(INV.c.resource_class_id.in_(db_api.int_list("classes")))
 )
 HOLDERS_IN_TREES = HOLDERS.where(IN_ROOTS)
 
