@@ -291,17 +291,7 @@ def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
     cloud.check()
     cached = refresh._CACHES[cloud.reader_db].catalog
     stamp = _stamp(cloud.reader_db)
-    consumer = str(uuid.uuid4())
-    cloud.write(
-        "/allocations/%s" % consumer,
-        body={
-            "allocations": {numa: {"resources": {"VCPU": 3}}},
-            "project_id": str(uuid.uuid4()),
-            "user_id": str(uuid.uuid4()),
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-    )
+    consumer = _claim(cloud, numa, VCPU=3)
     assert _stamp(cloud.reader_db) == stamp
     answers = cloud.check()
     assert refresh._CACHES[cloud.reader_db].catalog is cached
@@ -313,6 +303,22 @@ def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
     cloud.call(cloud.writer, "/allocations/%s" % consumer, "DELETE", status=204)
     assert _stamp(cloud.reader_db) == stamp
     assert _count(cloud.check()[3]) == 1
+
+
+def _claim(cloud, provider, **resources):
+    """A new consumer's allocation of ``resources`` on ``provider``; its uuid."""
+    consumer = str(uuid.uuid4())
+    cloud.write(
+        "/allocations/%s" % consumer,
+        body={
+            "allocations": {provider: {"resources": resources}},
+            "project_id": str(uuid.uuid4()),
+            "user_id": str(uuid.uuid4()),
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
+    return consumer
 
 
 def test_each_tree_is_worked_out_once_per_shape_and_usage(cloud, monkeypatch):
@@ -333,16 +339,7 @@ def test_each_tree_is_worked_out_once_per_shape_and_usage(cloud, monkeypatch):
     assert planned == [2] and _count(first) == 2
     assert cloud.call(cloud.reader, PATHS[0], status=200).json() == first
     assert planned == [2]
-    cloud.write(
-        "/allocations/%s" % uuid.uuid4(),
-        body={
-            "allocations": {host: {"resources": {"VCPU": 8}}},
-            "project_id": str(uuid.uuid4()),
-            "user_id": str(uuid.uuid4()),
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-    )
+    _claim(cloud, host, VCPU=8)
     assert _count(cloud.check()[0]) == 1  # the host is full
     assert planned[:2] == [2, 1]
 
