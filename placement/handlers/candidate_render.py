@@ -166,14 +166,12 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
     """The "provider_summaries" object, byte for byte what orjson writes
     of it as a dict in provider id order."""
     requested = None if form.all_inventories else frozenset(result.class_names.values())
-    fragments = _FRAGMENTS.get((form, requested))
-    if fragments is None:
-        if len(_FRAGMENTS) >= FRAGMENT_FORMS:
-            _FRAGMENTS.clear()
-        fragments = _FRAGMENTS[form, requested] = {}
-    if sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT:
+    if (
+        len(_FRAGMENTS) > FRAGMENT_FORMS
+        or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
+    ):
         _FRAGMENTS.clear()
-        fragments = _FRAGMENTS[form, requested] = {}
+    fragments = _FRAGMENTS.setdefault((form, requested), {})
     summaries = result.summaries
     parts = []
     for rp in sorted(summaries):

@@ -241,31 +241,24 @@ def usage(
     providers: Iterable[int] | None = None,
     trees: tuple[int, int] | None = None,
 ) -> dict[Key, int]:
-    """{(provider, class): used} of every provider's allocations of
-    ``classes``, or of the allocations of ``providers`` (only of
-    ``classes`` when both are given), or of ``classes`` by the providers
-    of the trees whose root ids are within ``trees`` (first, last). One
-    grouped statement per CHUNK ids, answered from the (provider, class,
-    used) index."""
-    if trees is not None:
-        if classes is None:
-            raise TypeError("usage of trees is of some classes")
-        first, last = trees
-        rows = conn.execute(
-            USAGE_OF_TREES, {"first": first, "last": last, "ids": sorted(classes)}
-        )
-        return {(rp, rc): amount for rp, rc, amount in rows}
-    if providers is not None:
-        statement, ids = USAGE_OF_PROVIDERS, providers
+    """{(provider, class): used} of the allocations of ``classes`` by
+    every provider, or by the providers of the trees whose root ids are
+    within ``trees`` (first, last); or of every class by ``providers``.
+    One grouped statement (per CHUNK ids of a list), answered from the
+    (provider, class, used) index."""
+    if trees is not None and classes is not None:
+        statement = USAGE_OF_TREES
+        bound = [{"first": trees[0], "last": trees[1], "ids": sorted(classes)}]
+    elif providers is not None:
+        statement, bound = USAGE_OF_PROVIDERS, [{"ids": c} for c in chunks(providers)]
     elif classes is not None:
-        statement, ids = USAGE_OF_CLASSES, classes
+        statement, bound = USAGE_OF_CLASSES, [{"ids": c} for c in chunks(classes)]
     else:
-        raise TypeError("usage of classes or of providers")
+        raise TypeError("usage of classes, of the trees' classes or of providers")
     used = {}
-    for chunk in chunks(ids):
-        for rp, rc, amount in conn.execute(statement, {"ids": chunk}):
-            if providers is None or classes is None or rc in classes:
-                used[rp, rc] = amount
+    for params in bound:
+        for rp, rc, amount in conn.execute(statement, params):
+            used[rp, rc] = amount
     return used
 
 
