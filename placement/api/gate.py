@@ -27,6 +27,10 @@ class Gate:
     # provider lists): one at a time per worker, so two never share the
     # GIL; the other slots are left to requests that wait on the database.
     HEAVY = ("/allocation_candidates", "/resource_providers")
+    # A provider list narrowed to one tree or provider is small: every
+    # agent's periodic report reads its tree so, and it must not queue
+    # behind (or hold up) the candidate searches of schedulers.
+    NARROW_LIST = ("in_tree", "uuid", "name")
 
     def __init__(self, app, active):
         self.app = app
@@ -35,10 +39,7 @@ class Gate:
 
     def __call__(self, environ, start_response):
         held = [self.slots]
-        if (
-            environ.get("REQUEST_METHOD") == "GET"
-            and environ.get("PATH_INFO", "").rstrip("/") in self.HEAVY
-        ):
+        if environ.get("REQUEST_METHOD") == "GET" and self._heavy(environ):
             held.insert(0, self.heavy)
         for lock in held:
             lock.acquire()
@@ -53,6 +54,18 @@ class Gate:
         # A streamed body (candidates without a limit) is produced while
         # it is written: the request keeps its turn until it is closed.
         return _Releasing(body, held)
+
+    def _heavy(self, environ):
+        path = environ.get("PATH_INFO", "").rstrip("/")
+        if path not in self.HEAVY:
+            return False
+        if path != "/resource_providers":
+            return True
+        names = {
+            field.partition("=")[0]
+            for field in environ.get("QUERY_STRING", "").split("&")
+        }
+        return names.isdisjoint(self.NARROW_LIST)
 
 
 class FairSemaphore:

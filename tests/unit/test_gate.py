@@ -17,7 +17,7 @@ class Recorder:
         self.running = self.heavy = self.max_running = self.max_heavy = 0
 
     def __call__(self, environ, start_response):
-        heavy = environ["PATH_INFO"] in (
+        heavy = environ["PATH_INFO"].rstrip("/") in (
             "/allocation_candidates",
             "/resource_providers",
         )
@@ -34,12 +34,11 @@ class Recorder:
 
 
 def _run(gate, requests):
-    threads = [
-        threading.Thread(
-            target=gate, args=({"REQUEST_METHOD": method, "PATH_INFO": path}, None)
-        )
-        for method, path in requests
-    ]
+    threads = []
+    for method, url in requests:
+        path, _, query = url.partition("?")
+        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query}
+        threads.append(threading.Thread(target=gate, args=(environ, None)))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -64,6 +63,30 @@ def test_other_reads_and_filtered_paths_are_not_heavy():
     gated = gate.Gate(app, 4)
     _run(gated, [("GET", "/resource_providers/x/inventories")] * 4)
     assert app.max_running == 4
+
+
+def test_provider_lists_of_one_tree_or_provider_are_not_heavy():
+    # The Recorder counts every /resource_providers read as heavy: more
+    # than one at once shows that the gate let them overlap.
+    app = Recorder()
+    gated = gate.Gate(app, 8)
+    _run(
+        gated,
+        [("GET", "/resource_providers?in_tree=x")] * 2
+        + [("GET", "/resource_providers/?uuid=x&required=T")] * 2
+        + [("GET", "/resource_providers?name=x")] * 2,
+    )
+    assert app.max_heavy > 1
+    # Wider filters are still one at a time.
+    app = Recorder()
+    gated = gate.Gate(app, 8)
+    _run(
+        gated,
+        [("GET", "/resource_providers?member_of=x&resources=VCPU:1")] * 3
+        + [("GET", "/resource_providers?required=T")] * 3
+        + [("GET", "/allocation_candidates?in_tree=x")] * 2,
+    )
+    assert app.max_heavy == 1
 
 
 def test_waiters_are_admitted_in_arrival_order():
