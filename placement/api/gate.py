@@ -3,6 +3,7 @@
 
 import collections
 import threading
+import time
 
 
 class Gate:
@@ -36,24 +37,43 @@ class Gate:
         self.app = app
         self.slots = FairSemaphore(active)
         self.heavy = FairSemaphore(1)
+        # Requests in the gate (waiting or running), and when the last
+        # one left: what ``idle_for`` tells the worker's background work.
+        self._counting = threading.Lock()
+        self._inside = 0
+        self._left_at = time.monotonic()
 
     def __call__(self, environ, start_response):
         held = [self.slots]
         if environ.get("REQUEST_METHOD") == "GET" and self._heavy(environ):
             held.insert(0, self.heavy)
+        with self._counting:
+            self._inside += 1
         for lock in held:
             lock.acquire()
         try:
             body = self.app(environ, start_response)
         except BaseException:
-            _release(held)
+            self._leave(held)
             raise
         if isinstance(body, list):
-            _release(held)
+            self._leave(held)
             return body
         # A streamed body (candidates without a limit) is produced while
         # it is written: the request keeps its turn until it is closed.
-        return _Releasing(body, held)
+        return _Releasing(body, lambda: self._leave(held))
+
+    def _leave(self, held):
+        for lock in reversed(held):
+            lock.release()
+        with self._counting:
+            self._inside -= 1
+            self._left_at = time.monotonic()
+
+    def idle_for(self, seconds: float) -> bool:
+        """True when no request has been in the gate for ``seconds``."""
+        with self._counting:
+            return not self._inside and time.monotonic() - self._left_at >= seconds
 
     def _heavy(self, environ):
         path = environ.get("PATH_INFO", "").rstrip("/")
@@ -99,15 +119,10 @@ class FairSemaphore:
                 self._free += 1
 
 
-def _release(locks):
-    for lock in reversed(locks):
-        lock.release()
-
-
 class _Releasing:
-    def __init__(self, body, locks):
+    def __init__(self, body, leave):
         self.body = body
-        self.locks = locks
+        self.leave = leave
 
     def __iter__(self):
         return iter(self.body)
@@ -117,5 +132,6 @@ class _Releasing:
             if hasattr(self.body, "close"):
                 self.body.close()
         finally:
-            locks, self.locks = self.locks, ()
-            _release(locks)
+            leave, self.leave = self.leave, None
+            if leave is not None:
+                leave()

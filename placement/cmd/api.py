@@ -29,6 +29,7 @@ from oslo_config import cfg  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
+from placement.api import follower  # noqa: E402
 from placement.api import gate  # noqa: E402
 from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
@@ -110,6 +111,7 @@ class Server(base.BaseApplication):
     def __init__(self, conf, db):
         self.conf = conf
         self.db = db
+        self.gate = None
         super().__init__()
 
     def load_config(self):
@@ -133,7 +135,7 @@ class Server(base.BaseApplication):
         self.cfg.set("worker_class", "placement.cmd.worker.HeadFirstWorker")
         # Each worker brings the provider catalog it inherited up to date
         # before it accepts a connection: no request waits for that read.
-        self.cfg.set("post_worker_init", lambda worker: warm_catalog(self.db))
+        self.cfg.set("post_worker_init", lambda worker: self.worker_ready())
 
     def load(self):
         app = deploy.build_app(self.conf, db=self.db)
@@ -144,7 +146,16 @@ class Server(base.BaseApplication):
         self.db.engine.dispose()
         tune_gc()
         limit_malloc_arenas()
-        return gate.Gate(app, self.conf.active) if self.conf.active else app
+        self.gate = gate.Gate(app, self.conf.active) if self.conf.active else None
+        return self.gate or app
+
+    def worker_ready(self):
+        """In each worker, before it accepts connections: the catalog up
+        to date, and then kept so while the worker is idle (the gate
+        tells when it is; without one, requests alone keep it)."""
+        warm_catalog(self.db)
+        if self.gate is not None and self.conf.placement.provider_catalog:
+            follower.Follower(self.db, self.gate).start()
 
 
 def warm_catalog(db):

@@ -297,6 +297,33 @@ def test_workers_read_the_catalog_before_taking_requests(tmp_path, monkeypatch):
     assert counts == {"hit": 2, "read": 0, "sql": 0}
 
 
+@pytest.mark.slow
+def test_an_idle_worker_follows_writes_by_itself(tmp_path, monkeypatch):
+    """After writes, an idle placement-api worker brings its catalog up to
+    date in the background: the next candidate request finds it current
+    and follows nothing itself."""
+    monkeypatch.delenv(multiproc.ENV, raising=False)
+    headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
+    updates = "placement_catalog_updates_total"
+    with live_server.placement_api(tmp_path, "--workers", "1") as url:
+        with httpx.Client(base_url=url) as client:
+            _provider_with_vcpu(client, headers)
+            deadline = time.monotonic() + 20
+            while not value(client.get("/metrics").text, updates, how="deltas"):
+                assert time.monotonic() < deadline, "the catalog was not followed"
+                time.sleep(0.5)
+            before = client.get("/metrics").text
+            found = client.get(
+                "/allocation_candidates?resources=VCPU:1", headers=headers
+            ).json()
+            after = client.get("/metrics").text
+    assert len(found["allocation_requests"]) == 1
+    for how in ("deltas", "full"):
+        assert value(after, updates, how=how) == value(before, updates, how=how)
+    name = "placement_catalog_requests_total"
+    assert value(after, name, outcome="hit") - value(before, name, outcome="hit") == 1
+
+
 def test_allocation_conflict_retry_counted(client, monkeypatch):
     """A lost generation race re-runs the write and counts one retry."""
     from placement.objects import allocation

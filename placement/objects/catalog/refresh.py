@@ -111,6 +111,20 @@ class Cache:
             if self.catalog is None or self.catalog.stamp != changes.stamp(conn):
                 self._refresh(db, conn)
 
+    def catch_up(self, db: db_api.Database) -> str | None:
+        """As ``warm``, unless a request is bringing the catalog up to date
+        already (None). What it did: "deltas", "full" or "none"."""
+        if not self.reading.acquire(blocking=False):
+            return None
+        try:
+            with db.reader() as conn:
+                stamp = changes.stamp(conn)
+                if self.catalog is not None and self.catalog.stamp == stamp:
+                    return "none"
+                return self._refresh(db, conn)
+        finally:
+            self.reading.release()
+
 
 def _changed(conn, then, now):
     """{kind: set of ids} changed between the counts ``then`` and ``now``
@@ -199,3 +213,13 @@ def warm(db: db_api.Database) -> int | None:
     cache = _cache(db)
     cache.warm(db)
     return len(cache.catalog.providers) if cache.catalog is not None else 0
+
+
+def catch_up(db: db_api.Database) -> str | None:
+    """Bring the catalog of ``db`` up to date now, if it is on and no
+    request is at it: what an idle worker's follower calls, so that the
+    next request finds it current (``api/follower.py``). "deltas", "full"
+    or "none" (it was current); None when the catalog is off or busy."""
+    if not CONF.placement.provider_catalog:
+        return None
+    return _cache(db).catch_up(db)

@@ -1,0 +1,67 @@
+"""A worker's catalog follower: while the worker is idle, a background
+thread brings its provider catalog up to date, so that the first request
+after a burst of writes (a bulk load, a wave of agents' reports) finds it
+current instead of following the changes itself. See "Provider catalog"
+in doc/architecture.md.
+
+It only looks while no request has been in the worker's gate for
+``IDLE_S``: a busy worker's requests keep its catalog current anyway, and
+the follower must not take CPU from them. A look costs one statement (the
+stamp); catching up is what the next request would have done.
+"""
+
+import logging
+import threading
+
+from placement.api import gate as gate_
+from placement.db import api as db_api
+from placement.objects.catalog import refresh
+
+LOG = logging.getLogger(__name__)
+
+EVERY_S = 0.5  # how often an idle worker looks at the stamp
+IDLE_S = 0.2  # no request for this long: the worker is idle
+
+
+class Follower:
+    def __init__(
+        self,
+        db: db_api.Database,
+        gate: gate_.Gate,
+        every: float = EVERY_S,
+        idle: float = IDLE_S,
+    ) -> None:
+        self.db = db
+        self.gate = gate
+        self.every = every
+        self.idle = idle
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def step(self) -> str | None:
+        """One look: what the catalog's catch-up did ("deltas", "full",
+        "none"), or None when the worker was busy or the look failed."""
+        if not self.gate.idle_for(self.idle):
+            return None
+        try:
+            return refresh.catch_up(self.db)
+        except Exception as e:
+            # The database may be away: the next request finds out and
+            # answers for it; the next look tries again.
+            LOG.debug("provider catalog not followed: %s", type(e).__name__)
+            return None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._loop, name="catalog-follower", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.step()

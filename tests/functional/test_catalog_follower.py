@@ -1,0 +1,138 @@
+"""The catalog follower of a worker (placement.api.follower): while the
+worker's gate has been empty for a while, it brings the worker's provider
+catalog up to date with other workers' writes, so that the next request
+finds it current; while requests come, it leaves that to them."""
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from placement.api import follower
+from placement.api import gate
+from placement.db import api as db_api
+from placement.objects.catalog import changes
+from placement.objects.catalog import refresh
+from tests import fixtures
+from tests import wsgi_client
+from tests.functional.test_candidate_catalog import two_workers
+
+HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def cloud(request):
+    fixtures.require_backend(request.param)
+    with fixtures.database_url(request.param) as url, two_workers(url, url) as cloud:
+        refresh.warm(cloud.reader_db)
+        yield cloud
+
+
+def _stamp(db):
+    with db.reader() as conn:
+        return changes.stamp(conn)
+
+
+def _catalog(db):
+    return refresh._CACHES[db].catalog
+
+
+def _new_host(cloud):
+    rp = cloud.provider("host-%s" % uuid.uuid4())
+    cloud.inventories(rp, VCPU=4)
+    return rp
+
+
+def test_an_idle_worker_catches_up_and_its_next_request_hits(cloud):
+    gated = gate.Gate(cloud.reader, 2)
+    watcher = follower.Follower(cloud.reader_db, gated, idle=0)
+    assert watcher.step() == "none"
+    rp = _new_host(cloud)
+    assert _catalog(cloud.reader_db).stamp < _stamp(cloud.writer_db)
+
+    assert watcher.step() == "deltas"
+    catalog = _catalog(cloud.reader_db)
+    assert catalog.stamp == _stamp(cloud.writer_db)
+    assert rp in catalog.uuids.values()
+    # The request through the gate takes that catalog as it is.
+    resp = wsgi_client.call(gated, "/allocation_candidates?resources=VCPU:4", **HEADERS)
+    assert resp.status == 200
+    assert [rp] == [list(r["allocations"]) for r in resp.json()["allocation_requests"]][
+        0
+    ]
+    assert _catalog(cloud.reader_db) is catalog
+    assert watcher.step() == "none"
+
+
+class _Holding:
+    """A WSGI app that holds its request until ``done`` is set."""
+
+    def __init__(self):
+        self.inside = threading.Event()
+        self.done = threading.Event()
+
+    def __call__(self, environ, start_response):
+        self.inside.set()
+        self.done.wait(10)
+        start_response("204 No Content", [])
+        return [b""]
+
+
+def test_a_busy_worker_leaves_catching_up_to_its_requests(cloud):
+    app = _Holding()
+    gated = gate.Gate(app, 2)
+    watcher = follower.Follower(cloud.reader_db, gated, idle=0.3)
+    _new_host(cloud)
+    stamp = _catalog(cloud.reader_db).stamp
+    request = threading.Thread(
+        target=gated, args=({"REQUEST_METHOD": "PUT"}, lambda *a: None)
+    )
+    request.start()
+    try:
+        assert app.inside.wait(10)
+        assert watcher.step() is None  # a request is in
+    finally:
+        app.done.set()
+        request.join()
+    assert watcher.step() is None  # one left a moment ago
+    assert _catalog(cloud.reader_db).stamp == stamp
+    time.sleep(0.35)
+    assert watcher.step() == "deltas"
+    assert _catalog(cloud.reader_db).stamp == _stamp(cloud.writer_db)
+
+
+def test_the_follower_thread_follows_until_stopped(cloud):
+    watcher = follower.Follower(
+        cloud.reader_db, gate.Gate(cloud.reader, 2), every=0.01, idle=0
+    )
+    watcher.start()
+    try:
+        for _ in range(3):
+            rp = _new_host(cloud)
+            stamp = _stamp(cloud.writer_db)
+            deadline = time.monotonic() + 10
+            while _catalog(cloud.reader_db).stamp != stamp:
+                assert time.monotonic() < deadline, "not followed"
+                time.sleep(0.01)
+            assert rp in _catalog(cloud.reader_db).uuids.values()
+    finally:
+        watcher.stop()
+    assert not watcher._thread.is_alive()
+
+
+def test_nothing_to_follow_with_the_catalog_off(cloud):
+    _new_host(cloud)
+    watcher = follower.Follower(cloud.reader_db, gate.Gate(cloud.reader, 2), idle=0)
+    with fixtures.overrides(**{"placement.provider_catalog": False}):
+        assert watcher.step() is None
+    assert _catalog(cloud.reader_db).stamp < _stamp(cloud.writer_db)
+
+
+def test_a_database_away_is_no_error(tmp_path):
+    conf = fixtures.configure()
+    away = db_api.Database(
+        db_api.create_engine("sqlite:///%s/missing/placement.sqlite" % tmp_path, conf)
+    )
+    watcher = follower.Follower(away, gate.Gate(lambda e, s: [b""], 1), idle=0)
+    assert watcher.step() is None
