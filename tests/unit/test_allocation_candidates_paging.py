@@ -6,6 +6,7 @@ unpaged when sharing providers exist."""
 import pytest
 
 from placement.objects import allocation_candidates as engine
+from tests import fixtures
 from tests.unit.test_allocation_candidates_engine import Layout  # noqa: F401
 from tests.unit.test_allocation_candidates_engine import db  # noqa: F401
 from tests.unit.test_allocation_candidates_engine import group  # noqa: F401
@@ -84,3 +85,51 @@ def test_sharing_provider_serves_across_pages(db, monkeypatch):  # noqa: F811
     limited = run(lay, groups, limit=3)
     assert len(limited["allocation_requests"]) == 3
     assert set(mapped(lay, limited)) <= set(mapped(lay, full))
+
+
+@pytest.fixture
+def packed(db, monkeypatch):  # noqa: F811
+    """Twelve hosts, the first eight full, as where schedulers pack."""
+    monkeypatch.setattr(engine, "FIRST_PAGE", 2)
+    lay = Layout(db)
+    for i in range(12):
+        lay.add("CN%d" % i, inventory={"VCPU": 4}, used={"VCPU": 4} if i < 8 else None)
+    return lay
+
+
+def _pages_read(monkeypatch):
+    """The number of trees of each page the searches read, in order."""
+    pages = []
+    load = engine.providers.load_snapshot
+
+    def counted(*args, roots=None, **kwargs):
+        pages.append(len(roots) if roots is not None else None)
+        return load(*args, roots=roots, **kwargs)
+
+    monkeypatch.setattr(engine.providers, "load_snapshot", counted)
+    return pages
+
+
+def test_the_next_request_of_a_shape_reads_what_the_last_needed(packed, monkeypatch):
+    pages = _pages_read(monkeypatch)
+    groups = [group("", {"VCPU": 1})]
+    first = run(packed, groups, limit=1)
+    assert pages == [3, 6]  # limit + FIRST_PAGE, then twice that
+    del pages[:]
+    again = run(packed, groups, limit=1)
+    assert pages == [11]  # the 9 trees the first needed, and FIRST_PAGE
+    assert again == first
+    assert mapped(packed, first) == [(("", ("CN8",)),)]
+    # The shape is what is learned: another one starts from its limit.
+    del pages[:]
+    run(packed, [group("", {"VCPU": 2})], limit=1)
+    assert pages == [3, 6]
+
+
+def test_without_the_catalog_nothing_is_learned(packed, monkeypatch):
+    pages = _pages_read(monkeypatch)
+    groups = [group("", {"VCPU": 1})]
+    with fixtures.overrides(**{"placement.provider_catalog": False}):
+        run(packed, groups, limit=1)
+        run(packed, groups, limit=1)
+    assert pages == [3, 6, 3, 6]

@@ -8,6 +8,7 @@ serve which group under which anchor) and ``search`` (lazy combinations).
 a Stream, which the candidates handler renders (handlers/candidate_render).
 """
 
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -48,7 +49,8 @@ class Result:
 
 EMPTY = Result([], {}, {}, {})
 FIRST_PAGE = 16  # trees read first by a limited search beyond its
-# limit: most trees give one candidate in the first round
+# limit (or beyond the trees the last request of its shape needed): most
+# trees give one candidate in the first round
 KEPT = 10_000  # candidates an answer without a limit keeps while it is
 # counted against Options.max_answer: smaller answers are searched once
 
@@ -222,6 +224,8 @@ def _find(index, request, options):
         functools.partial(_search, index, request, options), bound
     )
     found = _limit(found, limit, options.randomize)
+    if seen.paging is not None:
+        _learn_first_page(found, seen, limit)
     allocated = {rp for c in found for rp, _, _ in c.allocations}
     mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
@@ -240,23 +244,6 @@ def _search(index, request, options, build=True):
         aggregate_ids,
         whole_trees=bool(request.same_subtree) or not all(g.resources for g in groups),
     )
-    paged = (
-        request.limit is not None
-        and not options.randomize
-        and not index.sharing_holds(class_ids.values())
-    )
-    if paged:
-        snapshots = (
-            load(roots=page) for page in _pages(index.root_ids(), request.limit)
-        )
-    else:
-        snapshots = [load()]
-    one_per_tree = not options.nested_aware and index.is_nested()
-    # Only a sharing provider's repeats, or one provider per tree, need
-    # the candidates themselves to tell which ones count.
-    if one_per_tree or (not paged and snapshots[0].serves):
-        build = True
-    seen = _Seen(whole=not paged)
     root_required = frozenset(trait_ids[t] for t in request.root_required)
     root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
     # Everything besides the trees' rows and usage that decides what an
@@ -270,6 +257,27 @@ def _search(index, request, options, build=True):
         load.keywords["whole_trees"],
         index.is_nested(),
     )
+    answers = index.kept_answers(shape)
+    paged = (
+        request.limit is not None
+        and not options.randomize
+        and not index.sharing_holds(class_ids.values())
+    )
+    seen = _Seen(whole=not paged)
+    if paged:
+        roots = index.root_ids()
+        first = request.limit
+        if answers is not None:
+            seen.paging = (roots, answers)
+            first = max(first, answers.trees_needed())
+        snapshots = (load(roots=page) for page in _pages(roots, first))
+    else:
+        snapshots = [load()]
+    one_per_tree = not options.nested_aware and index.is_nested()
+    # Only a sharing provider's repeats, or one provider per tree, need
+    # the candidates themselves to tell which ones count.
+    if one_per_tree or (not paged and snapshots[0].serves):
+        build = True
     found = search.STRATEGIES[visit_order(options, request.limit)](
         _streams(
             snapshots,
@@ -284,7 +292,7 @@ def _search(index, request, options, build=True):
                 build=build,
             ),
             groups,
-            index.kept_answers(shape) if build else None,
+            answers if build else None,
             seen,
         )
     )
@@ -299,11 +307,11 @@ def _search(index, request, options, build=True):
     return found, seen, class_ids, one_per_tree
 
 
-def _pages(roots, limit):
-    """Trees in ascending root id pages, growing: a limited search reads
-    only as many trees as it needs (no sharing providers: each anchor's
-    candidates come from its own tree)."""
-    start, size = 0, limit + FIRST_PAGE
+def _pages(roots, first):
+    """Trees in ascending root id pages, growing from ``first`` (and a
+    few more): a limited search reads only as many trees as it needs (no
+    sharing providers: each anchor's candidates come from its own tree)."""
+    start, size = 0, first + FIRST_PAGE
     while start < len(roots):
         yield roots[start : start + size]
         start += size
@@ -318,6 +326,8 @@ class _Seen:
         self.whole = whole  # one snapshot of every tree, not pages
         self.planned = 0  # at most how many candidates the plans of the
         # snapshots read so far (and the kept answers taken) can give
+        self.paging = None  # (every root id, kept.Answers) of a paged
+        # search that learns its first page for the next of its shape
 
     def most(self):
         """At most how many candidates the search gives, once known: a
@@ -406,6 +416,22 @@ def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers, seen):
             candidates = first
         if candidates:
             yield iter(candidates)
+
+
+def _learn_first_page(found, seen, limit):
+    """Remember how many trees, in root id order, the answer of a limited
+    search came from (all of them when it found fewer than its limit): the
+    next request of its shape reads at least as many in its first page.
+    When the first trees are full, as where schedulers pack hosts, the
+    candidates lie further on with every claim, and each request would
+    otherwise read them in several growing pages, a statement each."""
+    roots, answers = seen.paging
+    if len(found) < limit:
+        needed = len(roots)
+    else:
+        last = max({seen.root(c.allocations[0][0]) for c in found})
+        needed = bisect.bisect_right(roots, last)
+    answers.remember_trees_needed(needed)
 
 
 def _one_provider_per_tree(candidate, seen):

@@ -50,6 +50,14 @@ class Answers:
             for root in roots
         }
 
+    def trees_needed(self) -> int:
+        """How many trees (in root id order) the last limited answer of
+        this shape came from; 0 before any."""
+        return self._shapes.trees_needed.get(self._shape, 0)
+
+    def remember_trees_needed(self, trees: int) -> None:
+        self._shapes.trees_needed[self._shape] = trees
+
     def get(self, root: int, usage: Usage) -> tuple | None:
         """The candidates kept under ``root`` at ``usage``, if any."""
         derived = self._catalog.derived_by_tree.get(root)

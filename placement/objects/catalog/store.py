@@ -322,12 +322,15 @@ class Shapes:
         self._ids: dict = {}
         self._next = itertools.count()
         self.kept = 0
+        # {shape id: trees the last limited answer of it came from}
+        self.trees_needed: dict[int, int] = {}
 
     def id(self, shape: collections.abc.Hashable) -> int:
         found = self._ids.get(shape)
         if found is None:
             if len(self._ids) >= self.MOST:
                 self._ids = {}
+                self.trees_needed = {}
             found = self._ids[shape] = next(self._next)
         return found
 
