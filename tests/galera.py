@@ -115,13 +115,17 @@ def _status(port, variable):
         conn.close()
 
 
-def _wait(what, check, deadline, node_dir):
+def _wait(what, check, deadline, node_dir, proc=None):
+    """Until ``check()``; RuntimeError at ``deadline``, or as soon as the
+    node's process ``proc`` (if given) has exited."""
     while time.monotonic() < deadline:
         try:
             if check():
                 return
         except pymysql.err.MySQLError:
             pass
+        if proc is not None and proc.poll() is not None:
+            break  # it gave up (a failed state transfer)
         time.sleep(0.5)
     log = os.path.join(node_dir, "error.log")
     tail = open(log).read()[-3000:] if os.path.exists(log) else ""
@@ -269,14 +273,44 @@ def rejoin(base, n, url, donor=None, timeout=START_TIMEOUT):
     extra = ["--wsrep-start-position=%s" % found[-1]] if found else []
     if donor:
         extra.append("--wsrep-sst-donor=%s" % donor)
-    _spawn(node_dir, extra)
     port = int(url.rsplit(":", 1)[1])
-    _wait(
-        "node %d to rejoin" % n,
-        lambda: _status(port, "wsrep_local_state_comment") == "Synced",
-        time.monotonic() + timeout,
-        node_dir,
+    deadline = time.monotonic() + timeout
+    for attempt in range(ATTEMPTS):
+        proc = _spawn(node_dir, extra)
+        try:
+            _wait(
+                "node %d to rejoin" % n,
+                lambda: _status(port, "wsrep_local_state_comment") == "Synced",
+                deadline,
+                node_dir,
+                proc,
+            )
+            return
+        except RuntimeError:
+            if proc.poll() is None or attempt == ATTEMPTS - 1:
+                raise
+        # The node exited: its state transfer lost a port chosen at the
+        # cluster's start to another process meanwhile (rsync could not
+        # listen). It starts again on new transfer ports.
+        _new_transfer_ports(node_dir)
+
+
+def _new_transfer_ports(node_dir):
+    """Give the node's incremental and state transfers new ports."""
+    path = os.path.join(node_dir, "my.cnf")
+    with open(path) as f:
+        text = f.read()
+    ist, sst = free_ports(2)
+    text = re.sub(
+        r"ist\.recv_addr=127\.0\.0\.1:\d+", "ist.recv_addr=127.0.0.1:%d" % ist, text
     )
+    text = re.sub(
+        r"wsrep_sst_receive_address=127\.0\.0\.1:\d+",
+        "wsrep_sst_receive_address=127.0.0.1:%d" % sst,
+        text,
+    )
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def wait_for(base, timeout=START_TIMEOUT + 60):
