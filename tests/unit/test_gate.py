@@ -45,11 +45,17 @@ def _run(gate, requests):
         thread.join()
 
 
-def test_heavy_reads_take_turns_but_writes_overlap():
+def _through_gate(active, requests):
+    """The Recorder of ``requests`` sent at once through a gate of
+    ``active`` slots."""
     app = Recorder()
-    gated = gate.Gate(app, 3)
-    _run(
-        gated,
+    _run(gate.Gate(app, active), requests)
+    return app
+
+
+def test_heavy_reads_take_turns_but_writes_overlap():
+    app = _through_gate(
+        3,
         [("GET", "/allocation_candidates")] * 4
         + [("GET", "/resource_providers")] * 2
         + [("PUT", "/allocations/x")] * 4,
@@ -59,29 +65,23 @@ def test_heavy_reads_take_turns_but_writes_overlap():
 
 
 def test_other_reads_and_filtered_paths_are_not_heavy():
-    app = Recorder()
-    gated = gate.Gate(app, 4)
-    _run(gated, [("GET", "/resource_providers/x/inventories")] * 4)
+    app = _through_gate(4, [("GET", "/resource_providers/x/inventories")] * 4)
     assert app.max_running == 4
 
 
 def test_provider_lists_of_one_tree_or_provider_are_not_heavy():
     # The Recorder counts every /resource_providers read as heavy: more
     # than one at once shows that the gate let them overlap.
-    app = Recorder()
-    gated = gate.Gate(app, 8)
-    _run(
-        gated,
+    app = _through_gate(
+        8,
         [("GET", "/resource_providers?in_tree=x")] * 2
         + [("GET", "/resource_providers/?uuid=x&required=T")] * 2
         + [("GET", "/resource_providers?name=x")] * 2,
     )
     assert app.max_heavy > 1
     # Wider filters are still one at a time.
-    app = Recorder()
-    gated = gate.Gate(app, 8)
-    _run(
-        gated,
+    app = _through_gate(
+        8,
         [("GET", "/resource_providers?member_of=x&resources=VCPU:1")] * 3
         + [("GET", "/resource_providers?required=T")] * 3
         + [("GET", "/allocation_candidates?in_tree=x")] * 2,

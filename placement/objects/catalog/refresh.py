@@ -107,9 +107,8 @@ class Cache:
         return how
 
     def warm(self, db: db_api.Database) -> None:
-        with self.reading, db.reader() as conn:
-            if self.catalog is None or self.catalog.stamp != changes.stamp(conn):
-                self._refresh(db, conn)
+        with self.reading:
+            self._up_to_date(db)
 
     def catch_up(self, db: db_api.Database) -> str | None:
         """As ``warm``, unless a request is bringing the catalog up to date
@@ -117,13 +116,17 @@ class Cache:
         if not self.reading.acquire(blocking=False):
             return None
         try:
-            with db.reader() as conn:
-                stamp = changes.stamp(conn)
-                if self.catalog is not None and self.catalog.stamp == stamp:
-                    return "none"
-                return self._refresh(db, conn)
+            return self._up_to_date(db)
         finally:
             self.reading.release()
+
+    def _up_to_date(self, db):
+        """With ``reading`` held: the catalog at the stamp a new read
+        transaction sees."""
+        with db.reader() as conn:
+            if self.catalog is not None and self.catalog.stamp == changes.stamp(conn):
+                return "none"
+            return self._refresh(db, conn)
 
 
 def _changed(conn, then, now):
