@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
-from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import answering as engine
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
