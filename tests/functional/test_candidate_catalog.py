@@ -23,9 +23,9 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import standard_names
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import changes
-from placement.objects.catalog import index as catalog_index
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 from tests import fixtures

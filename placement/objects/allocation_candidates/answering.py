@@ -20,12 +20,12 @@ from typing import Any
 
 from placement import exception
 from placement.db import api as db_api
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import kept
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
-from placement.objects.catalog import index as catalog_index
 
 
 @dataclasses.dataclass(frozen=True)
