@@ -15,7 +15,7 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement import versions
 from placement.db import schema
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
 

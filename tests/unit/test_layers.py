@@ -119,7 +119,7 @@ def test_no_module_imports_from_a_layer_above():
         ("placement.api.app", "api"),
         ("placement.web.errors", "web"),
         ("placement.handlers.inventory", "handlers"),
-        ("placement.handlers.candidate_render", "handlers"),
+        ("placement.handlers.candidates.render", "handlers"),
         ("placement.db.api", "db"),
         ("placement.schemas.allocation", "leaf"),
         ("placement.cmd.api", "entry"),
