@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from placement.api import follower
-from placement.api import gate
+from placement.cmd import follower
+from placement.cmd import gate
 from placement.db import api as db_api
 from placement.objects.catalog import changes
 from placement.objects.catalog import refresh

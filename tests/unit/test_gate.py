@@ -5,7 +5,7 @@ requests of a worker run at once, and of those at most one CPU-heavy read
 import threading
 import time
 
-from placement.api import gate
+from placement.cmd import gate
 
 
 class Recorder:

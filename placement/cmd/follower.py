@@ -13,7 +13,7 @@ stamp); catching up is what the next request would have done.
 import logging
 import threading
 
-from placement.api import gate as gate_
+from placement.cmd import gate as gate_
 from placement.db import api as db_api
 from placement.objects.catalog import refresh
 
