@@ -16,6 +16,7 @@ from oslo_middleware.healthcheck import opts as healthcheck_opts
 from oslo_middleware.healthcheck import pluginbase
 
 from placement.db import api as db_api
+from placement.db import errors as db_errors
 from placement.db import schema
 
 LOG = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
             with self.conf[DB_KEY].reader() as conn:
                 revision = schema.recorded_revision(conn)
         except Exception as e:
-            if db_api.is_schema_missing(e):
+            if db_errors.is_schema_missing(e):
                 reason, details = "database schema missing", schema.SYNC_HINT
             else:
                 reason, details = "database unreachable", str(e)

@@ -91,7 +91,7 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 def recorded_revision(conn: sa.Connection) -> str | None:
     """The revision alembic recorded, in one cheap statement (for health
-    checks); a DBAPIError (``db_api.is_schema_missing``) when the schema
+    checks); a DBAPIError (``db_errors.is_schema_missing``) when the schema
     is not there."""
     return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
 
