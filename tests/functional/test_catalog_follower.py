@@ -1,4 +1,4 @@
-"""The catalog follower of a worker (placement.api.follower): while the
+"""The catalog follower of a worker (placement.cmd.follower): while the
 worker's gate has been empty for a while, it brings the worker's provider
 catalog up to date with other workers' writes, so that the next request
 finds it current; while requests come, it leaves that to them."""

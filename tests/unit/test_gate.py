@@ -1,4 +1,4 @@
-"""placement.api.gate.Gate (placement-api --active): at most ``active``
+"""placement.cmd.gate.Gate (placement-api --active): at most ``active``
 requests of a worker run at once, and of those at most one CPU-heavy read
 (candidates, provider list)."""
 

@@ -2,10 +2,11 @@
 
 Stages, one module each: ``request`` (groups and structural rules),
 ``providers`` (what the search looks at, over an index that ``sql`` or
-``catalog.index``, over the worker's provider catalog, answers), ``trees`` (who can
-serve which group under which anchor) and ``search`` (lazy combinations).
-``answering`` runs stages 2-4 in one read transaction and returns a Result
-or a Stream, which the candidates handler renders (handlers/candidate_render).
+``catalog_index``, over the worker's provider catalog, answers), ``trees``
+(who can serve which group under which anchor) and ``search`` (lazy
+combinations). ``answering`` runs stages 2-4 in one read transaction and
+returns a Result or a Stream, which the candidates handler renders
+(handlers/candidates/render); this module only re-exports its names.
 """
 
 from placement.objects.allocation_candidates.answering import Options

@@ -1,11 +1,9 @@
-"""The allocation candidate engine (GET /allocation_candidates).
-
-Stages, one module each: ``request`` (groups and structural rules),
-``providers`` (what the search looks at, over an index that ``sql`` or
-``catalog.index``, over the worker's provider catalog, answers), ``trees`` (who can
-serve which group under which anchor) and ``search`` (lazy combinations).
-``answer`` runs stages 2-4 in one read transaction and returns a Result or
-a Stream, which the candidates handler renders (handlers/candidate_render).
+"""The engine's front door: ``answer`` runs stages 2-4 (``providers``,
+``trees``, ``search``) for a checked request in one read transaction and
+returns a Result or a Stream, which the candidates handler renders
+(handlers/candidates/render). Also here, what decides how an answer is
+built: the visit order, a limited search's pages (and the first page it
+learns), the answer bound, and the providers' summaries at the end.
 """
 
 import bisect

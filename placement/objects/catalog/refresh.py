@@ -221,7 +221,7 @@ def warm(db: db_api.Database) -> int | None:
 def catch_up(db: db_api.Database) -> str | None:
     """Bring the catalog of ``db`` up to date now, if it is on and no
     request is at it: what an idle worker's follower calls, so that the
-    next request finds it current (``api/follower.py``). "deltas", "full"
+    next request finds it current (``cmd/follower.py``). "deltas", "full"
     or "none" (it was current); None when the catalog is off or busy."""
     if not CONF.placement.provider_catalog:
         return None
