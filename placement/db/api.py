@@ -45,8 +45,18 @@ def build_url(conf: cfg.ConfigOpts) -> sa.engine.URL:
 # MySQL server errors at connect time that waiting does not fix.
 _MYSQL_UNKNOWN_DATABASE = 1049
 _MYSQL_ACCESS_DENIED = (1044, 1045, 1698)
-# Words of a refused or timed-out connection, in every driver's messages.
-_TRANSIENT = ("connection refused", "timed out", "timeout")
+# Words of a refused, reset or timed-out connection, in every driver's
+# messages: a host that is down, starting or behind a proxy whose backend
+# is down, which waiting may fix. (PyMySQL reports a reset as a lost
+# connection; psycopg as a server that closed the connection.)
+_TRANSIENT = (
+    "connection refused",
+    "connection reset",
+    "lost connection",
+    "closed the connection unexpectedly",
+    "timed out",
+    "timeout",
+)
 
 
 def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str]:
@@ -55,7 +65,10 @@ def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str
     orig = getattr(error, "orig", None) or error
     args: tuple[Any, ...] = getattr(orig, "args", ())
     code = args[0] if args and isinstance(args[0], int) else None
-    text = str(args[1] if code is not None and len(args) > 1 else orig)
+    # One line: psycopg's messages run over several.
+    text = " ".join(
+        str(args[1] if code is not None and len(args) > 1 else orig).split()
+    )
     shown = url.render_as_string(hide_password=True)
     if code == _MYSQL_UNKNOWN_DATABASE:
         return False, (
