@@ -30,7 +30,9 @@ from placement.objects.catalog import refresh
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
 URL_EXAMPLE = (
-    "mysql+pymysql://USER:PASSWORD@HOST/placement or sqlite:////PATH/placement.sqlite"
+    "mysql+pymysql://USER:PASSWORD@HOST/placement, "
+    "postgresql+psycopg://USER:PASSWORD@HOST/placement or "
+    "sqlite:////PATH/placement.sqlite"
 )
 
 

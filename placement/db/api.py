@@ -113,7 +113,7 @@ def create_engine(
     kwargs: dict[str, Any] = {"future": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
+            _sqlite_directory(url.database)
         kwargs["connect_args"] = {
             "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
             "check_same_thread": False,
@@ -152,6 +152,15 @@ def create_engine(
         _setup_mysql(engine, sql_mode, sync_wait, budget)
         return engine
     return sa.create_engine(url, **kwargs)
+
+
+def _sqlite_directory(path: str) -> None:
+    """Create the missing directory of a new SQLite file (parents too:
+    ``tools/serve`` needs no set-up), and say so in one line."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+        LOG.info("created the directory %s for the SQLite database %s", directory, path)
 
 
 # A pooled connection idle for longer than this is pinged before use.
