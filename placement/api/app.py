@@ -20,6 +20,7 @@ from placement.api import openapi
 from placement.api import routes
 from placement.api import sizelimit
 from placement.db import api as db_api
+from placement.db import sqlite_file
 from placement.web import errors
 from placement.web import microversion
 
@@ -200,6 +201,22 @@ def handle_unexpected(
             "(a limit, fewer items), request id %s." % request_id,
             vary=False,
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    elif sqlite_file.is_file_removed(ex):
+        # Not something waiting fixes: the service must be restarted on the
+        # file (no Retry-After). Nothing was written.
+        LOG.error(
+            "Database file removed in %s %s (%s): %s",
+            req.method,
+            req.path,
+            request_id,
+            ex,
+        )
+        error = errors.ServiceUnavailable(
+            "Database file removed or replaced under the running service: "
+            "nothing is read or written until it is restarted on the "
+            "configured file, request id %s." % request_id,
+            vary=False,
         )
     elif db_api.is_schema_missing(ex):
         # Dropped under a running server, or never synced: as in an

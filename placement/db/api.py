@@ -27,6 +27,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import sqlite_file
 
 LOG = logging.getLogger(__name__)
 
@@ -121,6 +122,8 @@ def create_engine(
         engine = sa.create_engine(url, **kwargs)
         synchronous = dbconf.sqlite_synchronous if dbconf else True
         _setup_sqlite(engine, synchronous)
+        if url.database and url.database != ":memory:":
+            sqlite_file.watch(engine, url.database)
         return engine
     if url.get_backend_name() in ("mysql", "postgresql"):
         kwargs["isolation_level"] = "READ COMMITTED"
