@@ -266,25 +266,24 @@ def test_hostile_name_is_text_and_runs_nothing(cloud, browser):
     assert browser.execute_script("return document.title") == "Placement console"
 
 
-def test_filters_use_the_api(cloud, browser):
+def _roots_shown(driver, base, filters):
+    """The uuids of the roots the cloud view lists with ``filters``."""
     from selenium.webdriver.common.by import By
 
+    driver.get(base + "/ui/#/cloud?" + filters)
+    _wait(driver, "#view[data-ready='1'] #roots")
+    return [
+        r.get_attribute("data-uuid")
+        for r in driver.find_elements(By.CSS_SELECTOR, "tr.root")
+    ]
+
+
+def test_filters_use_the_api(cloud, browser):
     base, names, _consumer, agg = cloud
     _sign_in(browser, base)
-    browser.get(base + "/ui/#/cloud?aggregate=" + agg)
-    _wait(browser, "#view[data-ready='1'] #roots")
-    shown = [
-        r.get_attribute("data-uuid")
-        for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
-    ]
-    assert shown == [names["cn1"]]
-    browser.get(base + "/ui/#/cloud?full=1")
-    _wait(browser, "#view[data-ready='1'] #roots")
-    shown = [
-        r.get_attribute("data-uuid")
-        for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
-    ]
-    assert shown == []  # nothing is over 90% used (cn1's VCPU: 7 of 128)
+    assert _roots_shown(browser, base, "aggregate=" + agg) == [names["cn1"]]
+    # Nothing is over 90% used (cn1's VCPU: 7 of 128).
+    assert _roots_shown(browser, base, "full=1") == []
 
 
 def test_provider_view_shows_the_tree_and_its_consumers(cloud, browser):
@@ -528,22 +527,13 @@ def test_no_chart_label_overflows_its_box(cloud, browser):
     ],
 )
 def test_name_filter_matches_part_of_a_name(cloud, browser, typed, shown):
-    from selenium.webdriver.common.by import By
-
     base, names, _consumer, _agg = cloud
     _sign_in(browser, base)
-    browser.get(base + "/ui/#/cloud?name=" + typed)
-    _wait(browser, "#view[data-ready='1'] #roots")
-    found = [
-        r.get_attribute("data-uuid")
-        for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
-    ]
+    found = _roots_shown(browser, base, "name=" + typed)
     assert found == [names[n] for n in shown]
 
 
 def test_name_filter_matches_a_whole_uuid_only(cloud, browser):
-    from selenium.webdriver.common.by import By
-
     base, names, _consumer, _agg = cloud
     _sign_in(browser, base)
     for typed, shown in [
@@ -551,13 +541,7 @@ def test_name_filter_matches_a_whole_uuid_only(cloud, browser):
         (names["cn1-numa0"].upper(), [names["cn1"]]),
         (names["cn2"][:8], []),  # part of a uuid is not a name
     ]:
-        browser.get(base + "/ui/#/cloud?name=" + typed)
-        _wait(browser, "#view[data-ready='1'] #roots")
-        found = [
-            r.get_attribute("data-uuid")
-            for r in browser.find_elements(By.CSS_SELECTOR, "tr.root")
-        ]
-        assert found == shown, typed
+        assert _roots_shown(browser, base, "name=" + typed) == shown, typed
 
 
 def test_explain_names_the_group_filter_and_lists_the_closest(cloud, browser):
