@@ -344,7 +344,9 @@ class _Explainer:
         return lack
 
     def _reason(self, steps, wide, groups):
-        """The ``_Cause`` of the first filter that left nothing, or None."""
+        """The ``_Cause`` of the first filter that left nothing, or None.
+        A ``groups`` step it blames on a group's filter gets that filter
+        as its ``emptied_by``."""
         if wide[1]["filter"] == "root_required" and not wide[1]["trees"]:
             clause = (
                 "root_required: none of %d trees has the required traits"
