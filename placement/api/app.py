@@ -23,6 +23,7 @@ from placement.api import routes
 from placement.api import sizelimit
 from placement.db import api as db_api
 from placement.db import errors as db_errors
+from placement.db import sqlite_file
 from placement.web import errors
 from placement.web import microversion
 
@@ -204,6 +205,19 @@ UNEXPECTED = (
             "A database statement of this request ran longer than the "
             "service allows; try again later, or ask for less at once "
             "(a limit, fewer items), request id %s."
+        ),
+    ),
+    # Not something waiting fixes: the service must be restarted on the
+    # file (no Retry-After). Nothing was written.
+    Unexpected(
+        sqlite_file.is_file_removed,
+        logging.ERROR,
+        "Database file removed",
+        lambda request_id: errors.ServiceUnavailable(
+            "Database file removed or replaced under the running service: "
+            "nothing is read or written until it is restarted on the "
+            "configured file, request id %s." % request_id,
+            vary=False,
         ),
     ),
     # Dropped under a running server, or never synced: as in an outage,

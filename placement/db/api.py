@@ -28,6 +28,7 @@ from sqlalchemy import exc as sa_exc
 
 from placement import exception
 from placement.db import errors
+from placement.db import sqlite_file
 
 LOG = logging.getLogger(__name__)
 
@@ -46,8 +47,18 @@ def build_url(conf: cfg.ConfigOpts) -> sa.engine.URL:
 # MySQL server errors at connect time that waiting does not fix.
 _MYSQL_UNKNOWN_DATABASE = 1049
 _MYSQL_ACCESS_DENIED = (1044, 1045, 1698)
-# Words of a refused or timed-out connection, in every driver's messages.
-_TRANSIENT = ("connection refused", "timed out", "timeout")
+# Words of a refused, reset or timed-out connection, in every driver's
+# messages: a host that is down, starting or behind a proxy whose backend
+# is down, which waiting may fix. (PyMySQL reports a reset as a lost
+# connection; psycopg as a server that closed the connection.)
+_TRANSIENT = (
+    "connection refused",
+    "connection reset",
+    "lost connection",
+    "closed the connection unexpectedly",
+    "timed out",
+    "timeout",
+)
 
 
 def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str]:
@@ -56,7 +67,10 @@ def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str
     orig = getattr(error, "orig", None) or error
     args: tuple[Any, ...] = getattr(orig, "args", ())
     code = args[0] if args and isinstance(args[0], int) else None
-    text = str(args[1] if code is not None and len(args) > 1 else orig)
+    # One line: psycopg's messages run over several.
+    text = " ".join(
+        str(args[1] if code is not None and len(args) > 1 else orig).split()
+    )
     shown = url.render_as_string(hide_password=True)
     if code == _MYSQL_UNKNOWN_DATABASE:
         return False, (
@@ -101,7 +115,7 @@ def create_engine(
     kwargs: dict[str, Any] = {"future": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
+            _sqlite_directory(url.database)
         kwargs["connect_args"] = {
             "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
             "check_same_thread": False,
@@ -109,6 +123,8 @@ def create_engine(
         engine = sa.create_engine(url, **kwargs)
         synchronous = dbconf.sqlite_synchronous if dbconf else True
         _setup_sqlite(engine, synchronous)
+        if url.database and url.database != ":memory:":
+            sqlite_file.watch(engine, url.database)
         return engine
     if url.get_backend_name() in ("mysql", "postgresql"):
         kwargs["isolation_level"] = "READ COMMITTED"
@@ -140,6 +156,15 @@ def create_engine(
         _setup_mysql(engine, sql_mode, sync_wait, budget)
         return engine
     return sa.create_engine(url, **kwargs)
+
+
+def _sqlite_directory(path: str) -> None:
+    """Create the missing directory of a new SQLite file (parents too:
+    ``tools/serve`` needs no set-up), and say so in one line."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+        LOG.info("created the directory %s for the SQLite database %s", directory, path)
 
 
 # A pooled connection idle for longer than this is pinged before use.

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from placement.api import app
+from placement.db import sqlite_file
 from placement.objects import resource_class
 from tests.wsgi_client import call
 from tests.wsgi_client import pipeline
@@ -20,19 +21,21 @@ def statement_error(orig):
 
 
 SECRET = "db.example:3306 password=hunter2"
-# (what is raised, the status it answers), in the order of app.UNEXPECTED.
+# (what is raised, the status it answers, its Retry-After), in the order
+# of app.UNEXPECTED.
 ROWS = [
-    (statement_error(sqlite3.OperationalError("too many SQL variables")), 400),
-    (statement_error(pymysql.err.OperationalError(1366, SECRET)), 400),
-    (statement_error(pymysql.err.OperationalError(3024, SECRET)), 503),
-    (statement_error(pymysql.err.OperationalError(1146, SECRET)), 503),
-    (statement_error(pymysql.err.OperationalError(2013, SECRET)), 503),
-    (RuntimeError(SECRET), 500),
+    (statement_error(sqlite3.OperationalError("too many SQL variables")), 400, None),
+    (statement_error(pymysql.err.OperationalError(1366, SECRET)), 400, None),
+    (statement_error(pymysql.err.OperationalError(3024, SECRET)), 503, "5"),
+    (sqlite_file.FileRemoved(SECRET), 503, None),
+    (statement_error(pymysql.err.OperationalError(1146, SECRET)), 503, "5"),
+    (statement_error(pymysql.err.OperationalError(2013, SECRET)), 503, "5"),
+    (RuntimeError(SECRET), 500, None),
 ]
 
 
 def test_a_row_for_each():
-    picked = [next(r for r in app.UNEXPECTED if r.matches(ex)) for ex, _ in ROWS]
+    picked = [next(r for r in app.UNEXPECTED if r.matches(ex)) for ex, _, _ in ROWS]
     assert picked == list(app.UNEXPECTED)
 
 
@@ -44,7 +47,7 @@ def placement():
 
 @pytest.mark.parametrize("number", range(len(ROWS)))
 def test_a_row(number, placement, monkeypatch, caplog):
-    raised, status = ROWS[number]
+    raised, status, retry_after = ROWS[number]
     row = app.UNEXPECTED[number]
 
     def fail(db):
@@ -69,7 +72,7 @@ def test_a_row(number, placement, monkeypatch, caplog):
         assert "openstack-api-version" not in response.headers
     else:
         assert response.headers["openstack-api-version"] == "placement 1.23"
-    assert (response.headers.get("retry-after") == "5") == (status == 503)
+    assert response.headers.get("retry-after") == retry_after
     [record] = [r for r in caplog.records if r.name == app.LOG.name]
     assert record.levelno == row.level
     logged = record.getMessage()
