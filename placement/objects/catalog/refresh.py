@@ -6,7 +6,9 @@ the change log or, when the log cannot tell, by reading it whole; and
 
 import collections
 import contextlib
+import logging
 import threading
+import time
 
 import sqlalchemy as sa
 
@@ -15,9 +17,11 @@ from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog.store import Catalog
 
 LOG = tables.catalog_log
+LOGGER = logging.getLogger(__name__)
 
 # More logged changes than this since a worker's catalog: it reads the
 # catalog whole instead.
@@ -27,6 +31,12 @@ WAIT_S = 1.0
 # How many times a request brings the catalog up to the count its
 # transaction sees before it reads through SQL instead.
 CHASES = 3
+# How old the last comparison of the catalog with the database's
+# fingerprint may be when a request uses the catalog: a write by another
+# writer (which the change log does not name) shows in answers after at
+# most this long, plus the comparison's own time. See "Writes by other
+# writers" in doc/architecture.md.
+VERIFY_EVERY_S = 0.5
 
 
 class Cache:
@@ -37,12 +47,17 @@ class Cache:
         self.reading = threading.Lock()
         # True while the held lock reads the whole catalog (not deltas).
         self.reading_all = False
+        # time.monotonic() of the last comparison with the database's
+        # fingerprint (``verify``): it started no earlier than this.
+        self.verified_at = float("-inf")
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
+        if time.monotonic() - self.verified_at >= VERIFY_EVERY_S:
+            self.verify(db)
         if stamp is None:
             stamp = changes.stamp(conn)
         catalog = self.catalog
@@ -106,6 +121,63 @@ class Cache:
         events.catalog_updated(how)
         return how
 
+    def verify(self, db: db_api.Database) -> str | None:
+        """Compare the catalog with the database's fingerprint, in a new
+        snapshot, unless a request is bringing it up to date (None). What
+        it did: "none" (the catalog was current), "deltas" (it followed
+        the change log, and then matched), "full" (read whole: the log
+        could not tell) or "foreign" (read whole: another writer changed
+        what it holds)."""
+        if not self.reading.acquire(blocking=False):
+            return None
+        try:
+            return self._verified(db)
+        finally:
+            self.reading.release()
+
+    def doubt(self) -> None:
+        """Have the next request compare the catalog with the database
+        first (a claim failed on a host the catalog may have offered)."""
+        self.verified_at = float("-inf")
+
+    def _verified(self, db):
+        self.verified_at = time.monotonic()
+        with _own_snapshot(db) as reading:
+            old = self.catalog
+            if old is None:
+                return None  # the first read is warm()'s or a request's
+            seqs = changes.counts(reading)
+            found = fingerprint.of_database(reading)
+            changed = _changed(reading, old.seqs, seqs)
+            if changed is not None:
+                new = old.advanced(reading, seqs, changed) if changed else old
+                if new.fingerprint() == found:
+                    if new is old:
+                        return "none"
+                    self.catalog = new
+                    events.catalog_updated("deltas")
+                    return "deltas"
+                how = "foreign"
+                LOGGER.info(
+                    "provider catalog: rows written by another writer (not "
+                    "in the change log); reading it again"
+                )
+            else:
+                how = "full"
+            # Requests read through SQL until the new catalog is in.
+            self.catalog = None
+            self.reading_all = True
+            try:
+                catalog = Catalog.read(reading)
+            finally:
+                self.reading_all = False
+            catalog.offset = [
+                db_value - mine for db_value, mine in zip(found, catalog.fingerprint())
+            ]
+            self.catalog = catalog
+        events.catalog_updated(how)
+        return how
+
     def warm(self, db: db_api.Database) -> None:
         with self.reading:
             self._up_to_date(db)
@@ -122,7 +194,13 @@ class Cache:
 
     def _up_to_date(self, db):
         """With ``reading`` held: the catalog at the stamp a new read
-        transaction sees."""
+        transaction sees, compared with the database's fingerprint when
+        the last comparison is due."""
+        if (
+            self.catalog is not None
+            and time.monotonic() - self.verified_at >= VERIFY_EVERY_S
+        ):
+            return self._verified(db)
         with db.reader() as conn:
             if self.catalog is not None and self.catalog.stamp == changes.stamp(conn):
                 return "none"
@@ -168,6 +246,20 @@ def _changed(conn, then, now):
 
 
 @contextlib.contextmanager
+def _own_snapshot(db):
+    """A new transaction that reads one snapshot of the database, whatever
+    commits meanwhile (``_snapshot``)."""
+    if db.dialect == "sqlite":
+        with db.reader() as conn:
+            yield conn
+        return
+    with db.engine.connect() as own:
+        own = own.execution_options(isolation_level="REPEATABLE READ")
+        with own.begin():
+            yield own
+
+
+@contextlib.contextmanager
 def _snapshot(db, conn):
     """A transaction that reads one snapshot of the database, whatever
     commits meanwhile: the catalog's statements must agree with each other
@@ -180,10 +272,8 @@ def _snapshot(db, conn):
     if db.dialect == "sqlite":
         yield conn
         return
-    with db.engine.connect() as own:
-        own = own.execution_options(isolation_level="REPEATABLE READ")
-        with own.begin():
-            yield own
+    with _own_snapshot(db) as own:
+        yield own
 
 
 _CACHES = db_api.PerDatabase(Cache)
@@ -216,6 +306,15 @@ def warm(db: db_api.Database) -> int | None:
     cache = _cache(db)
     cache.warm(db)
     return len(cache.catalog.providers) if cache.catalog is not None else 0
+
+
+def doubt(db: db_api.Database) -> None:
+    """The catalog of ``db`` may be behind a write of another writer: the
+    next request compares it with the database first (``Cache.verify``).
+    Called when a claim finds less room than a search may have offered."""
+    cache = _CACHES.get(db)
+    if cache is not None:
+        cache.doubt()
 
 
 def catch_up(db: db_api.Database) -> str | None:
