@@ -34,6 +34,11 @@ CATALOG_UPDATES = prometheus_client.Counter(
     "start, or when the log could not tell).",
     ["how"],
 )
+DEADLOCKS = prometheus_client.Counter(
+    "placement_deadlock_retries_exhausted",
+    "Writes the database refused as deadlocked (or lock wait timed out) on "
+    "every try, answered 409 placement.concurrent_update.",
+)
 CONFLICTS = prometheus_client.Counter(
     "placement_generation_conflicts",
     "Requests answered 409 placement.concurrent_update.",
@@ -48,6 +53,11 @@ def conflict_retry() -> None:
 def generation_conflict() -> None:
     """A request is answered 409 placement.concurrent_update."""
     CONFLICTS.inc()
+
+
+def deadlock_retries_exhausted() -> None:
+    """A write met a deadlock on every try and is answered 409."""
+    DEADLOCKS.inc()
 
 
 def catalog_used(outcome: str) -> None:
