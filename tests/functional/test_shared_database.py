@@ -134,8 +134,11 @@ def _restore(db, backup):
     transaction (the service's counters go back too)."""
     with db.engine.begin() as conn:
         if conn.dialect.name == "mysql":
-            # As a mysqldump file does.
-            conn.exec_driver_sql("SET FOREIGN_KEY_CHECKS = 0")
+            # As a mysqldump file does: VCPU's id 0 is kept as it is.
+            conn.exec_driver_sql(
+                "SET FOREIGN_KEY_CHECKS = 0, SESSION sql_mode ="
+                " CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
+            )
         for table in reversed(list(backup)):
             conn.execute(table.delete())
         for table, rows in backup.items():
