@@ -76,7 +76,8 @@ def wrong_class_ids(db: db_api.Database) -> list[str]:
         rows = conn.execute(
             sa.select(tables.resource_classes.c.id, tables.resource_classes.c.name)
         ).all()
-    names, ids = dict(rows), {name: rc for rc, name in rows}
+    names: dict[int, str] = {rc: name for rc, name in rows}
+    ids = {name: rc for rc, name in rows}
     wrong = []
     for expected, name in enumerate(os_resource_classes.STANDARDS):
         found = ids.get(name)

@@ -96,6 +96,8 @@ def _both(url, workdir, together):
             "postgresql+psycopg:", "postgresql+psycopg2:"
         ),
     )
+    # Its own `placement` package, never this tree's (empty is unset).
+    reference_env["PYTHONPATH"] = ""
     synced = helpers.run([_reference("placement-manage"), "db", "sync"], reference_env)
     assert synced.returncode == 0, synced.stderr
     synced = helpers.run([helpers.script("placement-manage"), "db", "sync"], env)
