@@ -31,6 +31,8 @@ from tests import fixtures
 from tests import helpers
 from tests import ports
 from tests.functional import live_server
+from tests.functional.test_shared_database import dump
+from tests.functional.test_shared_database import restore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REFERENCE = os.path.join(ROOT, ".venv-reference", "bin")
@@ -196,7 +198,7 @@ def _standard_class_ids(engine):
 def _scenario(reference, ours, engine):
     hosts = [reference.host("ref-%d" % i) for i in range(5)]
     hosts.append(ours.host("ours-0"))
-    backup = _dump(engine)
+    backup = dump(engine)
     _past_the_bound()
     assert ours.candidates("resources=VCPU:1,MEMORY_MB:512") == set(hosts)
 
@@ -253,7 +255,7 @@ def _scenario(reference, ours, engine):
 
     _claims_through_both(reference, ours, hosts)
 
-    _restore(engine, backup)
+    restore(engine, backup)
     _past_the_bound()
     _same_answers(
         reference,
@@ -317,29 +319,3 @@ def _inventories(api, rp):
     return api.call("GET", "/resource_providers/%s/inventories" % rp).json()[
         "inventories"
     ]
-
-
-def _dump(engine):
-    """Every row of every table, as a logical backup holds them."""
-    with engine.connect() as conn:
-        return {
-            table: [dict(row) for row in conn.execute(table.select()).mappings()]
-            for table in tables.metadata.sorted_tables
-        }
-
-
-def _restore(engine, backup):
-    """The backup's rows in place of the current ones, in one transaction
-    (every counter goes back too)."""
-    with engine.begin() as conn:
-        if conn.dialect.name == "mysql":
-            # As a mysqldump file does: VCPU's id 0 is kept as it is.
-            conn.exec_driver_sql(
-                "SET FOREIGN_KEY_CHECKS = 0, SESSION sql_mode ="
-                " CONCAT(@@sql_mode, ',NO_AUTO_VALUE_ON_ZERO')"
-            )
-        for table in reversed(list(backup)):
-            conn.execute(table.delete())
-        for table, rows in backup.items():
-            if rows:
-                conn.execute(table.insert(), rows)

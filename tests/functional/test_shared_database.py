@@ -63,7 +63,7 @@ def test_rows_written_behind_the_service_show_in_its_answers(backend):
         kept = _host(app, "kept")
         emptied = _host(app, "emptied")
         assert _candidates(app, "resources=VCPU:1") == {kept, emptied}
-        backup = _dump(db)
+        backup = dump(db.engine)
         with db.engine.begin() as conn:
             ids = dict(
                 conn.execute(sa.text("SELECT uuid, id FROM resource_providers")).all()
@@ -110,7 +110,7 @@ def test_rows_written_behind_the_service_show_in_its_answers(backend):
         listed = _call(app, "/resource_providers").json()["resource_providers"]
         assert {p["uuid"] for p in listed} == {kept, emptied, new}
 
-        _restore(db, backup)
+        restore(db.engine, backup)
         _past_the_bound()
         assert _candidates(app, "resources=VCPU:1") == {kept, emptied}
         assert _candidates(app, "resources=VCPU:1&required=HW_CPU_X86_AVX2") == set()
@@ -118,21 +118,21 @@ def test_rows_written_behind_the_service_show_in_its_answers(backend):
         assert {p["uuid"] for p in listed} == {kept, emptied}
 
 
-def _dump(db):
+def dump(engine):
     """Every row of every table, as a logical backup holds them."""
     from placement.db import tables
 
-    with db.engine.connect() as conn:
+    with engine.connect() as conn:
         return {
             table: [dict(row) for row in conn.execute(table.select()).mappings()]
             for table in tables.metadata.sorted_tables
         }
 
 
-def _restore(db, backup):
+def restore(engine, backup):
     """The backup's rows back in place of the current ones, in one
     transaction (the service's counters go back too)."""
-    with db.engine.begin() as conn:
+    with engine.begin() as conn:
         if conn.dialect.name == "mysql":
             # As a mysqldump file does: VCPU's id 0 is kept as it is.
             conn.exec_driver_sql(
