@@ -63,21 +63,26 @@ class Catalog:
         # Its fingerprint (``fingerprint``), once asked for; kept up to
         # date as the catalog advances.
         self.content: list[int] | None = None
+        self.hashed: fingerprint.NameHash = fingerprint.name_hash("")
         # What the database's fingerprint differed by when the catalog was
         # read whole in the same snapshot (normally nothing: a rounding of
         # allocation_ratio the database does otherwise than Python would).
         self.offset = fingerprint.empty()
 
-    def fingerprint(self) -> list[int]:
-        """The fingerprint the database would show for this catalog
-        (``fingerprint.of_database``)."""
+    def fingerprint(self, dialect: str) -> list[int]:
+        """The fingerprint a database of ``dialect`` would show for this
+        catalog (``fingerprint.of_database``)."""
         if self.content is None:
+            hashed = fingerprint.name_hash(dialect)
             content = fingerprint.empty()
             for rp in self.providers:
-                fingerprint.add_provider(content, self._state(rp))
-            fingerprint.names_part(content, fingerprint.CLASSES, self.class_names)
-            fingerprint.names_part(content, fingerprint.TRAITS, self.trait_names_by_id)
-            self.content = content
+                fingerprint.add_provider(content, self._state(rp), hashed)
+            for table, names in (
+                (fingerprint.CLASSES, self.class_names),
+                (fingerprint.TRAITS, self.trait_names_by_id),
+            ):
+                fingerprint.names_part(content, table, names, hashed)
+            self.hashed, self.content = hashed, content
         return [mine + off for mine, off in zip(self.content, self.offset)]
 
     def derived(self, root: int) -> "Derived":
@@ -162,7 +167,7 @@ class Catalog:
             self.class_ids = {name: rc for rc, name in self.class_names.items()}
             if self.content is not None:
                 fingerprint.names_part(
-                    self.content, fingerprint.CLASSES, self.class_names
+                    self.content, fingerprint.CLASSES, self.class_names, self.hashed
                 )
         if trait_ids is None or trait_ids:
             self.trait_names_by_id = rows.names(
@@ -171,7 +176,10 @@ class Catalog:
             self.trait_ids = {name: t for t, name in self.trait_names_by_id.items()}
             if self.content is not None:
                 fingerprint.names_part(
-                    self.content, fingerprint.TRAITS, self.trait_names_by_id
+                    self.content,
+                    fingerprint.TRAITS,
+                    self.trait_names_by_id,
+                    self.hashed,
                 )
             # Names of providers' traits don't change: a trait is deleted
             # only when no provider has it, and never renamed.
@@ -188,8 +196,8 @@ class Catalog:
             return
         if self.content is not None:
             for rp in changed:
-                fingerprint.add_provider(self.content, old[rp], -1)
-                fingerprint.add_provider(self.content, new[rp])
+                fingerprint.add_provider(self.content, old[rp], self.hashed, -1)
+                fingerprint.add_provider(self.content, new[rp], self.hashed)
         stale = {
             state.provider.root_id
             for rp in changed
