@@ -30,8 +30,9 @@ CATALOG = prometheus_client.Counter(
 CATALOG_UPDATES = prometheus_client.Counter(
     "placement_catalog_updates",
     "Times a worker brought its provider catalog up to date, by how: deltas "
-    "(only what the change log says changed) or full (read whole: at "
-    "start, or when the log could not tell).",
+    "(only what the change log says changed), full (read whole: at "
+    "start, or when the log could not tell) or foreign (read whole: "
+    "another writer changed its tables).",
     ["how"],
 )
 DEADLOCKS = prometheus_client.Counter(
@@ -67,8 +68,8 @@ def catalog_used(outcome: str) -> None:
 
 
 def catalog_updated(how: str) -> None:
-    """A worker brought its provider catalog up to date: ``deltas`` or
-    ``full``."""
+    """A worker brought its provider catalog up to date: ``deltas``,
+    ``full`` or ``foreign``."""
     CATALOG_UPDATES.labels(how).inc()
 
 
