@@ -26,6 +26,7 @@ from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from placement import events
 from placement import exception
 from placement.db import errors
 from placement.db import sqlite_file
@@ -478,7 +479,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def retry_on_deadlock(fn: F) -> F:
-    """Re-run a whole transaction when the database reports a deadlock."""
+    """Re-run a whole transaction when the database reports a deadlock,
+    after a random pause that grows with each try (racing writers fall
+    out of step). When the tries run out the write is a 409
+    placement.concurrent_update, which clients retry, never a 500."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -486,9 +490,23 @@ def retry_on_deadlock(fn: F) -> F:
             try:
                 return fn(*args, **kwargs)
             except sa_exc.DBAPIError as e:
-                if attempt == DEADLOCK_RETRIES or not errors.is_deadlock(e):
+                if not errors.is_deadlock(e):
                     raise
+                if attempt == DEADLOCK_RETRIES:
+                    events.deadlock_retries_exhausted()
+                    LOG.warning(
+                        "%s: deadlock on each of %d tries, answered 409",
+                        fn.__name__,
+                        attempt + 1,
+                    )
+                    raise exception.ConcurrentUpdate(DEADLOCKED) from e
                 LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, attempt)
-                time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
+                time.sleep(random.uniform(0.001, 0.02) * 2**attempt)
 
     return cast(F, wrapper)
+
+
+DEADLOCKED = (
+    "The database kept refusing this write for conflicting with concurrent "
+    "ones (deadlock); nothing was written. Please retry the request."
+)

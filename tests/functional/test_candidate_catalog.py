@@ -25,6 +25,7 @@ from placement.objects import standard_names
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import changes
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 from tests import fixtures
@@ -129,6 +130,13 @@ class Cloud:
                 if derived.idle is not None:
                     assert derived.idle == derive([root], {}, ())
         assert _contents(catalog) == _contents(afresh)
+        # The fingerprint kept up to date through the changes is the one
+        # computed afresh, and the database's.
+        dialect = reader_db.dialect
+        if catalog.content is not None:
+            assert catalog.fingerprint(dialect) == afresh.fingerprint(dialect)
+        with reader_db.reader() as conn:
+            assert afresh.fingerprint(dialect) == fingerprint.of_database(conn)
         assert cached == self.answers(False, reader)
         return cached
 
@@ -157,7 +165,9 @@ def _contents(cached):
     return {
         name: _ordered(value)
         for name, value in vars(cached).items()
-        if name not in ("derived_by_tree", "shapes")
+        # What is derived from the rest (the fingerprint is compared on
+        # its own).
+        if name not in ("derived_by_tree", "shapes", "content", "hashed", "offset")
     }
 
 

@@ -23,6 +23,10 @@ One job per module, each importing only those before it:
 ``rows``
     The value types (``Provider``, ``Inventory``) and the reading of
     providers' rows in one snapshot.
+``fingerprint``
+    What the catalog holds summed into a few numbers, computed by the
+    database in one statement and by a catalog from its maps: a
+    difference is another writer's change.
 ``store``
     ``Catalog``, the in-memory maps: read whole, or advanced by what the
     log names.
