@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from oslo_log import log as oslo_log
 
 from placement import conf as placement_conf
-from placement import policy
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
@@ -186,7 +185,7 @@ def make_database(conf, existing=False):
     while True:
         try:
             with engine.connect():
-                return db_api.Database(engine)
+                return db_api.Database(engine, conf)
         except sa.exc.DBAPIError as e:
             retry, problem = db_api.connect_problem(e, url)
         if not retry:
@@ -238,15 +237,14 @@ def build_app(conf, db=None, sync_schema=None):
         # This process serves from its own database: the provider catalog
         # is read before it takes requests.
         refresh.warm(db)
-    policy.get_enforcer(conf)
     return api_app.build_pipeline(conf, db)
 
 
-def loadapp(argv=()):
-    """Parse the configuration (``argv`` holds command-line options; the
-    WSGI entry point has none), set up logging and build the app."""
-    conf = placement_conf.CONF
-    placement_conf.parse_args(list(argv))
+def loadapp(conf, argv=()):
+    """Parse the configuration into ``conf`` (a ``command_conf``; ``argv``
+    holds command-line options, the WSGI entry point has none), set up
+    logging and build the app."""
+    placement_conf.parse_args(conf, list(argv))
     setup_logging(conf)
     log_summary(conf)
     return build_app(conf)
