@@ -25,7 +25,6 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
-from placement.db import tables
 from placement.objects import standard_names
 from tests import galera
 
@@ -171,25 +170,11 @@ def database(backend, migrate=False):
             if migrate:
                 schema.upgrade(engine)
             else:
-                tables.metadata.create_all(engine)
-                _stamp_head(engine)
+                schema.create_at_head(engine)
             standard_names.sync_standard_names(db)
             yield db
         finally:
             engine.dispose()
-
-
-def _stamp_head(engine):
-    """Record the schema made by create_all as at HEAD, as ``db sync``
-    would (the healthcheck reads it), without running alembic."""
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE alembic_version"
-            " (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"
-        )
-        conn.execute(
-            sa.text("INSERT INTO alembic_version VALUES (:head)"), {"head": schema.HEAD}
-        )
 
 
 def configure():
