@@ -1,6 +1,7 @@
 """Nova's own functional tests, unchanged, with this tree as their
-placement: server moves, QoS port scheduling, reshapes, provider trees and
-consumer generation conflicts (the list: tools/nova/tests.txt). They run
+placement: server moves, QoS port scheduling, reshapes, provider trees,
+consumer generation conflicts and PCI devices in placement (the list:
+tools/nova/tests.txt). They run
 in .venv-nova (tools/ensure-nova-venv, which tools/run-tests calls) from
 nova's pinned sdist, in parallel, under eventlet and failing on leaked
 greenlets; each of them is one test here. Without .venv-nova they fail:
