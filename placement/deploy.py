@@ -228,7 +228,8 @@ def build_app(conf, db=None, sync_schema=None):
     """The WSGI application for ``conf`` (already parsed). Without ``db``
     it connects and checks the schema (or upgrades it: ``sync_schema``,
     default [placement_database] sync_on_startup) first; a given ``db`` is
-    ready (placement-api prepares it once before forking its workers)."""
+    ready (placement-api prepares it once before forking its workers) and
+    opened for ``conf``: the app reads no other configuration."""
     if db is None:
         db = make_database(conf)
         if sync_schema is None:
