@@ -133,3 +133,75 @@ def test_without_the_catalog_nothing_is_learned(packed, monkeypatch):
         run(packed, groups, limit=1)
         run(packed, groups, limit=1)
     assert pages == [3, 6, 3, 6]
+
+
+@pytest.fixture
+def sparse(db, monkeypatch):  # noqa: F811
+    """Twelve hosts with a NUMA child each; two far apart in aggregate AGG,
+    whose child has the trait CUSTOM_GOLD, and three in aggregate WIDE."""
+    monkeypatch.setattr(engine, "FIRST_PAGE", 2)
+    lay = Layout(db)
+    for i in range(12):
+        aggs = (["AGG"] if i in (3, 10) else []) + (["WIDE"] if i % 4 == 1 else [])
+        lay.add("CN%d" % i, inventory={"DISK_GB": 100}, aggs=aggs)
+        lay.add(
+            "NUMA%d" % i,
+            "CN%d" % i,
+            {"VCPU": 4},
+            traits=["CUSTOM_GOLD"] if i in (3, 10) else [],
+        )
+    return lay
+
+
+SPARSE_SHAPES = {
+    "member_of": lambda lay: [group("", {"DISK_GB": 10}, member_of=[lay.agg("AGG")])],
+    "member_of on a suffixed group": lambda lay: [
+        group("", {"VCPU": 1}),
+        group("_D", {"DISK_GB": 10}, member_of=[lay.agg("AGG")]),
+    ],
+    "member_of any of two": lambda lay: [
+        group(
+            "", {"VCPU": 1}, member_of=["in:%s,%s" % (lay.agg("AGG"), lay.agg("WIDE"))]
+        )
+    ],
+    "a child's trait": lambda lay: [
+        group("", {"DISK_GB": 10, "VCPU": 1}, required=["CUSTOM_GOLD"])
+    ],
+    "in_tree": lambda lay: [group("", {"VCPU": 1}, in_tree=lay.uuids["CN7"])],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SPARSE_SHAPES))
+@pytest.mark.parametrize("strategy", ["depth-first", "breadth-first"])
+def test_a_narrow_search_reads_only_the_trees_it_names(
+    sparse, monkeypatch, shape, strategy
+):
+    """member_of, a required trait or in_tree held by few trees: the
+    limited search reads only those trees, in one page, and answers the
+    first candidates of the unlimited answer."""
+    groups = SPARSE_SHAPES[shape](sparse)
+    options = engine.Options(strategy=strategy)
+    full = run(sparse, groups, options=options)
+    expected = {"in_tree": 1, "member_of any of two": 5}.get(shape, 2)
+    assert len(full["allocation_requests"]) == expected
+    pages = _pages_read(monkeypatch)
+    limited = run(sparse, groups, options=options, limit=10)
+    assert pages == [expected]
+    assert limited == full
+    del pages[:]
+    one = run(sparse, groups, options=options, limit=1)
+    assert pages == [expected]
+    assert one["allocation_requests"] == full["allocation_requests"][:1]
+
+
+def test_a_filter_most_trees_pass_pages_through_all(sparse, monkeypatch):
+    """An aggregate of 3 trees in 12 (more than half would be 7) narrows;
+    a forbidden trait never does: pages of every tree."""
+    pages = _pages_read(monkeypatch)
+    wide = [group("", {"DISK_GB": 10}, member_of=[sparse.agg("WIDE")])]
+    assert len(run(sparse, wide, limit=5)["allocation_requests"]) == 3
+    assert pages == [3]
+    del pages[:]
+    forbidden = [group("", {"VCPU": 1}, required=["!CUSTOM_GOLD"])]
+    assert len(run(sparse, forbidden, limit=20)["allocation_requests"]) == 10
+    assert pages == [12]

@@ -67,7 +67,10 @@ import procfs  # noqa: E402
 import profile_request  # noqa: E402  (Loader, fresh databases)
 
 from placement import conf as placement_conf  # noqa: E402
+from placement.db import api as db_api  # noqa: E402
+from placement.db import schema  # noqa: E402
 from placement.db import tables  # noqa: E402
+from placement.objects import standard_names  # noqa: E402
 
 TRAIT = "CUSTOM_SCALE_GOLD"
 HOST = {
@@ -388,6 +391,28 @@ def check_answers(mysql_url, answers, aggregate):
     return problems, checked
 
 
+@contextlib.contextmanager
+def kept_database():
+    """(url, Database) of a new MySQL database at head that is left in
+    place at the end (drop it by hand)."""
+    name = "placement_scale_%s" % uuid.uuid4().hex[:12]
+    conn = pymysql.connect(host="127.0.0.1", user="root")
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name
+        )
+    conn.close()
+    url = "mysql+pymysql://root@127.0.0.1:3306/%s?charset=utf8mb4" % name
+    engine = db_api.create_engine(url, placement_conf.CONF)
+    schema.upgrade(engine)
+    db = db_api.Database(engine)
+    standard_names.sync_standard_names(db)
+    try:
+        yield url, db
+    finally:
+        engine.dispose()
+
+
 def run(args, url):
     paths = shapes(aggregate_uuid(7))
     figures = {}
@@ -485,6 +510,9 @@ def main():
         "--url", help="serve this loaded database instead of loading one"
     )
     parser.add_argument("--keep", action="store_true", help="keep the loaded database")
+    parser.add_argument(
+        "--load-only", action="store_true", help="with --keep: load, serve nothing"
+    )
     parser.add_argument("--out", help="write the figures here as JSON")
     args = parser.parse_args()
     figures = {
@@ -497,11 +525,12 @@ def main():
         url = args.url
         if url is None:
             placement_conf.parse_args([], default_config_files=[])
-            database = profile_request.fresh_database("mysql")
-            # --keep: the database outlives the run (never exited).
-            url, db = (
-                database.__enter__() if args.keep else stack.enter_context(database)
+            database = (
+                kept_database()
+                if args.keep
+                else profile_request.fresh_database("mysql")
             )
+            url, db = stack.enter_context(database)
             start = time.perf_counter()
             figures["instances"] = load(db, args.hosts, args.aggregates)
             figures["load_s"] = round(time.perf_counter() - start, 1)
@@ -512,6 +541,8 @@ def main():
             )
             if args.keep:
                 print("kept: --url '%s'" % url)
+        if args.load_only:
+            return
         figures.update(run(args, url))
     figures["met"] = verdict(figures)
     for name, met in figures["met"].items():

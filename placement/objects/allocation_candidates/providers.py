@@ -173,6 +173,10 @@ class Index(typing.Protocol):
     def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
         """{aggregate: root ids of its members} of the given aggregates."""
 
+    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, set[int]]:
+        """{trait: root ids of the trees where some provider has it} of
+        the given traits."""
+
     def kept_answers(self, shape: Hashable) -> "kept.Answers | None":
         """Where candidates of requests of ``shape`` are kept per tree
         across requests; None where nothing is kept."""
@@ -232,6 +236,18 @@ USAGE_OF_TREES = (
     )
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 )
+# The pages of a search narrowed to the trees that hold a named trait or
+# aggregate are not consecutive root ids: the range of a few hundred
+# trees spread over the cloud would read the usage of all of it.
+USAGE_OF_ROOTS = (
+    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
+    .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
+    .where(
+        RP.c.root_provider_id.in_(db_api.int_list("roots")),
+        ALLOC.c.resource_class_id.in_(db_api.int_list("ids")),
+    )
+    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
+)
 
 
 def usage(
@@ -240,15 +256,20 @@ def usage(
     classes: Collection[int] | None = None,
     providers: Iterable[int] | None = None,
     trees: tuple[int, int] | None = None,
+    roots: list[int] | None = None,
 ) -> dict[Key, int]:
     """{(provider, class): used} of the allocations of ``classes`` by
     every provider, or by the providers of the trees whose root ids are
-    within ``trees`` (first, last); or of every class by ``providers``.
+    within ``trees`` (first, last) or are ``roots``; or of every class by
+    ``providers``.
     One grouped statement (per CHUNK ids of a list), answered from the
     (provider, class, used) index."""
     if trees is not None and classes is not None:
         statement = USAGE_OF_TREES
         bound = [{"first": trees[0], "last": trees[1], "ids": sorted(classes)}]
+    elif roots is not None and classes is not None:
+        statement = USAGE_OF_ROOTS
+        bound = [{"roots": c, "ids": sorted(classes)} for c in chunks(roots)]
     elif providers is not None:
         statement, bound = USAGE_OF_PROVIDERS, [{"ids": c} for c in chunks(providers)]
     elif classes is not None:
@@ -276,6 +297,7 @@ def load_snapshot(
     aggregate_ids: Collection[int],
     whole_trees: bool = False,
     roots: list[int] | None = None,
+    sparse: bool = False,
 ) -> Snapshot:
     """One consistent read of everything the search looks at.
 
@@ -285,11 +307,15 @@ def load_snapshot(
     requested inventory (same_subtree ancestors, resourceless groups).
     ``roots``: only these trees (a page of ``root_ids``: consecutive in
     it, so its trees are those whose root id is between its first and
-    last; sharing providers of other trees are then not looked for).
+    last; sharing providers of other trees are then not looked for);
+    ``sparse``: ``roots`` are not consecutive in ``root_ids``, only
+    ascending (a search narrowed to some trees).
     """
     providers, inventories = index.holders(class_ids, roots)
     if roots is None:
         used = usage(index.conn, classes=class_ids)
+    elif roots and sparse:
+        used = usage(index.conn, classes=class_ids, roots=roots)
     elif roots:
         used = usage(index.conn, classes=class_ids, trees=(roots[0], roots[-1]))
     else:

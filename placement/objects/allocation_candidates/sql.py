@@ -247,6 +247,18 @@ class SqlIndex:
                 into[aggregate].add(root)
         return into
 
+    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, set[int]]:
+        into: dict[int, set[int]] = {t: set() for t in trait_ids}
+        for ids in stage.chunks(trait_ids):
+            for trait, root in self.conn.execute(
+                sa.select(RPT.c.trait_id, RP.c.root_provider_id)
+                .distinct()
+                .join(RP, RP.c.id == RPT.c.resource_provider_id)
+                .where(RPT.c.trait_id.in_(ids))
+            ):
+                into[trait].add(root)
+        return into
+
     def kept_answers(self, shape: Hashable) -> None:
         return None  # no catalog to keep them with
 
