@@ -258,12 +258,26 @@ def summary_ms(values):
     }
 
 
-def latency(base, paths, samples, clients):
+def group_cpu(pids):
+    """CPU seconds the processes ``pids`` used so far."""
+    ticks = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def latency(base, pgid, paths, samples, clients):
     """{shape: summary} of ``samples`` requests per shape from each of
-    ``clients`` clients at once, and the last answer of each shape."""
+    ``clients`` clients at once (and "all", with the server's CPU per
+    request: steadier than latency on a busy machine), and the last
+    answer of each shape."""
     last = {}
     times = collections.defaultdict(list)
+    cpu_by_shape = collections.Counter()  # one client: server CPU per shape
     lock = threading.Lock()
+    pids = [pid for pid, _ in _group(pgid)]
 
     def client(n):
         s = session()
@@ -271,15 +285,24 @@ def latency(base, paths, samples, clients):
         random.Random(n).shuffle(order)
         for _ in range(samples):
             for name, path in order:
+                before = group_cpu(pids) if clients == 1 else 0
                 elapsed, response = timed(s, base + path)
+                if clients == 1:
+                    cpu_by_shape[name] += group_cpu(pids) - before
                 with lock:
                     times[name].append(elapsed)
                     last[name] = response.json()
 
+    cpu = group_cpu(pids)
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     out = {name: summary_ms(values) for name, values in times.items()}
+    for name, seconds in cpu_by_shape.items():
+        out[name]["server_cpu_ms"] = round(seconds * 1000 / len(times[name]), 1)
     out["all"] = summary_ms([v for values in times.values() for v in values])
+    out["all"]["server_cpu_ms"] = round(
+        (group_cpu(pids) - cpu) * 1000 / out["all"]["n"], 1
+    )
     return out, last
 
 
@@ -422,14 +445,14 @@ def run(args, url):
         print(
             "ready: first GET /allocation_candidates after %.1f s" % figures["ready_s"]
         )
-        one, _ = latency(base, paths, args.samples, 1)
+        one, _ = latency(base, pgid, paths, args.samples, 1)
         figures["one_client"] = one
         for name, s in one.items():
             print(
-                "1 client  %-10s p50 %7.1f ms p99 %7.1f ms"
-                % (name, s["p50_ms"], s["p99_ms"])
+                "1 client  %-10s p50 %7.1f ms p99 %7.1f ms server CPU %5.1f ms"
+                % (name, s["p50_ms"], s["p99_ms"], s["server_cpu_ms"])
             )
-        many, last = latency(base, paths, args.samples // 2 or 1, args.clients)
+        many, last = latency(base, pgid, paths, args.samples // 2 or 1, args.clients)
         figures["clients"] = args.clients
         figures["many_clients"] = many
         for name, s in many.items():
