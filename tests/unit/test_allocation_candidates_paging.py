@@ -1,11 +1,12 @@
 """A limited search reads trees in pages of root ids: its answer must be
 the first ``limit`` candidates of the unlimited search, in both generation
 strategies, across page boundaries, with trees that offer nothing, and
-unpaged when sharing providers exist."""
+unpaged when sharing providers exist; and it reads only what it needs."""
 
 import pytest
 
 from placement.objects import allocation_candidates as engine
+from placement.objects import common
 from tests import fixtures
 from tests.unit.test_allocation_candidates_engine import Layout  # noqa: F401
 from tests.unit.test_allocation_candidates_engine import db  # noqa: F401
@@ -205,3 +206,35 @@ def test_a_filter_most_trees_pass_pages_through_all(sparse, monkeypatch):
     forbidden = [group("", {"VCPU": 1}, required=["!CUSTOM_GOLD"])]
     assert len(run(sparse, forbidden, limit=20)["allocation_requests"]) == 10
     assert pages == [12]
+
+
+def test_usage_of_several_classes_comes_one_row_per_provider(db):  # noqa: F811
+    """The whole cloud's usage of a request's classes (unlimited requests,
+    capacity) is read side by side, one row per provider, and is the
+    usage of each (provider, class) pair."""
+    lay = Layout(db)
+    lay.add(
+        "A",
+        inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
+        used={"VCPU": 3, "MEMORY_MB": 1024, "DISK_GB": 10},
+    )
+    lay.add("B", inventory={"VCPU": 8, "DISK_GB": 100}, used={"VCPU": 2})
+    lay.add("C", inventory={"MEMORY_MB": 512}, used={"MEMORY_MB": 512})
+    lay.add("D", inventory={"VCPU": 8})
+    with db.reader() as conn:
+        ids = common.resource_class_ids(conn, ["VCPU", "MEMORY_MB", "DISK_GB"])
+        used = engine.providers.usage(conn, classes=ids.values())
+        rows = conn.execute(
+            engine.providers._usage_by_provider(tuple(sorted(ids.values())))
+        ).all()
+    name_of = {i: n for n, i in lay.ids.items()}
+    class_of = {i: n for n, i in ids.items()}
+    by_name = {(name_of[rp], class_of[rc]): n for (rp, rc), n in used.items()}
+    assert by_name == {
+        ("A", "VCPU"): 3,
+        ("A", "MEMORY_MB"): 1024,
+        ("A", "DISK_GB"): 10,
+        ("B", "VCPU"): 2,
+        ("C", "MEMORY_MB"): 512,
+    }
+    assert len(rows) == 3  # A, B and C: one row each

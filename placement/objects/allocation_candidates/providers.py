@@ -13,6 +13,7 @@ doc/architecture.md.
 
 import collections
 import dataclasses
+import functools
 import typing
 import uuid as uuidlib
 from collections.abc import Collection
@@ -272,6 +273,8 @@ def usage(
         bound = [{"roots": c, "ids": sorted(classes)} for c in chunks(roots)]
     elif providers is not None:
         statement, bound = USAGE_OF_PROVIDERS, [{"ids": c} for c in chunks(providers)]
+    elif classes is not None and len(classes) > 1:
+        return _usage_side_by_side(conn, tuple(sorted(classes)))
     elif classes is not None:
         statement, bound = USAGE_OF_CLASSES, [{"ids": c} for c in chunks(classes)]
     else:
@@ -280,6 +283,43 @@ def usage(
     for params in bound:
         for rp, rc, amount in conn.execute(statement, params):
             used[rp, rc] = amount
+    return used
+
+
+@functools.lru_cache(maxsize=64)
+def _usage_by_provider(class_ids: tuple[int, ...]) -> sa.Select:
+    """Every provider's usage of each of ``class_ids``, side by side in one
+    row per provider (NULL for a class it has no allocation of)."""
+    return (
+        sa.select(
+            ALLOC.c.resource_provider_id,
+            *[
+                sa.cast(
+                    sa.func.sum(
+                        sa.case((ALLOC.c.resource_class_id == rc, ALLOC.c.used))
+                    ),
+                    sa.Integer,
+                )
+                for rc in class_ids
+            ],
+        )
+        .where(ALLOC.c.resource_class_id.in_(class_ids))
+        .group_by(ALLOC.c.resource_provider_id)
+    )
+
+
+def _usage_side_by_side(
+    conn: sa.Connection, class_ids: tuple[int, ...]
+) -> dict[Key, int]:
+    """``usage`` of several classes by every provider, read one row per
+    provider: the whole cloud's usage of a flavor's three classes (150,000
+    pairs at 100,000 hosts) in a third of the rows, the driver's cost being
+    mostly per row."""
+    used = {}
+    for rp, *amounts in conn.execute(_usage_by_provider(class_ids)):
+        for rc, amount in zip(class_ids, amounts):
+            if amount is not None:
+                used[rp, rc] = amount
     return used
 
 
