@@ -350,29 +350,7 @@ def _existing_with_state_query():
         sa.cast(sa.null(), c.type).label(c.name)
         for c in list(state.selected_columns)[7:]
     ]
-    consumers = sa.bindparam("consumers", expanding=True)
-    return sa.union_all(
-        sa.select(
-            sa.literal_column("0", sa.Integer).label("kind"),
-            CONSUMERS.c.id,
-            CONSUMERS.c.uuid,
-            CONSUMERS.c.generation,
-            CONSUMERS.c.project_id,
-            CONSUMERS.c.user_id,
-            CONSUMERS.c.consumer_type_id,
-            *nulls,
-        ).where(CONSUMERS.c.uuid.in_(consumers)),
-        sa.select(
-            sa.literal_column("1", sa.Integer),
-            ALLOC.c.resource_provider_id,
-            ALLOC.c.consumer_id,
-            *[sa.cast(sa.null(), sa.Integer)] * 4,
-            *nulls,
-        )
-        .where(ALLOC.c.consumer_id.in_(consumers))
-        .distinct(),
-        state,
-    )
+    return sa.union_all(*consumer_obj.existing_selects(*nulls), state)
 
 
 _EXISTING_WITH_STATE = _existing_with_state_query()
@@ -383,10 +361,12 @@ def _existing_with_state(conn, uuids, named, class_ids):
     and ``_read_state`` of the named providers: one statement."""
     found, held, providers = {}, {}, {}
     generations, capacity = {}, {}
+    consumers = list(set(uuids))
     rows = conn.execute(
         _EXISTING_WITH_STATE,
         {
-            "consumers": list(set(uuids)),
+            "uuids": consumers,
+            "consumers": consumers,
             "named": list(set(named)),
             "classes": list(set(class_ids)),
         },

@@ -477,14 +477,22 @@ def throughput(base, pgid, path, version, total, concurrency):
 @contextlib.contextmanager
 def fresh_database(backend):
     with fixtures.database_url(backend) as url:
-        engine = db_api.create_engine(url, placement_conf.CONF)
-        schema.upgrade(engine)
-        db = db_api.Database(engine)
-        standard_names.sync_standard_names(db)
-        try:
+        with at_head(url) as db:
             yield url, db
-        finally:
-            engine.dispose()
+
+
+@contextlib.contextmanager
+def at_head(url):
+    """The Database of the empty database ``url``, its schema upgraded to
+    head and the standard names in it."""
+    engine = db_api.create_engine(url, placement_conf.CONF)
+    schema.upgrade(engine)
+    db = db_api.Database(engine)
+    standard_names.sync_standard_names(db)
+    try:
+        yield db
+    finally:
+        engine.dispose()
 
 
 def main():

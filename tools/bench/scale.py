@@ -46,9 +46,6 @@ import contextlib
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -67,10 +64,7 @@ import procfs  # noqa: E402
 import profile_request  # noqa: E402  (Loader, fresh databases)
 
 from placement import conf as placement_conf  # noqa: E402
-from placement.db import api as db_api  # noqa: E402
-from placement.db import schema  # noqa: E402
 from placement.db import tables  # noqa: E402
-from placement.objects import standard_names  # noqa: E402
 
 TRAIT = "CUSTOM_SCALE_GOLD"
 HOST = {
@@ -183,40 +177,6 @@ def memory(pgid):
             role,
         )
     return out
-
-
-@contextlib.contextmanager
-def server(url, workers, threads):
-    """placement-api on ``url``: (base URL, pgid, start time)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = dict(
-        os.environ,
-        OS_PLACEMENT_DATABASE__CONNECTION=url,
-        OS_API__AUTH_STRATEGY="noauth2",
-    )
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [
-            os.path.join(os.path.dirname(sys.executable), "placement-api"),
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--threads",
-            str(threads),
-        ],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield "http://127.0.0.1:%d" % port, proc.pid, started
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
 
 
 def session():
@@ -426,20 +386,16 @@ def kept_database():
         )
     conn.close()
     url = "mysql+pymysql://root@127.0.0.1:3306/%s?charset=utf8mb4" % name
-    engine = db_api.create_engine(url, placement_conf.CONF)
-    schema.upgrade(engine)
-    db = db_api.Database(engine)
-    standard_names.sync_standard_names(db)
-    try:
+    with profile_request.at_head(url) as db:
         yield url, db
-    finally:
-        engine.dispose()
 
 
 def run(args, url):
     paths = shapes(aggregate_uuid(7))
     figures = {}
-    with server(url, args.workers, args.threads) as (base, pgid, started):
+    started = time.perf_counter()
+    # The server is up once its GET / answers; ready is from its start.
+    with profile_request.server(url, args.workers, args.threads, 2) as (base, pgid):
         figures["ready_s"], first = ready(base, started, paths["flat"])
         figures["first_answer_candidates"] = len(first["allocation_requests"])
         print(
