@@ -225,7 +225,7 @@ def test_usage_of_several_classes_comes_one_row_per_provider(db):  # noqa: F811
         ids = common.resource_class_ids(conn, ["VCPU", "MEMORY_MB", "DISK_GB"])
         used = engine.providers.usage(conn, classes=ids.values())
         rows = conn.execute(
-            engine.providers._usage_by_provider(tuple(sorted(ids.values())))
+            engine.providers._usage_of_classes(tuple(sorted(ids.values())), None)
         ).all()
     name_of = {i: n for n, i in lay.ids.items()}
     class_of = {i: n for n, i in ids.items()}

@@ -215,40 +215,52 @@ def uuid_spellings(value: str) -> set[str]:
 
 # CAST: MySQL sums integers into DECIMAL.
 _USED = sa.cast(sa.func.sum(ALLOC.c.used), sa.Integer)
-USAGE_OF_CLASSES = (
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .where(ALLOC.c.resource_class_id.in_(db_api.int_list("ids")))
-    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-)
 USAGE_OF_PROVIDERS = (
     sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
     .where(ALLOC.c.resource_provider_id.in_(db_api.int_list("ids")))
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 )
-# A page of trees by its first and last root id: a few bound values where
-# a list of its providers' ids (thousands for a limit of 1,000) cost the
-# driver about 2.5 us each to bind and escape.
-USAGE_OF_TREES = (
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
-    .where(
-        RP.c.root_provider_id.between(sa.bindparam("first"), sa.bindparam("last")),
-        ALLOC.c.resource_class_id.in_(db_api.int_list("ids")),
+# Whose usage of some classes is read: every provider's; a page of trees,
+# named by its first and last root id (a few bound values where a list of
+# its providers' ids, thousands for a limit of 1,000, cost the driver
+# about 2.5 us each to bind and escape); or the pages of a search narrowed
+# to the trees that hold a named trait or aggregate, by their root ids
+# (not consecutive: a range over a few hundred trees spread over the cloud
+# would read the usage of all of it).
+_WITHIN = {
+    "range": RP.c.root_provider_id.between(sa.bindparam("first"), sa.bindparam("last")),
+    "roots": RP.c.root_provider_id.in_(db_api.int_list("roots")),
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _usage_of_classes(class_ids: tuple[int, ...], within: str | None) -> sa.Select:
+    """Providers' usage of each of ``class_ids`` side by side, one row per
+    provider (NULL for a class it has no allocation of), of every provider
+    or of those ``_WITHIN[within]``: the driver's cost is mostly per row,
+    and a flavor's three classes come in a third of the rows that one per
+    provider and class takes (150,369 pairs at 100,000 hosts)."""
+    statement = (
+        sa.select(
+            ALLOC.c.resource_provider_id,
+            *[
+                sa.cast(
+                    sa.func.sum(
+                        sa.case((ALLOC.c.resource_class_id == rc, ALLOC.c.used))
+                    ),
+                    sa.Integer,
+                )
+                for rc in class_ids
+            ],
+        )
+        .where(ALLOC.c.resource_class_id.in_(class_ids))
+        .group_by(ALLOC.c.resource_provider_id)
     )
-    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-)
-# The pages of a search narrowed to the trees that hold a named trait or
-# aggregate are not consecutive root ids: the range of a few hundred
-# trees spread over the cloud would read the usage of all of it.
-USAGE_OF_ROOTS = (
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _USED)
-    .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
-    .where(
-        RP.c.root_provider_id.in_(db_api.int_list("roots")),
-        ALLOC.c.resource_class_id.in_(db_api.int_list("ids")),
-    )
-    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-)
+    if within is None:
+        return statement
+    return statement.join_from(
+        ALLOC, RP, RP.c.id == ALLOC.c.resource_provider_id
+    ).where(_WITHIN[within])
 
 
 def usage(
@@ -265,61 +277,29 @@ def usage(
     ``providers``.
     One grouped statement (per CHUNK ids of a list), answered from the
     (provider, class, used) index."""
-    if trees is not None and classes is not None:
-        statement = USAGE_OF_TREES
-        bound = [{"first": trees[0], "last": trees[1], "ids": sorted(classes)}]
-    elif roots is not None and classes is not None:
-        statement = USAGE_OF_ROOTS
-        bound = [{"roots": c, "ids": sorted(classes)} for c in chunks(roots)]
-    elif providers is not None:
-        statement, bound = USAGE_OF_PROVIDERS, [{"ids": c} for c in chunks(providers)]
-    elif classes is not None and len(classes) > 1:
-        return _usage_side_by_side(conn, tuple(sorted(classes)))
-    elif classes is not None:
-        statement, bound = USAGE_OF_CLASSES, [{"ids": c} for c in chunks(classes)]
-    else:
-        raise TypeError("usage of classes, of the trees' classes or of providers")
-    used = {}
-    for params in bound:
-        for rp, rc, amount in conn.execute(statement, params):
-            used[rp, rc] = amount
-    return used
-
-
-@functools.lru_cache(maxsize=64)
-def _usage_by_provider(class_ids: tuple[int, ...]) -> sa.Select:
-    """Every provider's usage of each of ``class_ids``, side by side in one
-    row per provider (NULL for a class it has no allocation of)."""
-    return (
-        sa.select(
-            ALLOC.c.resource_provider_id,
-            *[
-                sa.cast(
-                    sa.func.sum(
-                        sa.case((ALLOC.c.resource_class_id == rc, ALLOC.c.used))
-                    ),
-                    sa.Integer,
-                )
-                for rc in class_ids
-            ],
-        )
-        .where(ALLOC.c.resource_class_id.in_(class_ids))
-        .group_by(ALLOC.c.resource_provider_id)
-    )
-
-
-def _usage_side_by_side(
-    conn: sa.Connection, class_ids: tuple[int, ...]
-) -> dict[Key, int]:
-    """``usage`` of several classes by every provider, read one row per
-    provider: the whole cloud's usage of a flavor's three classes (150,000
-    pairs at 100,000 hosts) in a third of the rows, the driver's cost being
-    mostly per row."""
-    used = {}
-    for rp, *amounts in conn.execute(_usage_by_provider(class_ids)):
-        for rc, amount in zip(class_ids, amounts):
-            if amount is not None:
+    used: dict[Key, int] = {}
+    if classes is None:
+        if providers is None:
+            raise TypeError("usage of classes, of the trees' classes or of providers")
+        for ids in chunks(providers):
+            for rp, rc, amount in conn.execute(USAGE_OF_PROVIDERS, {"ids": ids}):
                 used[rp, rc] = amount
+        return used
+    class_ids = tuple(sorted(classes))
+    if not class_ids:
+        return used
+    within: str | None = None
+    bound: list[dict] = [{}]
+    if trees is not None:
+        within, bound = "range", [{"first": trees[0], "last": trees[1]}]
+    elif roots is not None:
+        within, bound = "roots", [{"roots": c} for c in chunks(roots)]
+    statement = _usage_of_classes(class_ids, within)
+    for params in bound:
+        for rp, *amounts in conn.execute(statement, params):
+            for rc, amount in zip(class_ids, amounts):
+                if amount is not None:
+                    used[rp, rc] = amount
     return used
 
 
