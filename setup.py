@@ -18,6 +18,6 @@ setuptools.setup(
     package_data={
         "placement.migrations": ["script.py.mako"],
         "placement.etc": ["*.sample", "*-generator.conf"],
-        "placement.ui": ["*.html", "*.js", "*.css"],
+        "placement.ui": ["*.html", "*.js", "*.css", "*.ico"],
     },
 )

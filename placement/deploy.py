@@ -5,8 +5,8 @@ Problems only the operator can fix (a bad option, a database that does not
 exist or refuses the credentials, a missing schema) raise
 ``conf.StartupError`` at once with a one-line message naming the problem
 and the fix; the commands print it and exit (see ``fail``). Only a
-database that refuses connections or times out, which may still be
-starting, is waited for.
+database host that refuses or resets connections or times out, which may
+still be starting, is waited for.
 """
 
 import importlib.metadata
@@ -30,7 +30,9 @@ from placement.objects.catalog import refresh
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
 URL_EXAMPLE = (
-    "mysql+pymysql://USER:PASSWORD@HOST/placement or sqlite:////PATH/placement.sqlite"
+    "mysql+pymysql://USER:PASSWORD@HOST/placement, "
+    "postgresql+psycopg://USER:PASSWORD@HOST/placement or "
+    "sqlite:////PATH/placement.sqlite"
 )
 
 
@@ -100,10 +102,15 @@ def shown_url(conf):
 def log_summary(conf, serving=""):
     """The start-up line an operator checks first, and a warning while
     requests are not authenticated."""
+    database = (
+        "database %s" % shown_url(conf)
+        if conf.placement_database.connection
+        else "no [placement_database] connection set"
+    )
     LOG.info(
-        "placement %s: database %s, auth_strategy %s%s",
+        "placement %s: %s, auth_strategy %s%s",
         version(),
-        shown_url(conf),
+        database,
         conf.api.auth_strategy,
         serving,
     )
@@ -176,8 +183,8 @@ def _check_sqlite_path(url, existing):
 
 
 def make_database(conf, existing=False):
-    """The configured Database, once it answers. A server that refuses
-    connections or times out is tried again ([placement_database]
+    """The configured Database, once it answers. A server that refuses or
+    resets connections or times out is tried again ([placement_database]
     max_retries / retry_interval); any other failure is a StartupError.
     ``existing``: fail rather than create a missing SQLite file."""
     url, engine = _engine(conf, existing)
@@ -196,8 +203,9 @@ def make_database(conf, existing=False):
         if dbconf.max_retries != -1 and attempt > dbconf.max_retries:
             engine.dispose()
             raise placement_conf.StartupError(
-                "database %s still not reachable after %d attempts (%s); "
-                "start it or correct [placement_database] connection"
+                "database %s still not reachable after %d attempts (%s): the "
+                "host did not answer; start the database server or check the "
+                "network to it"
                 % (url.render_as_string(hide_password=True), attempt, problem)
             )
         # Logged outside the except block: oslo.log would append the

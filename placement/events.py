@@ -30,9 +30,15 @@ CATALOG = prometheus_client.Counter(
 CATALOG_UPDATES = prometheus_client.Counter(
     "placement_catalog_updates",
     "Times a worker brought its provider catalog up to date, by how: deltas "
-    "(only what the change log says changed) or full (read whole: at "
-    "start, or when the log could not tell).",
+    "(only what the change log says changed), full (read whole: at "
+    "start, or when the log could not tell) or foreign (read whole: "
+    "another writer changed its tables).",
     ["how"],
+)
+DEADLOCKS = prometheus_client.Counter(
+    "placement_deadlock_retries_exhausted",
+    "Writes the database refused as deadlocked (or lock wait timed out) on "
+    "every try, answered 409 placement.concurrent_update.",
 )
 CONFLICTS = prometheus_client.Counter(
     "placement_generation_conflicts",
@@ -50,6 +56,11 @@ def generation_conflict() -> None:
     CONFLICTS.inc()
 
 
+def deadlock_retries_exhausted() -> None:
+    """A write met a deadlock on every try and is answered 409."""
+    DEADLOCKS.inc()
+
+
 def catalog_used(outcome: str) -> None:
     """A request asked for the provider catalog: ``hit``, ``read`` or
     ``sql``."""
@@ -57,8 +68,8 @@ def catalog_used(outcome: str) -> None:
 
 
 def catalog_updated(how: str) -> None:
-    """A worker brought its provider catalog up to date: ``deltas`` or
-    ``full``."""
+    """A worker brought its provider catalog up to date: ``deltas``,
+    ``full`` or ``foreign``."""
     CATALOG_UPDATES.labels(how).inc()
 
 

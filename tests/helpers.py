@@ -1,13 +1,17 @@
 """Helpers shared by the functional tests: threads released at the same
-moment, and child processes that see only the configuration a test gives
-them."""
+moment, child processes that see only the configuration a test gives
+them, and providers written directly to a database."""
 
 import os
 import subprocess
 import sys
 import threading
+import uuid
 
 import hypothesis
+
+from placement.db import tables
+from placement.objects.catalog import changes
 
 BIN = os.path.dirname(sys.executable)
 
@@ -70,3 +74,17 @@ def bounded_examples(count):
         phases=[hypothesis.Phase.generate],
         suppress_health_check=list(hypothesis.HealthCheck),
     )
+
+
+def new_provider(db):
+    """The uuid of a new root provider, at generation 0 and without
+    inventory, its row written directly (every catalog reads it whole)."""
+    rp_uuid = str(uuid.uuid4())
+    with db.writer() as conn:
+        changes.record(conn, changes.EVERYTHING)
+        conn.execute(
+            tables.resource_providers.insert().values(
+                uuid=rp_uuid, name=rp_uuid, generation=0
+            )
+        )
+    return rp_uuid

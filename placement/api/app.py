@@ -1,7 +1,9 @@
 """The falcon application and the full WSGI pipeline around it."""
 
+import dataclasses
 import logging
 from typing import Any
+from typing import Callable
 
 import falcon
 from oslo_config import cfg
@@ -20,6 +22,8 @@ from placement.api import openapi
 from placement.api import routes
 from placement.api import sizelimit
 from placement.db import api as db_api
+from placement.db import errors as db_errors
+from placement.db import sqlite_file
 from placement.web import errors
 from placement.web import microversion
 
@@ -141,103 +145,135 @@ def handle_falcon_error(
     _render_error(req, resp, error)
 
 
+@dataclasses.dataclass(frozen=True)
+class Unexpected:
+    """How ``handle_unexpected`` logs and answers one kind of exception."""
+
+    matches: Callable[[BaseException], bool]
+    level: int  # of the log line
+    log: str  # what the log line says happened
+    answer: Callable[[str | None], errors.PlacementError]  # of the request id
+    quote: bool = True  # the exception's text in the log line
+    traceback: bool = False  # and its traceback
+
+
+def _bad_request(message: str) -> Callable[[str | None], errors.PlacementError]:
+    return lambda request_id: errors.BadRequest(message, vary=False)
+
+
+def _retry_later(message: str) -> Callable[[str | None], errors.PlacementError]:
+    """A 503 saying ``message`` (``%s``: the request id) and how long to
+    wait before trying again."""
+    return lambda request_id: errors.ServiceUnavailable(
+        message % request_id,
+        vary=False,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+# The first row whose ``matches`` is true answers.
+UNEXPECTED = (
+    # Rolled back whole; nothing to retry. A documented limit. The text
+    # would list every parameter.
+    Unexpected(
+        db_errors.is_too_many_parameters,
+        logging.INFO,
+        "Too many items",
+        _bad_request(
+            "The request names too many items for one database statement "
+            "(traits, providers, aggregates...): send it in smaller parts."
+        ),
+        quote=False,
+    ),
+    Unexpected(
+        db_errors.is_unstorable_text,
+        logging.WARNING,
+        "Text the database cannot store",
+        _bad_request(
+            "The database cannot store or compare text of this request: "
+            "its tables use a character set without some of its "
+            "characters (not utf8mb4)."
+        ),
+    ),
+    # Cancelled by the database and rolled back whole; a worker never
+    # waits on a runaway statement for longer than the budget.
+    Unexpected(
+        db_errors.is_over_time_budget,
+        logging.ERROR,
+        "Database statement over its time budget",
+        _retry_later(
+            "A database statement of this request ran longer than the "
+            "service allows; try again later, or ask for less at once "
+            "(a limit, fewer items), request id %s."
+        ),
+    ),
+    # Not something waiting fixes: the service must be restarted on the
+    # file (no Retry-After). Nothing was written.
+    Unexpected(
+        sqlite_file.is_file_removed,
+        logging.ERROR,
+        "Database file removed",
+        lambda request_id: errors.ServiceUnavailable(
+            "Database file removed or replaced under the running service: "
+            "nothing is read or written until it is restarted on the "
+            "configured file, request id %s." % request_id,
+            vary=False,
+        ),
+    ),
+    # Dropped under a running server, or never synced: as in an outage,
+    # nothing the client did wrong and nothing half written.
+    Unexpected(
+        db_errors.is_schema_missing,
+        logging.ERROR,
+        "Database schema missing",
+        _retry_later("The database schema is missing, request id %s."),
+    ),
+    Unexpected(
+        db_errors.is_unavailable,
+        logging.ERROR,
+        "Database unavailable",
+        _retry_later("The database is unavailable, request id %s."),
+    ),
+    Unexpected(
+        lambda ex: True,
+        logging.ERROR,
+        "Uncaught exception",
+        lambda request_id: errors.InternalError(
+            "internal error, request id %s" % request_id, vary=False
+        ),
+        quote=False,
+        traceback=True,
+    ),
+)
+
+
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any
 ) -> None:
     """A database that is down or unreachable, or has lost its schema,
     answers 503 with Retry-After; a request naming more items than one
     statement takes, or text the tables cannot hold, 400; anything else
-    is a 500. No body quotes the exception: its text carries hosts, SQL
-    and parameters, so it goes to the log alone (under the request id,
-    which the body names)."""
+    is a 500 (``UNEXPECTED``). No body quotes the exception: its text
+    carries hosts, SQL and parameters, so it goes to the log alone (under
+    the request id, which the body names)."""
     request_id = req.env.get(middleware.REQUEST_ID_ENV)
-    if db_api.is_too_many_parameters(ex):
-        # Rolled back whole; nothing to retry. A documented limit.
-        LOG.info("Too many items in %s %s (%s)", req.method, req.path, request_id)
-        _render_error(
-            req,
-            resp,
-            errors.BadRequest(
-                "The request names too many items for one database statement "
-                "(traits, providers, aggregates...): send it in smaller parts.",
-                vary=False,
-            ),
-        )
-        return
-    if db_api.is_unstorable_text(ex):
-        LOG.warning(
-            "Text the database cannot store in %s %s (%s): %s",
-            req.method,
-            req.path,
-            request_id,
-            ex,
-        )
-        _render_error(
-            req,
-            resp,
-            errors.BadRequest(
-                "The database cannot store or compare text of this request: "
-                "its tables use a character set without some of its "
-                "characters (not utf8mb4).",
-                vary=False,
-            ),
-        )
-        return
-    error: errors.PlacementError
-    if db_api.is_over_time_budget(ex):
-        # Cancelled by the database and rolled back whole; a worker never
-        # waits on a runaway statement for longer than the budget.
-        LOG.error(
-            "Database statement over its time budget in %s %s (%s): %s",
-            req.method,
-            req.path,
-            request_id,
-            ex,
-        )
-        error = errors.ServiceUnavailable(
-            "A database statement of this request ran longer than the "
-            "service allows; try again later, or ask for less at once "
-            "(a limit, fewer items), request id %s." % request_id,
-            vary=False,
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
-    elif db_api.is_schema_missing(ex):
-        # Dropped under a running server, or never synced: as in an
-        # outage, nothing the client did wrong and nothing half written.
-        LOG.error(
-            "Database schema missing in %s %s (%s): %s",
-            req.method,
-            req.path,
-            request_id,
-            ex,
-        )
-        error = errors.ServiceUnavailable(
-            "The database schema is missing, request id %s." % request_id,
-            vary=False,
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
-    elif db_api.is_unavailable(ex):
-        LOG.error(
-            "Database unavailable in %s %s (%s): %s",
-            req.method,
-            req.path,
-            request_id,
-            ex,
-        )
-        error = errors.ServiceUnavailable(
-            "The database is unavailable, request id %s." % request_id,
-            vary=False,
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
-    else:
-        LOG.exception(
-            "Uncaught exception in %s %s (%s)", req.method, req.path, request_id
-        )
-        error = errors.InternalError(
-            "internal error, request id %s" % request_id, vary=False
-        )
+    row = next(row for row in UNEXPECTED if row.matches(ex))
+    LOG.log(
+        row.level,
+        "%s in %s %s (%s)" + (": %s" if row.quote else ""),
+        row.log,
+        req.method,
+        req.path,
+        request_id,
+        *((ex,) if row.quote else ()),
+        exc_info=ex if row.traceback else None,
+    )
+    error = row.answer(request_id)
     _render_error(req, resp, error)
-    resp.context.unversioned = True
+    # The service's faults, not the request's, answer without the version
+    # headers (their bodies still carry the error code).
+    if error.status >= 500:
+        resp.context.unversioned = True
 
 
 def create_falcon_app() -> falcon.App:

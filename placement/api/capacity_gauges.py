@@ -28,7 +28,7 @@ from prometheus_client.core import GaugeMetricFamily
 from placement import versions
 from placement.api import multiproc
 from placement.db import api as db_api
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity
 
 LOG = logging.getLogger(__name__)

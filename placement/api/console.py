@@ -1,4 +1,5 @@
-"""The operator console's static files at ``/ui/`` (doc/console.md).
+"""The operator console's static files at ``/ui/`` (doc/console.md), and
+its icon at ``/favicon.ico``.
 
 Files come only from the ``placement/ui`` package directory, by exact
 name: no directory listing, no path walking. Every answer carries a strict
@@ -13,6 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 PREFIX = "/ui"
+# Browsers ask for it at the root of any page they show (an API answer
+# too): served with the console's files, without a token, so that no
+# page logs a 401 for it.
+FAVICON = "/favicon.ico"
 DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(__file__)), "ui")
 TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -20,6 +25,7 @@ TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
     ".png": "image/png",
+    ".ico": "image/x-icon",
 }
 SECURITY_HEADERS = [
     (
@@ -36,7 +42,7 @@ SECURITY_HEADERS = [
 
 
 def owns(path: str) -> bool:
-    return path == PREFIX or path.startswith(PREFIX + "/")
+    return path == PREFIX or path.startswith(PREFIX + "/") or path == FAVICON
 
 
 def _files() -> dict[str, str]:
@@ -58,7 +64,10 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[byt
     if path == PREFIX:
         location = environ.get("SCRIPT_NAME", "") + PREFIX + "/"
         return _plain(start_response, "301 Moved Permanently", [("Location", location)])
-    name = path[len(PREFIX) + 1 :] or "index.html"
+    if path == FAVICON:
+        name = FAVICON[1:]
+    else:
+        name = path[len(PREFIX) + 1 :] or "index.html"
     filename = FILES.get(name)
     if filename is None:
         return _plain(start_response, "404 Not Found", [])

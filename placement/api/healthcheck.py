@@ -16,7 +16,9 @@ from oslo_middleware.healthcheck import opts as healthcheck_opts
 from oslo_middleware.healthcheck import pluginbase
 
 from placement.db import api as db_api
+from placement.db import errors as db_errors
 from placement.db import schema
+from placement.db import sqlite_file
 
 LOG = logging.getLogger(__name__)
 
@@ -37,7 +39,9 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
             with self.conf[DB_KEY].reader() as conn:
                 revision = schema.recorded_revision(conn)
         except Exception as e:
-            if db_api.is_schema_missing(e):
+            if sqlite_file.is_file_removed(e):
+                reason, details = "database file removed", str(e)
+            elif db_errors.is_schema_missing(e):
                 reason, details = "database schema missing", schema.SYNC_HINT
             else:
                 reason, details = "database unreachable", str(e)

@@ -8,9 +8,6 @@ import falcon
 
 from placement.handlers import aggregate
 from placement.handlers import allocation
-from placement.handlers import allocation_candidate
-from placement.handlers import allocation_candidate_capacity
-from placement.handlers import allocation_candidate_explain
 from placement.handlers import inventory
 from placement.handlers import reshaper
 from placement.handlers import resource_class
@@ -18,6 +15,9 @@ from placement.handlers import resource_provider
 from placement.handlers import root
 from placement.handlers import trait
 from placement.handlers import usage
+from placement.handlers.candidates import allocation_candidate
+from placement.handlers.candidates import allocation_candidate_capacity
+from placement.handlers.candidates import allocation_candidate_explain
 from placement.web import errors
 
 # (path, [(method, handler), ...]), methods in Allow order.

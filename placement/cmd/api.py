@@ -29,8 +29,8 @@ from oslo_config import cfg  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
-from placement.api import follower  # noqa: E402
-from placement.api import gate  # noqa: E402
+from placement.cmd import follower  # noqa: E402
+from placement.cmd import gate  # noqa: E402
 from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
 

@@ -15,7 +15,7 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement import versions
 from placement.db import schema
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
 
@@ -170,12 +170,19 @@ def _add_db_parsers(db_parser):
     commands.add_parser(
         "sync", help="Upgrade the schema to the latest revision."
     ).set_defaults(func=db_sync)
-    down = commands.add_parser(
-        "downgrade",
-        help="Undo this service's own schema revisions down to the given one "
-        "(%s: the upstream Placement schema)." % schema.REFERENCE_HEAD,
+    # help= is the line in `db --help`; description= heads `db downgrade
+    # --help` itself.
+    about = (
+        "Undo this service's own schema revisions down to the given one, "
+        "no further down than %s (the upstream Placement schema, for a "
+        "return to the reference service)." % schema.REFERENCE_HEAD
     )
-    down.add_argument("version", help="The revision to go down to.")
+    down = commands.add_parser("downgrade", help=about, description=about)
+    down.add_argument(
+        "version",
+        help="The revision to go down to: %s or one of this service's own "
+        "revisions above it." % schema.REFERENCE_HEAD,
+    )
     down.set_defaults(func=db_downgrade)
     commands.add_parser(
         "version", help="Print the current schema revision."

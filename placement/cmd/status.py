@@ -12,6 +12,7 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.objects import online_migrations
+from placement.objects import standard_names
 
 RUN_MIGRATIONS = "Run the placement-manage db online_data_migrations command."
 
@@ -68,10 +69,23 @@ class Checks(upgradecheck.UpgradeCommands):
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
+    def _check_standard_class_ids(self):
+        wrong = standard_names.wrong_class_ids(self._database())
+        if wrong:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                "Standard resource classes do not have the ids the reference "
+                "service gives them (an earlier start on MySQL without "
+                'NO_AUTO_VALUE_ON_ZERO): %s. See "Standard resource class '
+                'ids" in doc/operations.md for the repair.' % "; ".join(wrong),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
     _upgrade_checks = (
         ("Missing Root Provider IDs", _check_root_provider_ids),
         ("Incomplete Consumers", _check_incomplete_consumers),
         ("Table Character Set utf8mb4", _check_utf8mb4),
+        ("Standard Resource Class IDs", _check_standard_class_ids),
         (
             "Policy File JSON to YAML Migration",
             (common_checks.check_policy_json, {"conf": placement_conf.CONF}),

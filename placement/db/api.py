@@ -26,7 +26,10 @@ from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
+from placement import events
 from placement import exception
+from placement.db import errors
+from placement.db import sqlite_file
 
 LOG = logging.getLogger(__name__)
 
@@ -45,8 +48,18 @@ def build_url(conf: cfg.ConfigOpts) -> sa.engine.URL:
 # MySQL server errors at connect time that waiting does not fix.
 _MYSQL_UNKNOWN_DATABASE = 1049
 _MYSQL_ACCESS_DENIED = (1044, 1045, 1698)
-# Words of a refused or timed-out connection, in every driver's messages.
-_TRANSIENT = ("connection refused", "timed out", "timeout")
+# Words of a refused, reset or timed-out connection, in every driver's
+# messages: a host that is down, starting or behind a proxy whose backend
+# is down, which waiting may fix. (PyMySQL reports a reset as a lost
+# connection; psycopg as a server that closed the connection.)
+_TRANSIENT = (
+    "connection refused",
+    "connection reset",
+    "lost connection",
+    "closed the connection unexpectedly",
+    "timed out",
+    "timeout",
+)
 
 
 def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str]:
@@ -55,7 +68,10 @@ def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str
     orig = getattr(error, "orig", None) or error
     args: tuple[Any, ...] = getattr(orig, "args", ())
     code = args[0] if args and isinstance(args[0], int) else None
-    text = str(args[1] if code is not None and len(args) > 1 else orig)
+    # One line: psycopg's messages run over several.
+    text = " ".join(
+        str(args[1] if code is not None and len(args) > 1 else orig).split()
+    )
     shown = url.render_as_string(hide_password=True)
     if code == _MYSQL_UNKNOWN_DATABASE:
         return False, (
@@ -100,7 +116,7 @@ def create_engine(
     kwargs: dict[str, Any] = {"future": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
+            _sqlite_directory(url.database)
         kwargs["connect_args"] = {
             "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
             "check_same_thread": False,
@@ -108,6 +124,8 @@ def create_engine(
         engine = sa.create_engine(url, **kwargs)
         synchronous = dbconf.sqlite_synchronous if dbconf else True
         _setup_sqlite(engine, synchronous)
+        if url.database and url.database != ":memory:":
+            sqlite_file.watch(engine, url.database)
         return engine
     if url.get_backend_name() in ("mysql", "postgresql"):
         kwargs["isolation_level"] = "READ COMMITTED"
@@ -139,6 +157,15 @@ def create_engine(
         _setup_mysql(engine, sql_mode, sync_wait, budget)
         return engine
     return sa.create_engine(url, **kwargs)
+
+
+def _sqlite_directory(path: str) -> None:
+    """Create the missing directory of a new SQLite file (parents too:
+    ``tools/serve`` needs no set-up), and say so in one line."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+        LOG.info("created the directory %s for the SQLite database %s", directory, path)
 
 
 # A pooled connection idle for longer than this is pinged before use.
@@ -342,111 +369,6 @@ def write_notes(conn: sa.Connection) -> dict[str, Any] | None:
     return conn.info.get(_WRITE)
 
 
-# PostgreSQL: serialization failure, deadlock detected.
-_PG_RETRYABLE = ("40001", "40P01")
-
-
-def is_deadlock(error: BaseException) -> bool:
-    """True for errors a fresh transaction may not hit again."""
-    orig = getattr(error, "orig", None)
-    if getattr(orig, "sqlstate", None) in _PG_RETRYABLE:
-        return True
-    args: tuple[Any, ...] = getattr(orig, "args", ())
-    if args and args[0] in (1213, 1205):  # deadlock, lock wait timeout
-        return True
-    return "database is locked" in str(error)
-
-
-# MySQL client/server errors that mean the server cannot be reached or
-# went away (can't connect, gone away, lost connection, shutting down,
-# too many connections...), as opposed to a fault of the statement; 1047
-# is a Galera node that is not part of the primary component (yet).
-_UNAVAILABLE_CODES = frozenset(
-    (1040, 1047, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2014, 2045, 2055, 4031)
-)
-
-
-def is_unavailable(error: BaseException | None) -> bool:
-    """True when ``error`` says the database is down or unreachable (the
-    request may succeed later), not that the request itself failed; also
-    when it was raised while handling such an error (ending a transaction
-    whose connection was lost fails in its turn, e.g. with
-    PendingRollbackError)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if _says_unavailable(error):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
-
-
-def _says_unavailable(error: BaseException) -> bool:
-    if isinstance(error, (sa_exc.TimeoutError, sa_exc.DisconnectionError)):
-        return True
-    if not isinstance(error, sa_exc.DBAPIError):
-        return False
-    if error.connection_invalidated:
-        return True
-    sqlstate = getattr(error.orig, "sqlstate", None)
-    if _from_psycopg(error.orig):
-        if sqlstate is None:
-            # psycopg gives no SQLSTATE when it could not connect at all.
-            return isinstance(error, sa_exc.OperationalError)
-        return sqlstate in _PG_UNAVAILABLE or sqlstate.startswith("08")
-    # pymysql's SQLSTATE is the server's (HY000 for most errors): the
-    # error number tells.
-    args: tuple[Any, ...] = getattr(error.orig, "args", ())
-    return bool(args) and args[0] in _UNAVAILABLE_CODES
-
-
-# MariaDB: max_statement_time exceeded; MySQL: max_execution_time exceeded.
-_OVER_BUDGET_CODES = frozenset((1969, 3024))
-
-
-def is_over_time_budget(error: BaseException) -> bool:
-    """True when the database cancelled a statement that ran longer than
-    [placement_database] statement_timeout."""
-    if not isinstance(error, sa_exc.DBAPIError):
-        return False
-    if _from_psycopg(error.orig):
-        # query_canceled
-        return getattr(error.orig, "sqlstate", None) == "57014"
-    args: tuple[Any, ...] = getattr(error.orig, "args", ())
-    return bool(args) and args[0] in _OVER_BUDGET_CODES
-
-
-# MySQL: unknown database, no database selected, table does not exist;
-# PostgreSQL: database does not exist, undefined table.
-_SCHEMA_MISSING_CODES = frozenset((1049, 1046, 1146))
-_PG_SCHEMA_MISSING = frozenset(("3D000", "42P01"))
-
-
-def is_schema_missing(error: BaseException) -> bool:
-    """True when ``error`` says the database or one of its tables is not
-    there (dropped, or never created): the service cannot answer until
-    the schema is back, as in an outage."""
-    if not isinstance(error, sa_exc.DBAPIError):
-        return False
-    if _from_psycopg(error.orig):
-        return getattr(error.orig, "sqlstate", None) in _PG_SCHEMA_MISSING
-    args: tuple[Any, ...] = getattr(error.orig, "args", ())
-    if args and args[0] in _SCHEMA_MISSING_CODES:
-        return True
-    return isinstance(error, sa_exc.OperationalError) and str(error.orig).startswith(
-        "no such table"
-    )
-
-
-# PostgreSQL: shutting down, crashed, starting up, too many connections
-# (class 08, connection exceptions, is unavailable as a whole).
-_PG_UNAVAILABLE = frozenset(("57P01", "57P02", "57P03", "53300"))
-
-
-def _from_psycopg(orig):
-    return type(orig).__module__.startswith("psycopg")
-
-
 def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
     """Context for a statement that may break a unique or foreign key when
     the transaction must go on afterwards (to find out which key): on
@@ -455,19 +377,6 @@ def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
     if conn.dialect.name == "postgresql":
         return conn.begin_nested()
     return contextlib.nullcontext()
-
-
-# Text a column's character set cannot hold (a 4-byte character in a
-# legacy 3-byte utf8 table), or cannot be compared with.
-_UNSTORABLE_TEXT_CODES = frozenset((1267, 1271, 1366))
-
-
-def is_unstorable_text(error: BaseException) -> bool:
-    """True when MySQL refused text its tables' character set cannot hold."""
-    if not isinstance(error, sa_exc.DBAPIError):
-        return False
-    args: tuple[Any, ...] = getattr(error.orig, "args", ())
-    return bool(args) and args[0] in _UNSTORABLE_TEXT_CODES
 
 
 def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
@@ -486,17 +395,6 @@ def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
     skip = "alembic_version"
     with engine.connect() as conn:
         return sorted(t for t in conn.execute(query).scalars() if t != skip)
-
-
-def is_too_many_parameters(error: BaseException) -> bool:
-    """True when a statement had more bound parameters than the database
-    takes (SQLite's limit is a build setting, 250,000 on Debian, 32,766 by
-    default, 999 in old builds; psycopg's is 65,535): the request named too
-    many items for one statement."""
-    return isinstance(error, sa_exc.OperationalError) and any(
-        text in str(error.orig)
-        for text in ("too many SQL variables", "number of parameters must be")
-    )
 
 
 class Database:
@@ -581,7 +479,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def retry_on_deadlock(fn: F) -> F:
-    """Re-run a whole transaction when the database reports a deadlock."""
+    """Re-run a whole transaction when the database reports a deadlock,
+    after a random pause that grows with each try (racing writers fall
+    out of step). When the tries run out the write is a 409
+    placement.concurrent_update, which clients retry, never a 500."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -589,9 +490,23 @@ def retry_on_deadlock(fn: F) -> F:
             try:
                 return fn(*args, **kwargs)
             except sa_exc.DBAPIError as e:
-                if attempt == DEADLOCK_RETRIES or not is_deadlock(e):
+                if not errors.is_deadlock(e):
                     raise
+                if attempt == DEADLOCK_RETRIES:
+                    events.deadlock_retries_exhausted()
+                    LOG.warning(
+                        "%s: deadlock on each of %d tries, answered 409",
+                        fn.__name__,
+                        attempt + 1,
+                    )
+                    raise exception.ConcurrentUpdate(DEADLOCKED) from e
                 LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, attempt)
-                time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
+                time.sleep(random.uniform(0.001, 0.02) * 2**attempt)
 
     return cast(F, wrapper)
+
+
+DEADLOCKED = (
+    "The database kept refusing this write for conflicting with concurrent "
+    "ones (deadlock); nothing was written. Please retry the request."
+)

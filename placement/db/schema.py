@@ -10,6 +10,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from placement.db import tables
+
 LOG = logging.getLogger(__name__)
 
 # The top-level migrations/ directory, installed as placement.migrations
@@ -91,9 +93,22 @@ def current_revision(engine: sa.Engine) -> str | None:
 
 def recorded_revision(conn: sa.Connection) -> str | None:
     """The revision alembic recorded, in one cheap statement (for health
-    checks); a DBAPIError (``db_api.is_schema_missing``) when the schema
-    is not there."""
-    return conn.scalar(sa.text("SELECT version_num FROM alembic_version"))
+    checks) that also names every table this service uses, reading no row
+    of them; a DBAPIError (``db_errors.is_schema_missing``) when the schema,
+    or any one of those tables, is not there."""
+    return conn.scalar(_EVERY_TABLE)
+
+
+# Reads alembic's revision where none of the service's tables has a row
+# matching "false": the database resolves every name (an error for a
+# missing table) and plans the subqueries away.
+_EVERY_TABLE = sa.text(
+    "SELECT version_num FROM alembic_version WHERE "
+    + " AND ".join(
+        "NOT EXISTS (SELECT 1 FROM %s WHERE 1 = 0)" % name
+        for name in sorted(tables.metadata.tables)
+    )
+)
 
 
 def mismatch(engine: sa.Engine) -> str | None:

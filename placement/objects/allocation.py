@@ -30,6 +30,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import consumer as consumer_obj
+from placement.objects.catalog import refresh
 
 ALLOC = tables.allocations
 INV = tables.inventories
@@ -68,12 +69,19 @@ def replace_allocations(
         prepared = prepare(conn, writes, check_generation, with_state=True)
         return write_in(conn, prepared, retries).learned
 
-    learned = run_write(
-        db,
-        attempt,
-        "Inventory and/or allocations changed while attempting to allocate: ",
-        retries,
-    )
+    try:
+        learned = run_write(
+            db,
+            attempt,
+            "Inventory and/or allocations changed while attempting to allocate: ",
+            retries,
+        )
+    except exception.Conflict:
+        # Refused on a host a search may have offered: if another writer
+        # changed it, the next search sees that (doc/architecture.md,
+        # "Writes by other writers").
+        refresh.doubt(db)
+        raise
     common.remember(db, learned)  # committed now
 
 

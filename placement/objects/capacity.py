@@ -35,12 +35,12 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
-from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import answering as engine
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
-from placement.objects.catalog import index as catalog_index
 
 RP, AGG = tables.resource_providers, tables.placement_aggregates
 

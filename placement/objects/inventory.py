@@ -6,6 +6,8 @@ writer until commit, so the in-use checks that follow read allocations no
 allocation writer can change underneath (they swap the same generation).
 """
 
+import contextlib
+from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
@@ -174,6 +176,35 @@ def _in_use_message(rc_names, provider_uuid):
     )
 
 
+@contextlib.contextmanager
+def _write(
+    db: db_api.Database,
+    uuid: str,
+    conflict: str,
+    generation: int | None = None,
+    rc_name: str | None = None,
+) -> Iterator[tuple[sa.Connection, int, Any, int]]:
+    """The write transaction of one change to provider ``uuid``'s
+    inventory, as (connection, provider id, class id, new generation): the
+    provider read (NotFound), the id of class ``rc_name`` if given
+    (ResourceClassNotFound), then the generation swapped from
+    ``generation``, or from the one just read (ConcurrentUpdate saying
+    ``conflict`` when lost). The catalog's log records the change when the
+    block ends."""
+    with db.writer() as conn:
+        provider = common.get_provider(conn, uuid)
+        rc_id = None
+        if rc_name is not None:
+            rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
+        if generation is None:
+            generation = provider["generation"]
+        new_generation = common.bump_generation(
+            conn, provider["id"], generation, conflict
+        )
+        yield conn, provider["id"], rc_id, new_generation
+        changes.record(conn, changes.PROVIDER, [provider["id"]])
+
+
 @db_api.retry_on_deadlock
 def create_inventory(
     db: db_api.Database, uuid: str, rc_name: str, record: Mapping[str, Any]
@@ -182,19 +213,15 @@ def create_inventory(
 
     No generation is taken from the client: the one read here is swapped.
     """
-    with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
-        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
-        generation = common.bump_generation(
-            conn,
-            provider["id"],
-            provider["generation"],
-            "Update conflict: resource provider %s was changed by another "
-            "process." % uuid,
-        )
+    with _write(
+        db,
+        uuid,
+        "Update conflict: resource provider %s was changed by another process." % uuid,
+        rc_name=rc_name,
+    ) as (conn, provider_id, rc_id, generation):
         exists = conn.scalar(
             sa.select(INV.c.id).where(
-                INV.c.resource_provider_id == provider["id"],
+                INV.c.resource_provider_id == provider_id,
                 INV.c.resource_class_id == rc_id,
             )
         )
@@ -205,12 +232,11 @@ def create_inventory(
             )
         conn.execute(
             INV.insert().values(
-                resource_provider_id=provider["id"],
+                resource_provider_id=provider_id,
                 resource_class_id=rc_id,
                 **_values(record),
             )
         )
-        changes.record(conn, changes.PROVIDER, [provider["id"]])
     return generation
 
 
@@ -292,79 +318,67 @@ def update_inventory(
 ) -> int:
     """Overwrite the provider's existing record of ``rc_name``; returns the
     new provider generation."""
-    with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
-        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
-        new_generation = common.bump_generation(
-            conn,
-            provider["id"],
-            generation,
-            "update conflict: resource provider %s generation changed "
-            "concurrently." % uuid,
-        )
+    with _write(
+        db,
+        uuid,
+        "update conflict: resource provider %s generation changed concurrently." % uuid,
+        generation,
+        rc_name,
+    ) as (conn, provider_id, rc_id, new_generation):
         result = conn.execute(
             INV.update()
             .where(
-                INV.c.resource_provider_id == provider["id"],
+                INV.c.resource_provider_id == provider_id,
                 INV.c.resource_class_id == rc_id,
             )
             .values(**_values(record))
         )
         if result.rowcount != 1:
             raise InventoryNotFound("No inventory of class %s found." % rc_name)
-        changes.record(conn, changes.PROVIDER, [provider["id"]])
     return new_generation
 
 
 @db_api.retry_on_deadlock
 def delete_inventory(db: db_api.Database, uuid: str, rc_name: str) -> None:
     """Remove one record unless it has allocations."""
-    with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
-        rc_id = common.resource_class_ids(conn, [rc_name])[rc_name]
-        common.bump_generation(
-            conn,
-            provider["id"],
-            provider["generation"],
-            "Inventory for '%s' on resource provider '%s' was changed by "
-            "another process." % (rc_name, uuid),
-        )
+    with _write(
+        db,
+        uuid,
+        "Inventory for '%s' on resource provider '%s' was changed by "
+        "another process." % (rc_name, uuid),
+        rc_name=rc_name,
+    ) as (conn, provider_id, rc_id, _):
         where = (
-            INV.c.resource_provider_id == provider["id"],
+            INV.c.resource_provider_id == provider_id,
             INV.c.resource_class_id == rc_id,
         )
         if conn.scalar(sa.select(INV.c.id).where(*where)) is None:
             raise InventoryNotFound(
                 "No inventory of class %s found for delete" % rc_name
             )
-        if _in_use_class_names(conn, provider["id"], [rc_id]):
+        if _in_use_class_names(conn, provider_id, [rc_id]):
             raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
         conn.execute(INV.delete().where(*where))
-        changes.record(conn, changes.PROVIDER, [provider["id"]])
 
 
 @db_api.retry_on_deadlock
 def delete_inventories(db: db_api.Database, uuid: str) -> None:
     """Remove every record unless any has allocations."""
-    with db.writer() as conn:
-        provider = common.get_provider(conn, uuid)
-        common.bump_generation(
-            conn,
-            provider["id"],
-            provider["generation"],
-            "Unable to delete inventory for resource provider %s because "
-            "the inventory was updated by another process. Please retry "
-            "your request." % uuid,
-        )
+    with _write(
+        db,
+        uuid,
+        "Unable to delete inventory for resource provider %s because "
+        "the inventory was updated by another process. Please retry "
+        "your request." % uuid,
+    ) as (conn, provider_id, _, _):
         existing = list(
             conn.scalars(
                 sa.select(INV.c.resource_class_id).where(
-                    INV.c.resource_provider_id == provider["id"]
+                    INV.c.resource_provider_id == provider_id
                 )
             )
         )
-        in_use = _in_use_class_names(conn, provider["id"], existing)
+        in_use = _in_use_class_names(conn, provider_id, existing)
         if in_use:
             raise exception.InventoryInUse(_in_use_message(in_use, uuid))
-        conn.execute(INV.delete().where(INV.c.resource_provider_id == provider["id"]))
-        changes.record(conn, changes.PROVIDER, [provider["id"]])
+        conn.execute(INV.delete().where(INV.c.resource_provider_id == provider_id))

@@ -127,7 +127,7 @@ def list_encoded(
             # reads the newest commits at every statement).
             return None
         listings = _listings(db)
-        body = listings.body(encoding.key, stamp, generations)
+        body = listings.body(encoding.key, catalog, generations)
         if body is None:
             rows = conn.execute(_GENERATIONS).all()
             # The rows are those of the stamp if it has not moved since.
@@ -150,7 +150,7 @@ _GENERATIONS = sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
 class _Listings:
     """One database's unfiltered lists written as JSON in this process:
     per encoding key, each provider's JSON around its generation (as of
-    ``catalog``) and the last body, with the stamp and generation sum it
+    ``catalog``) and the last body, with the catalog and generation sum it
     answers."""
 
     # Encoding keys kept (a few microversions' link sets): each holds
@@ -161,11 +161,13 @@ class _Listings:
         self.lock = threading.Lock()
         self.catalog: Catalog | None = None
         self.fragments: dict = {}  # key -> {rp: (before, after)}
-        self.bodies: dict = {}  # key -> (stamp, generation sum, body)
+        self.bodies: dict = {}  # key -> (catalog, generation sum, body)
 
-    def body(self, key, stamp, generations):
+    def body(self, key, catalog, generations):
         kept = self.bodies.get(key)
-        if kept is not None and kept[0] == stamp and kept[1] == generations:
+        # The catalog itself, not only its stamp: one read again at the
+        # same stamp (another writer's rows) may name providers otherwise.
+        if kept is not None and kept[0] is catalog and kept[1] == generations:
             return kept[2]
         return None
 
@@ -181,7 +183,7 @@ class _Listings:
             if encoding.key not in self.bodies and len(self.bodies) >= self.MAX_KEYS:
                 self.bodies.clear()
             self.bodies[encoding.key] = (
-                catalog.stamp,
+                catalog,
                 sum(generation for _, generation in rows),
                 body,
             )

@@ -199,12 +199,30 @@ def allocation_candidates(version):
 
 
 _STEP = obj({"filter": _STRING, "providers": _INTEGER, "trees": _INTEGER}, ["filter"])
+# The request-wide "groups" step, when no tree has a provider for every
+# group, names the group filter that left no tree the others share.
+_REQUEST_STEP = obj(
+    {
+        "filter": _STRING,
+        "trees": _INTEGER,
+        "emptied_by": obj(
+            {
+                "group": _STRING,
+                "resource_class": _STRING,
+                "filter": _STRING,
+                "trees": _INTEGER,
+            },
+            ["group", "filter", "trees"],
+        ),
+    },
+    ["filter"],
+)
 EXPLAIN = obj(
     {
         "candidates": _INTEGER,
         # Keys are group suffixes: "" for the unsuffixed group.
         "groups": keyed(array(_STEP), "^(|[A-Za-z0-9_-]{1,64})$"),
-        "request": array(_STEP),
+        "request": array(_REQUEST_STEP),
         "closest": array(
             obj(
                 {
@@ -212,6 +230,7 @@ EXPLAIN = obj(
                     "tree": _UUID,
                     "name": {"type": ["string", "null"]},
                     "group": _STRING,
+                    "resource_class": _STRING,
                     "filter": _STRING,
                     "lacks": {"type": "object"},
                 },

@@ -84,20 +84,30 @@ function signOut(message) {
   route();
 }
 
+// Every view starts from the provider list: a token that may not read it
+// is refused here rather than kept for views that would all fail.
+const FORBIDDEN =
+  "The token was refused (403): the console reads resource providers, " +
+  "which needs the admin role under the default policy (rule " +
+  "placement:resource_providers:list). Sign in with a token that has it.";
+
 document.getElementById("sign-in-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const value = event.target.elements.token.value;
+  const message = document.getElementById("sign-in-error");
   sessionStorage.setItem("placement-token", value);
   event.target.reset();
   try {
     await api("/resource_providers?name=placement-console-sign-in-check");
-    document.getElementById("sign-in-error").textContent = "";
-    location.hash = "#/cloud";
   } catch (error) {
-    if (error.status !== 401) {
-      document.getElementById("sign-in-error").textContent = error.message;
-    }
+    if (error.status === 401) return; // signOut() has said so
+    sessionStorage.removeItem("placement-token");
+    message.textContent = error.status === 403 ? FORBIDDEN : "Sign-in failed: " + error.message;
+    return;
   }
+  message.textContent = "";
+  if (location.hash === "#/cloud") route();
+  else location.hash = "#/cloud";
 });
 document.getElementById("sign-out").addEventListener("click", () => signOut());
 
@@ -190,12 +200,14 @@ async function cloudView(view, params) {
 
   const providers = await allProviders();
   let roots = [...providers.values()].filter((p) => p.uuid === p.root_provider_uuid);
-  const query = new URLSearchParams();
-  const name = params.get("name");
+  const name = (params.get("name") || "").trim();
   if (name) {
-    if (/^[0-9a-f-]{32,36}$/i.test(name)) query.set("uuid", name);
-    else query.set("name", name);
+    // A match anywhere in a tree shows its root, as the API's filters do.
+    const matches = nameOrUuid(name);
+    const keep = new Set([...providers.values()].filter(matches).map((p) => p.root_provider_uuid));
+    roots = roots.filter((p) => keep.has(p.uuid));
   }
+  const query = new URLSearchParams();
   if (params.get("trait")) query.set("required", params.get("trait"));
   if (params.get("aggregate")) query.set("member_of", params.get("aggregate"));
   if (params.get("rc")) query.set("resources", params.get("rc") + ":1");
@@ -257,6 +269,15 @@ async function cloudView(view, params) {
   status.textContent =
     roots.length + " root providers" + (full ? "; nearly full on this page: " + listed.length : "");
   view.append(pager, table);
+}
+
+// The name filter: a whole uuid (with or without dashes) matches that
+// provider only; anything else matches names containing it, ignoring case.
+function nameOrUuid(text) {
+  const bare = text.replace(/-/g, "").toLowerCase();
+  if (/^[0-9a-f]{32}$/.test(bare)) return (p) => p.uuid.replace(/-/g, "") === bare;
+  const wanted = text.toLowerCase();
+  return (p) => p.name.toLowerCase().includes(wanted);
 }
 
 function pageLink(params, page, text) {
@@ -408,6 +429,9 @@ async function answer(out, q) {
     const explained = await api("/allocation_candidates/explain?" + q);
     out.append(el("h3", { text: "Why nothing fits" }), el("p", { class: "reason", id: "reason", text: explained.reason }));
     out.append(funnel(explained));
+    if (explained.closest.length) {
+      out.append(el("h3", { text: "Closest misses" }), closestTable(explained.closest));
+    }
   }
   try {
     const capacity = await api("/allocation_candidates/capacity?" + q);
@@ -432,41 +456,123 @@ async function shapeChart(view, text) {
   view.append(el("h3", { text: "Capacity per shape" }), barChart("shape-chart", rows));
 }
 
+// What a closest miss lacks, in words: {"VCPU": {"requested": 8, "free": 6}}
+// is "VCPU: 8 requested, 6 free"; lists name what is missing.
+function lacksText(lacks) {
+  const parts = [];
+  for (const [key, value] of Object.entries(lacks || {})) {
+    if (Array.isArray(value)) {
+      if (value.length) {
+        parts.push(key.replace(/_/g, " ") + ": " + value.map((v) => (Array.isArray(v) ? v.join(" or ") : v)).join(", "));
+      }
+    } else if (value && typeof value === "object") {
+      const detail = [value.requested + " requested", value.free + " free"];
+      if (value.min_unit !== undefined) detail.push("units " + value.min_unit + " to " + value.max_unit);
+      if (value.step_size !== undefined) detail.push("step " + value.step_size);
+      parts.push(key + ": " + detail.join(", "));
+    } else {
+      parts.push(key.replace(/_/g, " ") + ": " + value);
+    }
+  }
+  return parts.join("; ");
+}
+
+// Explain's closest misses: the providers (or trees) that fail one filter.
+function closestTable(closest) {
+  const table = el(
+    "table",
+    { id: "closest" },
+    el("tr", {}, el("th", { text: "Provider or tree" }), el("th", { text: "Group" }),
+      el("th", { text: "Fails" }), el("th", { text: "Lacks" }))
+  );
+  for (const entry of closest) {
+    const uuid = entry.provider || entry.tree;
+    const fails = entry.filter + (entry.resource_class ? " (as " + entry.resource_class + " provider)" : "");
+    table.append(
+      el(
+        "tr",
+        { class: "closest", "data-uuid": uuid },
+        el("td", {}, entry.name || uuid, el("div", { class: "hint", text: uuid })),
+        el("td", { text: entry.group === undefined ? "(request)" : "'" + entry.group + "'" }),
+        el("td", { text: fails }),
+        el("td", { text: lacksText(entry.lacks) })
+      )
+    );
+  }
+  return table;
+}
+
+// A horizontal bar of ``width`` pixels in a track of ``track`` pixels
+// (centred when ``centred``).
+function bar(width, track, cls, centred) {
+  const graphic = svg("svg", { width: track, height: 14, role: "img" });
+  graphic.append(svg("rect", { x: centred ? (track - width) / 2 : 0, y: 0, width, height: 14, class: cls }));
+  return graphic;
+}
+
+// Rows of label, bar, value in a grid whose columns grow with their text:
+// a label wraps inside its cell and never runs over the bar or the page.
+function chart(id, cls, rows) {
+  const grid = el("div", { class: "chart " + cls, id, role: "table" });
+  for (const row of rows) {
+    grid.append(
+      el("div", { class: "chart-label" + (row.cls ? " " + row.cls : ""), role: "cell", text: row.label }),
+      el("div", { class: "chart-bar", role: "cell" }, row.bar),
+      el("div", { class: "chart-value", role: "cell", text: row.value })
+    );
+  }
+  return grid;
+}
+
 // The explain funnel: each filter a bar as wide as what it leaves; the
-// first that leaves nothing in red.
+// first that leaves nothing in red, and the group filter that left the
+// groups no shared tree (``emptied_by``) outlined.
 function funnel(explained) {
   const steps = [];
-  for (const step of explained.request || []) steps.push(["request · " + step.filter, step.trees, "trees"]);
+  let emptiedBy = null;
+  for (const step of explained.request || []) {
+    steps.push(["request · " + step.filter, step.trees, "trees", false]);
+    if (step.emptied_by) emptiedBy = step.emptied_by;
+  }
   for (const [suffix, funnelSteps] of Object.entries(explained.groups || {})) {
+    let rc = null;
     for (const step of funnelSteps) {
+      if (step.filter.startsWith("resources:")) rc = step.filter.slice(10);
       const count = step.providers !== undefined ? step.providers : step.trees;
-      steps.push(["group '" + suffix + "' · " + step.filter, count, step.providers !== undefined ? "providers" : "trees"]);
+      const emptied = Boolean(
+        emptiedBy && emptiedBy.group === suffix && emptiedBy.filter === step.filter &&
+        (emptiedBy.resource_class === undefined || emptiedBy.resource_class === rc)
+      );
+      steps.push(["group '" + suffix + "' · " + step.filter, count, step.providers !== undefined ? "providers" : "trees", emptied]);
     }
   }
   const widest = Math.max(1, ...steps.map((s) => s[1]));
-  const height = 22;
-  const drawing = svg("svg", { class: "funnel", id: "funnel", width: 760, height: steps.length * height + 4, role: "img" });
-  steps.forEach(([label, count, unit], i) => {
-    const width = Math.max(2, Math.round(300 * count / widest));
-    const y = i * height + 2;
-    drawing.append(svg("text", { x: 0, y: y + 14, class: "funnel-label" }, label));
-    drawing.append(svg("rect", { x: 320 - width / 2 + 150, y, width, height: height - 4, class: count ? "funnel-step" : "funnel-step zero" }));
-    drawing.append(svg("text", { x: 640, y: y + 14 }, count + " " + unit));
-  });
-  return drawing;
+  return chart(
+    "funnel",
+    "funnel",
+    steps.map(([label, count, unit, emptied]) => {
+      const cls = "funnel-step" + (count ? "" : " zero") + (emptied ? " emptied" : "");
+      return {
+        label,
+        cls: "funnel-label" + (emptied ? " emptied" : ""),
+        bar: bar(Math.max(2, Math.round(300 * count / widest)), 300, cls, true),
+        value: count + " " + unit + (emptied ? " (left no tree the other groups share)" : ""),
+      };
+    })
+  );
 }
 
 function barChart(id, rows) {
   const widest = Math.max(1, ...rows.map((r) => r[1]));
-  const height = 20;
-  const chart = svg("svg", { class: "chart", id, width: 640, height: rows.length * height + 4, role: "img" });
-  rows.forEach(([label, value, note], i) => {
-    const y = i * height + 2;
-    chart.append(svg("text", { x: 0, y: y + 13 }, label));
-    chart.append(svg("rect", { x: 200, y, width: Math.max(2, Math.round(300 * value / widest)), height: height - 5, class: "fill" }));
-    chart.append(svg("text", { x: 510, y: y + 13 }, value + (note ? " (" + note + ")" : "")));
-  });
-  return chart;
+  return chart(
+    id,
+    "bars",
+    rows.map(([label, value, note]) => ({
+      label,
+      bar: bar(Math.max(2, Math.round(300 * value / widest)), 300, "fill", false),
+      value: value + (note ? " (" + note + ")" : ""),
+    }))
+  );
 }
 
 // ---- routing ----

@@ -15,12 +15,11 @@ import uuid
 import pytest
 
 from placement import exception
-from placement.db import tables
 from placement.objects import allocation as alloc_obj
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inv_obj
-from placement.objects.catalog import changes
 from tests import fixtures
+from tests import helpers
 
 RETRIES = 2
 
@@ -35,15 +34,7 @@ def db(request):
 
 def _new_provider(db):
     """A provider with 8 VCPU, at generation 1."""
-    rp_uuid = str(uuid.uuid4())
-    with db.writer() as conn:
-        # Rows written directly: every catalog reads them whole.
-        changes.record(conn, changes.EVERYTHING)
-        conn.execute(
-            tables.resource_providers.insert().values(
-                uuid=rp_uuid, name=rp_uuid, generation=0
-            )
-        )
+    rp_uuid = helpers.new_provider(db)
     inv_obj.replace_inventories(
         db, rp_uuid, 0, {"VCPU": inv_obj.with_defaults({"total": 8})}
     )

@@ -11,7 +11,6 @@ import concurrent.futures
 import contextlib
 import random
 import threading
-import time
 import uuid
 
 import prometheus_client
@@ -23,9 +22,10 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import standard_names
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import changes
-from placement.objects.catalog import index as catalog_index
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 from tests import fixtures
@@ -130,6 +130,13 @@ class Cloud:
                 if derived.idle is not None:
                     assert derived.idle == derive([root], {}, ())
         assert _contents(catalog) == _contents(afresh)
+        # The fingerprint kept up to date through the changes is the one
+        # computed afresh, and the database's.
+        dialect = reader_db.dialect
+        if catalog.content is not None:
+            assert catalog.fingerprint(dialect) == afresh.fingerprint(dialect)
+        with reader_db.reader() as conn:
+            assert afresh.fingerprint(dialect) == fingerprint.of_database(conn)
         assert cached == self.answers(False, reader)
         return cached
 
@@ -140,9 +147,14 @@ def _stamp(db):
 
 
 def _full_reads():
+    return _updates("full")
+
+
+def _updates(how):
+    """Catalog updates of this process so far that were ``how``."""
     return (
         prometheus_client.REGISTRY.get_sample_value(
-            "placement_catalog_updates_total", {"how": "full"}
+            "placement_catalog_updates_total", {"how": how}
         )
         or 0
     )
@@ -153,7 +165,9 @@ def _contents(cached):
     return {
         name: _ordered(value)
         for name, value in vars(cached).items()
-        if name not in ("derived_by_tree", "shapes")
+        # What is derived from the rest (the fingerprint is compared on
+        # its own).
+        if name not in ("derived_by_tree", "shapes", "content", "hashed", "offset")
     }
 
 
@@ -604,29 +618,30 @@ class RandomCloud:
         action()
 
 
-def random_day(cloud, steps, seconds):
-    """Seeded random writes of every kind through either worker of
-    ``cloud``, read between them through one or the other, ``steps`` of
-    them or as many as ``seconds`` allow (at least 30): each worker's
-    catalog follows the deltas and answers as the uncached path does."""
+def random_day(cloud, steps):
+    """``steps`` seeded random writes of every kind through either worker
+    of ``cloud``, read between them through one or the other: each
+    worker's catalog follows the writes by their deltas (never read whole
+    again) and answers as the uncached path does."""
     rng = random.Random(20261123)
     cloud.call(cloud.writer, "/resource_classes/CUSTOM_FPGA", "PUT", status=201)
     writes = RandomCloud(cloud, rng)
     workers = [(cloud.writer, cloud.writer_db), (cloud.reader, cloud.reader_db)]
-    deadline = time.monotonic() + seconds
-    done = 0
-    while done < steps and time.monotonic() < deadline:
+    for worker in workers:
+        cloud.check(*worker)  # each catalog read, whole, once
+    full_reads, deltas = _full_reads(), _updates("deltas")
+    for _ in range(steps):
         writes.step()
-        done += 1
         if rng.random() < 0.4:
             cloud.check(*rng.choice(workers))
     for worker in workers:
         cloud.check(*worker)
-    assert done >= 30
+    assert _full_reads() == full_reads
+    assert _updates("deltas") > deltas
 
 
 def test_random_writes_and_reads_through_both_workers(cloud):
-    random_day(cloud, steps=300, seconds=40)
+    random_day(cloud, steps=300)
 
 
 def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):

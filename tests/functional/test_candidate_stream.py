@@ -11,10 +11,10 @@ import pytest
 import requests
 
 from placement import versions
-from placement.handlers import allocation_candidate as handler
-from placement.handlers import candidate_query
-from placement.handlers import candidate_render as render
-from placement.objects import allocation_candidates as engine
+from placement.handlers.candidates import allocation_candidate as handler
+from placement.handlers.candidates import query as candidate_query
+from placement.handlers.candidates import render
+from placement.objects.allocation_candidates import answering as engine
 from tests import fixtures
 from tests.functional import live_server
 

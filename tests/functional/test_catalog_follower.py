@@ -1,4 +1,4 @@
-"""The catalog follower of a worker (placement.api.follower): while the
+"""The catalog follower of a worker (placement.cmd.follower): while the
 worker's gate has been empty for a while, it brings the worker's provider
 catalog up to date with other workers' writes, so that the next request
 finds it current; while requests come, it leaves that to them."""
@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from placement.api import follower
-from placement.api import gate
+from placement.cmd import follower
+from placement.cmd import gate
 from placement.db import api as db_api
 from placement.objects.catalog import changes
 from placement.objects.catalog import refresh

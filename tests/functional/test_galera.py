@@ -110,4 +110,4 @@ def test_catalogs_follow_writes_made_through_another_node():
         name = sa.engine.make_url(first).database
         urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
         with test_candidate_catalog.two_workers(*urls) as cloud:
-            test_candidate_catalog.random_day(cloud, steps=150, seconds=50)
+            test_candidate_catalog.random_day(cloud, steps=150)

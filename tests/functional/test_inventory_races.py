@@ -5,8 +5,6 @@ custom class id allocation (max(id)+1, retried when another writer takes the
 id).
 """
 
-import uuid
-
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -15,23 +13,9 @@ from placement import exception
 from placement.db import tables
 from placement.objects import inventory as inv_obj
 from placement.objects import resource_class as rc_obj
-from placement.objects.catalog import changes
 from tests import helpers
 
 WRITERS = 6
-
-
-def _provider(db):
-    rp_uuid = str(uuid.uuid4())
-    with db.writer() as conn:
-        # Rows written directly: every catalog reads them whole.
-        changes.record(conn, changes.EVERYTHING)
-        conn.execute(
-            tables.resource_providers.insert().values(
-                uuid=rp_uuid, name=rp_uuid, generation=0
-            )
-        )
-    return rp_uuid
 
 
 def _record(total):
@@ -39,7 +23,7 @@ def _record(total):
 
 
 def test_one_generation_one_winner(db):
-    rp_uuid = _provider(db)
+    rp_uuid = helpers.new_provider(db)
     outcomes = helpers.run_together(
         lambda i: inv_obj.replace_inventories(db, rp_uuid, 0, {"VCPU": _record(i + 1)}),
         WRITERS,
@@ -53,7 +37,7 @@ def test_one_generation_one_winner(db):
 
 
 def test_concurrent_creates_of_one_class(db):
-    rp_uuid = _provider(db)
+    rp_uuid = helpers.new_provider(db)
     outcomes = helpers.run_together(
         lambda i: inv_obj.create_inventory(db, rp_uuid, "DISK_GB", _record(10)), WRITERS
     )

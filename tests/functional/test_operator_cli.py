@@ -15,6 +15,7 @@ import subprocess
 import pytest
 import requests
 
+from placement.db import schema
 from tests import helpers
 from tests.functional import live_server
 
@@ -278,3 +279,54 @@ def test_first_venv_build_says_each_step(tmp_path):
         timeout=60,
     )
     assert again.stderr == ""  # nothing to do, nothing said
+
+
+def test_readme_names_every_manage_command():
+    """The README's commands section names each category placement-manage
+    offers (its --help lists them as {db,capacity})."""
+    result = run("placement-manage", "--help")
+    assert result.returncode == 0, result.stderr
+    categories = re.findall(r"\{([a-z_,]+)\}", result.stdout)[0]
+    with open(os.path.join(ROOT, "README.rst")) as f:
+        readme = f.read()
+    commands = readme.split("\nCommands\n", 1)[1].split("\nRunning in production\n")[0]
+    for category in categories.split(","):
+        assert "``placement-manage %s " % category in commands, category
+
+
+def test_downgrade_help_gives_the_floor():
+    result = run("placement-manage", "db", "downgrade", "--help")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "no further down than %s" % schema.REFERENCE_HEAD in text
+
+
+def test_unknown_database_type_lists_every_supported_url():
+    result = run(
+        "placement-manage",
+        "db",
+        "version",
+        OS_PLACEMENT_DATABASE__CONNECTION="oracledb://u@h/placement",
+    )
+    line = one_error_line(result, "placement-manage")
+    assert "unknown database type 'oracledb'" in line
+    for scheme in ("mysql+pymysql://", "postgresql+psycopg://", "sqlite:////"):
+        assert scheme in line
+
+
+def test_missing_sqlite_directory_is_created_and_said(tmp_path):
+    directory = tmp_path / "state" / "placement"
+    url = "sqlite:///%s/placement.sqlite" % directory
+    result = run(
+        "placement-manage", "db", "sync", OS_PLACEMENT_DATABASE__CONNECTION=url
+    )
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "created the dir" in line]
+    assert len(said) == 1, result.stderr
+    assert " INFO " in said[0] and "directory %s for" % directory in said[0]
+    assert (directory / "placement.sqlite").exists()
+    again = run(
+        "placement-manage", "db", "version", OS_PLACEMENT_DATABASE__CONNECTION=url
+    )
+    assert again.returncode == 0, again.stderr
+    assert "created the dir" not in again.stderr

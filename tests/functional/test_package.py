@@ -72,7 +72,7 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
     assert "placement/etc/placement.conf.sample" in names
     assert "placement/etc/policy.yaml.sample" in names
     # The console's pages (doc/console.md).
-    for name in ("index.html", "console.js", "console.css"):
+    for name in ("index.html", "console.js", "console.css", "favicon.ico"):
         assert "placement/ui/" + name in names
     assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]

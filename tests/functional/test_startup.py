@@ -3,9 +3,13 @@ command at once with one line naming the problem and the fix; a database
 that is not up yet is waited for; the logs have one format; instances on
 one host do not disturb each other; --help shows the defaults."""
 
+import contextlib
 import os
 import re
+import socket
+import struct
 import sys
+import threading
 import time
 
 import pytest
@@ -178,6 +182,67 @@ def test_refused_connection_is_retried_with_a_countdown():
         "placement-manage: error: database %s still not reachable after "
         "3 attempts" % url
     )
+    assert retries[2].endswith(
+        "the host did not answer; start the database server or check the network to it"
+    )
+    assert "Traceback" not in result.stderr
+
+
+@contextlib.contextmanager
+def resetting_host():
+    """The port of a TCP server that accepts each connection and resets it
+    at once (a host whose database is down behind a proxy, or restarting)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            # Linger 0: close() sends RST instead of FIN.
+            conn.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "scheme", ["mysql+pymysql://root", "postgresql+psycopg://placement"]
+)
+def test_reset_connection_is_retried_like_a_refusal(scheme):
+    with resetting_host() as port:
+        url = "%s@127.0.0.1:%d/placement" % (scheme, port)
+        result, _ = run(
+            "placement-manage",
+            "db",
+            "sync",
+            OS_PLACEMENT_DATABASE__CONNECTION=url,
+            OS_PLACEMENT_DATABASE__MAX_RETRIES="1",
+            OS_PLACEMENT_DATABASE__RETRY_INTERVAL="1",
+        )
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    retries = [line for line in lines if "not reachable (" in line]
+    assert len(retries) == 1 and retries[0].endswith("attempt 2 of 2 in 1s")
+    (error,) = [line for line in lines if line.startswith("placement-manage:")]
+    assert error.startswith(
+        "placement-manage: error: database %s still not reachable after "
+        "2 attempts" % url
+    )
+    assert "the host did not answer" in error
+    assert "correct [placement_database] connection" not in error
     assert "Traceback" not in result.stderr
 
 
@@ -233,6 +298,20 @@ def test_status_without_connection():
         "[placement_database] connection is not set",
         255,
     )
+
+
+def test_api_without_connection_says_so_in_its_first_line():
+    result, elapsed = run("placement-api", "--port", "0")
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "[placement_database] connection is not set",
+    )
+    first = (result.stdout + result.stderr).splitlines()[0]
+    assert LOG_LINE.match(first)["level"] == "INFO"
+    assert ": no [placement_database] connection set, auth_strategy " in first
+    assert "not a URL" not in result.stdout + result.stderr
 
 
 # -- serving -------------------------------------------------------------------

@@ -12,11 +12,11 @@ import sqlalchemy as sa
 
 from placement import versions
 from placement.db import tables
-from placement.handlers import allocation_candidate as handler
-from placement.handlers import candidate_query
-from placement.handlers import candidate_render as render
 from placement.handlers import query_params
-from placement.objects import allocation_candidates as engine
+from placement.handlers.candidates import allocation_candidate as handler
+from placement.handlers.candidates import query as candidate_query
+from placement.handlers.candidates import render
+from placement.objects.allocation_candidates import answering as engine
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search

@@ -5,8 +5,8 @@ unpaged when sharing providers exist; and it reads only what it needs."""
 
 import pytest
 
-from placement.objects import allocation_candidates as engine
 from placement.objects import common
+from placement.objects.allocation_candidates import answering as engine
 from tests import fixtures
 from tests.unit.test_allocation_candidates_engine import Layout  # noqa: F401
 from tests.unit.test_allocation_candidates_engine import db  # noqa: F401

@@ -5,7 +5,7 @@ import pytest
 from placement import error_codes
 from placement import exception
 from placement import versions
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.web import errors
 
 V = versions.Version.parse

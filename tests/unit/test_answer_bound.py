@@ -8,7 +8,7 @@ sent."""
 import pytest
 
 from placement import exception
-from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import answering as engine
 
 
 class Seen:

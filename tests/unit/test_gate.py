@@ -1,11 +1,11 @@
-"""placement.api.gate.Gate (placement-api --active): at most ``active``
+"""placement.cmd.gate.Gate (placement-api --active): at most ``active``
 requests of a worker run at once, and of those at most one CPU-heavy read
 (candidates, provider list)."""
 
 import threading
 import time
 
-from placement.api import gate
+from placement.cmd import gate
 
 
 class Recorder:

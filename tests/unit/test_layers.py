@@ -1,7 +1,8 @@
 """Imports point one way: entry points -> api -> handlers -> objects -> db
 (doc/architecture.md "Layers"). Every module under placement/ is parsed
 (its imports read with ast, function-level ones included) and no module
-may import from a layer above its own."""
+may import from a layer above its own; nor may two packages import each
+other, directly or round a longer loop, even within one layer."""
 
 import ast
 import pathlib
@@ -119,7 +120,7 @@ def test_no_module_imports_from_a_layer_above():
         ("placement.api.app", "api"),
         ("placement.web.errors", "web"),
         ("placement.handlers.inventory", "handlers"),
-        ("placement.handlers.candidate_render", "handlers"),
+        ("placement.handlers.candidates.render", "handlers"),
         ("placement.db.api", "db"),
         ("placement.schemas.allocation", "leaf"),
         ("placement.cmd.api", "entry"),
@@ -134,3 +135,89 @@ def test_an_upward_import_is_found(tmp_path, monkeypatch):
     module = tmp_path / "probe.py"
     module.write_text("def f():\n    from placement.api import routes\n")
     assert list(imported("placement.objects.probe", module)) == ["placement.api.routes"]
+
+
+# A loop between packages: each package (a directory below a layer's own)
+# is one unit, and so is each module directly in a layer's package.
+LAYER_PACKAGES = {prefix for _, prefixes in LAYERS for prefix in prefixes} | {
+    "placement"
+}
+
+
+def unit_of(name, packages):
+    """The unit ``name`` belongs to: its package, unless that is a layer's
+    own (``packages``: every package's dotted name)."""
+    package = name if name in packages else name.rpartition(".")[0]
+    return name if package in LAYER_PACKAGES else package
+
+
+def import_graph(extra=()):
+    """{unit: the units it imports}, over every module under placement/ and
+    ``extra`` ((name, path) of modules not in the tree)."""
+    found = list(modules()) + list(extra)
+    packages = {name for name, path in found if path.name == "__init__.py"}
+    graph = {}
+    for name, path in found:
+        unit = unit_of(name, packages)
+        for target in imported(name, path):
+            if target.startswith("placement."):
+                other = unit_of(target, packages)
+                if other != unit:
+                    graph.setdefault(unit, set()).add(other)
+    return graph
+
+
+def _reachable(graph, start):
+    """The units ``start`` reaches by one import or more."""
+    seen, todo = set(), list(graph.get(start, ()))
+    while todo:
+        unit = todo.pop()
+        if unit not in seen:
+            seen.add(unit)
+            todo.extend(graph.get(unit, ()))
+    return seen
+
+
+def loops(graph):
+    """Each set of units that import each other round a loop, sorted."""
+    reach = {unit: _reachable(graph, unit) for unit in graph}
+    found = {
+        frozenset(other for other in reach[unit] if unit in reach.get(other, ()))
+        for unit in graph
+    }
+    return sorted(sorted(loop) for loop in found if len(loop) > 1)
+
+
+def test_no_import_loop_between_packages():
+    assert loops(import_graph()) == []
+
+
+def test_a_loop_between_packages_is_found(tmp_path):
+    """The loop issue 34 removed: a catalog module importing the candidate
+    engine, which imports the catalog."""
+    module = tmp_path / "probe.py"
+    module.write_text("from placement.objects.allocation_candidates import kept\n")
+    graph = import_graph(extra=[("placement.objects.catalog.probe", module)])
+    assert loops(graph) == [
+        ["placement.objects.allocation_candidates", "placement.objects.catalog"]
+    ]
+
+
+def test_a_longer_loop_is_found():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}
+    assert loops(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize(
+    "name,unit",
+    [
+        ("placement.objects.capacity", "placement.objects.capacity"),
+        ("placement.objects.catalog.store", "placement.objects.catalog"),
+        ("placement.objects.catalog", "placement.objects.catalog"),
+        ("placement.handlers.candidates.query", "placement.handlers.candidates"),
+        ("placement.conf", "placement.conf"),
+    ],
+)
+def test_unit_of(name, unit):
+    packages = {name for name, path in modules() if path.name == "__init__.py"}
+    assert unit_of(name, packages) == unit

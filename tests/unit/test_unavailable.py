@@ -5,7 +5,7 @@ import pymysql
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from placement.db import api as db_api
+from placement.db import errors as db_errors
 
 
 def dbapi_error(orig):
@@ -22,13 +22,13 @@ def dbapi_error(orig):
     ],
 )
 def test_away(code):
-    assert db_api.is_unavailable(dbapi_error(pymysql.err.OperationalError(code, "")))
+    assert db_errors.is_unavailable(dbapi_error(pymysql.err.OperationalError(code, "")))
 
 
 @pytest.mark.parametrize("code", [1062, 1452, 1213])
 def test_the_statements_own_fault(code):
     error = dbapi_error(pymysql.err.OperationalError(code, ""))
-    assert not db_api.is_unavailable(error)
+    assert not db_errors.is_unavailable(error)
 
 
 def test_an_error_raised_while_handling_a_lost_connection():
@@ -39,4 +39,4 @@ def test_an_error_raised_while_handling_a_lost_connection():
         except sa_exc.OperationalError:
             raise sa_exc.PendingRollbackError("roll back first")
     except sa_exc.PendingRollbackError as e:
-        assert db_api.is_unavailable(e)
+        assert db_errors.is_unavailable(e)

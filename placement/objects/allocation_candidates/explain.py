@@ -9,16 +9,18 @@ and after ``BUDGET`` options tried, so wide trees are never walked in
 full; a tree whose budget runs out counts as failing (``truncated``).
 """
 
+import typing
+
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
-from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import answering as engine
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
-from placement.objects.catalog import index as catalog_index
 
 BUDGET = 20000  # options tried per tree and step
 CLOSEST = 5
@@ -102,6 +104,9 @@ class _Explainer:
             trait_ids[t] for t in self.request.root_forbidden
         )
         forest = trees.Trees(snapshot, self.root_required, self.root_forbidden)
+        # Whether the unsuffixed group spreads (Trees.plans: not on lone
+        # providers).
+        self._spreads = bool(snapshot.nested or snapshot.serves)
         recorder = forest.observe = _Recorder()
         plans = forest.plans(groups)
         forest.observe = None
@@ -118,15 +123,15 @@ class _Explainer:
             ]
             for suffix, steps in recorder.steps.items()
         }
-        clause, name, suffix = self._reason(recorder.steps, wide)
-        nearest = _nearest(closest, name, suffix)
+        cause = self._reason(recorder.steps, wide, groups)
+        nearest = cause and _nearest(closest, cause)
         _name(self.conn, closest[:CLOSEST] + ([nearest] if nearest else []))
         return {
             "groups": funnels,
             "request": wide,
             "closest": closest[:CLOSEST],
             "truncated": truncated,
-            "reason": clause and _sentence(clause, nearest),
+            "reason": cause and _sentence(cause, nearest),
         }
 
     def _request_wide(self, forest, groups, plans):
@@ -175,38 +180,21 @@ class _Explainer:
         """Providers failing exactly one filter of their group (nearest
         capacity misses first), then trees failing one request-wide step."""
         forest = self.forest
-        lone = not (forest.snap.nested or forest.snap.serves)
         out = []
         for group in groups:
-            if group.spread and group.resources and not lone:
-                sets = [
-                    (
-                        forest.holders.get(rc, ()),
-                        forest.spread_filters(group, rc, n) + _anchoring(forest, group),
-                    )
-                    for rc, n in group.resources
-                ]
-            else:
-                start = sorted(
-                    {
-                        rp
-                        for rc, _ in group.resources
-                        for rp in forest.holders.get(rc, ())
-                    }
-                )
-                sets = [(start or forest.starts(group), forest.filters(group))]
-            for start, filters in sets:
+            for rc, start, filters in self._provider_sets(group):
                 for rp in start:
                     failing = [name for name, keep in filters if not keep(rp)]
                     if len(failing) == 1:
-                        out.append(
-                            {
-                                "provider": rp,
-                                "group": group.suffix,
-                                "filter": self.label(failing[0]),
-                                "lacks": self._lacks(group, failing[0], rp),
-                            }
-                        )
+                        entry = {
+                            "provider": rp,
+                            "group": group.suffix,
+                            "filter": self.label(failing[0]),
+                            "lacks": self._lacks(group, failing[0], rp),
+                        }
+                        if rc is not None:
+                            entry["resource_class"] = self.classes[rc]
+                        out.append(entry)
         out.sort(key=_nearness)
         for anchor, (step, plan) in sorted(failed_at.items()):
             entry = {"tree": anchor, "filter": step}
@@ -218,6 +206,27 @@ class _Explainer:
                 if plan.anchor not in forest.anchor_ok:
                     out.append(self._root_miss(plan.anchor))
         return out
+
+    def _provider_sets(self, group):
+        """[(class id or None, providers, filters)]: the providers judged
+        for ``group`` and the (name, keep) filters they are judged by. The
+        unsuffixed group spread over trees or sharing providers has one
+        set per class (its providers are judged in that class's role);
+        any other group has one set (class None)."""
+        forest = self.forest
+        if group.spread and group.resources and self._spreads:
+            return [
+                (
+                    rc,
+                    forest.holders.get(rc, ()),
+                    forest.spread_filters(group, rc, n) + _anchoring(forest, group),
+                )
+                for rc, n in group.resources
+            ]
+        start = sorted(
+            {rp for rc, _ in group.resources for rp in forest.holders.get(rc, ())}
+        )
+        return [(None, start or forest.starts(group), forest.filters(group))]
 
     def _spread_lacks(self, groups, plan):
         """The unsuffixed group's traits that no provider able to serve it
@@ -334,34 +343,125 @@ class _Explainer:
             lack["step_size"] = inventory.step_size
         return lack
 
-    def _reason(self, steps, wide):
-        """(clause, filter, group suffix) of the first filter that left
-        nothing, or Nones."""
+    def _reason(self, steps, wide, groups):
+        """The ``_Cause`` of the first filter that left nothing, or None.
+        A ``groups`` step it blames on a group's filter gets that filter
+        as its ``emptied_by``."""
         if wide[1]["filter"] == "root_required" and not wide[1]["trees"]:
             clause = (
                 "root_required: none of %d trees has the required traits"
                 % (wide[0]["trees"])
             )
-            return clause, "root_required", None
+            return _Cause(clause, "root_required")
         for suffix, funnel in steps.items():
-            before = None
+            spreads = self._spreads and self.groups[suffix].spread
+            before, rc = None, None
             for name, count in funnel:
+                if isinstance(name, tuple) and name[0] == "resources":
+                    rc = name[1]
                 if count == 0:
                     clause = "group '%s', %s: %s" % (
                         suffix,
                         self.label(name),
                         self._group_clause(self.groups[suffix], name, before),
                     )
-                    return clause, self.label(name), suffix
+                    return _Cause(
+                        clause,
+                        self.label(name),
+                        suffix,
+                        self.classes[rc] if spreads else None,
+                        # A provider failing this filter alone is expected
+                        # (first steps and trees have none by nature).
+                        expects_closest=before is not None
+                        and name != "trees"
+                        and not (isinstance(name, tuple) and name[0] == "resources"),
+                    )
                 before = (name, count)
         for i, step in enumerate(wide):
             if step["trees"] == 0:
+                if step["filter"] == "groups":
+                    blame = self._groups_blame(groups)
+                    if blame is not None:
+                        step["emptied_by"] = blame.emptied_by(self)
+                        return blame.cause(self, wide[i - 1]["trees"])
                 clause = "%s: %s" % (
                     step["filter"],
                     _wide_clause(step["filter"], wide[i - 1]),
                 )
-                return clause, step["filter"], None
-        return None, None, None
+                return _Cause(clause, step["filter"])
+        return None
+
+    def _units(self, groups):
+        """[_Unit]: the request's groups as explain judges their providers,
+        the unsuffixed group spread over trees one unit per class (its
+        per-class funnel)."""
+        forest = self.forest
+        units = []
+        for group in groups:
+            for rc, start, filters in self._provider_sets(group):
+                if rc is None:
+                    steps = [(n, k, forest.anchors_of) for n, k in filters]
+                else:
+                    steps = self._spread_steps(group, rc)
+                units.append(_Unit(group, rc, start, steps, forest.anchors_of))
+        return units
+
+    def _spread_steps(self, group, rc):
+        """The per-class funnel of the spread unsuffixed group as
+        (name, keep, anchors of a provider): its provider filters, then
+        in_tree and member_of, which narrow the trees a provider may
+        serve rather than the providers."""
+        forest = self.forest
+        amount = dict(group.resources)[rc]
+        steps = [
+            (name, keep, forest.anchors_of)
+            for name, keep in forest.spread_filters(group, rc, amount)
+        ]
+        if group.in_tree_root is not None:
+            steps.append(
+                (
+                    "in_tree",
+                    lambda rp: True,
+                    lambda rp: forest.spread_anchors(rp, group, aggregates=False),
+                )
+            )
+        if group.any_aggregates or group.forbidden_aggregates:
+            steps.append(
+                (
+                    "member_of",
+                    lambda rp: True,
+                    lambda rp: forest.spread_anchors(rp, group),
+                )
+            )
+        return steps
+
+    def _groups_blame(self, groups):
+        """When every group has trees but no tree serves them all: the
+        first filter of some group (or class of the spread group) that
+        took away every tree the others can be served in, as a
+        ``_Blame``; None when no single filter did (the groups' providers
+        never share a tree)."""
+        units = self._units(groups)
+        finals = [unit.anchors() for unit in units]
+        for i, unit in enumerate(units):
+            others = [f for j, f in enumerate(finals) if j != i]
+            if not others:
+                continue
+            shared = set.intersection(*others)
+            left = list(unit.start)
+            if not _anchors(left, unit.anchors_of) & shared:
+                continue
+            for name, keep, anchors_of in unit.steps:
+                left = [rp for rp in left if keep(rp)]
+                found = _anchors(left, anchors_of)
+                if not found & shared:
+                    apart = [
+                        u
+                        for j, u in enumerate(units)
+                        if j != i and not found & finals[j]
+                    ] or [u for j, u in enumerate(units) if j != i]
+                    return _Blame(unit, name, len(found), apart, shared)
+        return None
 
     def _group_clause(self, group, name, before):
         if isinstance(name, tuple) and name[0] == "resources":
@@ -408,17 +508,123 @@ def _wide_clause(name, previous):
     )
 
 
-def _nearest(closest, name, suffix):
-    """The first entry of ``closest`` failing filter ``name`` of the
-    group ``suffix`` (any group for a request-wide filter)."""
+class _Cause(typing.NamedTuple):
+    """The first filter that left nothing, as the reason names it."""
+
+    clause: str
+    filter: str
+    group: str | None = None  # None: a request-wide filter
+    resource_class: str | None = None  # the spread group's class
+    # Whether a provider failing the filter alone (and only it) may exist:
+    # then the reason names one, or says there is none.
+    expects_closest: bool = False
+    # The providers the closest one is picked from (ids); None: any.
+    among: frozenset | None = None
+
+
+class _Unit(typing.NamedTuple):
+    """A group's providers and their funnel: (name, keep, anchors of a
+    provider) per step; ``rc`` the class for the spread group."""
+
+    group: trees.Group
+    rc: int | None
+    start: typing.Sequence[int]
+    steps: list
+    anchors_of: typing.Callable  # a provider's trees before any step
+
+    def anchors(self):
+        """The trees the unit can be served in after all its steps."""
+        left, anchors_of = list(self.start), self.anchors_of
+        for _name, keep, step_anchors in self.steps:
+            left = [rp for rp in left if keep(rp)]
+            anchors_of = step_anchors
+        return _anchors(left, anchors_of)
+
+
+class _Blame(typing.NamedTuple):
+    """The filter of ``unit`` that left it no tree the ``apart`` units
+    can be served in (``shared``: the trees all other units have)."""
+
+    unit: _Unit
+    filter: object
+    trees: int  # the unit's trees after the filter
+    apart: list
+    shared: set
+
+    def emptied_by(self, explainer):
+        found = {
+            "group": self.unit.group.suffix,
+            "filter": explainer.label(self.filter),
+            "trees": self.trees,
+        }
+        if self.unit.rc is not None:
+            found["resource_class"] = explainer.classes[self.unit.rc]
+        return found
+
+    def cause(self, explainer, trees_before):
+        def named(unit):
+            classes = (
+                [unit.rc]
+                if unit.rc is not None
+                else [rc for rc, _ in unit.group.resources]
+            )
+            return "group '%s' (%s)" % (
+                unit.group.suffix,
+                ", ".join(explainer.classes[rc] for rc in classes),
+            )
+
+        apart = [named(u) for u in self.apart]
+        clause = (
+            "groups: none of %d trees has providers for every group: %s "
+            "leaves %s %d trees, where %s %s"
+            % (
+                trees_before,
+                explainer.label(self.filter),
+                named(self.unit),
+                self.trees,
+                " and ".join(apart),
+                "has no provider" if len(apart) == 1 else "have no providers together",
+            )
+        )
+        among = frozenset(
+            rp for rp in self.unit.start if set(self.unit.anchors_of(rp)) & self.shared
+        )
+        return _Cause(
+            clause,
+            explainer.label(self.filter),
+            self.unit.group.suffix,
+            explainer.classes[self.unit.rc] if self.unit.rc is not None else None,
+            expects_closest=True,
+            among=among,
+        )
+
+
+def _anchors(providers, anchors_of):
+    return {a for rp in providers for a in anchors_of(rp)}
+
+
+def _nearest(closest, cause):
+    """The first entry of ``closest`` failing the cause's filter alone, in
+    its group and class (any group for a request-wide filter)."""
     for entry in closest:
-        if entry["filter"] == name and entry.get("group", suffix) == suffix:
+        if (
+            entry["filter"] == cause.filter
+            and entry.get("group", cause.group) == cause.group
+            and entry.get("resource_class") == cause.resource_class
+            and (cause.among is None or entry.get("provider") in cause.among)
+        ):
             return entry
     return None
 
 
-def _sentence(clause, nearest):
+def _sentence(cause, nearest):
+    clause = cause.clause
     if nearest is None:
+        if cause.expects_closest:
+            return (
+                "%s (no closest host: every host that passes the earlier "
+                "filters also fails another)" % clause
+            )
         return clause
     detail = ""
     for key, value in nearest.get("lacks", {}).items():

@@ -4,7 +4,7 @@
 are written once, over an ``Index``: the few questions the stage asks
 about stored providers, keyed by database ids. Two indexes answer them,
 ``sql.SqlIndex`` with a fixed handful of set-based statements whatever the
-number of providers or groups, and ``catalog.index.CatalogIndex`` from the
+number of providers or groups, and ``catalog_index.CatalogIndex`` from the
 worker's provider catalog. Neither reports usage: it changes with every
 claim, so ``usage`` reads it from the allocations in every request, the
 same way whichever index answers the rest. See "Candidate engine" in

@@ -10,8 +10,9 @@ of the worker, in one consistent snapshot: by reading again only what the
 log names (the others wait, briefly), or whole when the log cannot tell
 (the others read through SQL meanwhile), so answers are the same either
 way. It is read first as the worker starts (``refresh.warm``). Users: the
-candidate engine's stage 2 (through ``index``) and the unfiltered
-provider list. See "Provider catalog" in doc/architecture.md.
+candidate engine's stage 2 (through its index over the catalog,
+allocation_candidates/catalog_index.py) and the unfiltered provider
+list. See "Provider catalog" in doc/architecture.md.
 
 One job per module, each importing only those before it:
 
@@ -22,12 +23,14 @@ One job per module, each importing only those before it:
 ``rows``
     The value types (``Provider``, ``Inventory``) and the reading of
     providers' rows in one snapshot.
+``fingerprint``
+    What the catalog holds summed into a few numbers, computed by the
+    database in one statement and by a catalog from its maps: a
+    difference is another writer's change.
 ``store``
     ``Catalog``, the in-memory maps: read whole, or advanced by what the
     log names.
 ``refresh``
     One ``Cache`` per database: currency against the stamp, following the
     log, locking; ``current`` and ``warm``.
-``index``
-    The candidate engine's index over a current catalog.
 """

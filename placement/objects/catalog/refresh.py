@@ -6,7 +6,9 @@ the change log or, when the log cannot tell, by reading it whole; and
 
 import collections
 import contextlib
+import logging
 import threading
+import time
 
 import sqlalchemy as sa
 
@@ -15,9 +17,11 @@ from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog.store import Catalog
 
 LOG = tables.catalog_log
+LOGGER = logging.getLogger(__name__)
 
 # More logged changes than this since a worker's catalog: it reads the
 # catalog whole instead.
@@ -27,6 +31,12 @@ WAIT_S = 1.0
 # How many times a request brings the catalog up to the count its
 # transaction sees before it reads through SQL instead.
 CHASES = 3
+# How old the last comparison of the catalog with the database's
+# fingerprint may be when a request uses the catalog: a write by another
+# writer (which the change log does not name) shows in answers after at
+# most this long, plus the comparison's own time. See "Writes by other
+# writers" in doc/architecture.md.
+VERIFY_EVERY_S = 0.5
 
 
 class Cache:
@@ -37,12 +47,19 @@ class Cache:
         self.reading = threading.Lock()
         # True while the held lock reads the whole catalog (not deltas).
         self.reading_all = False
+        # time.monotonic() when the last comparison with the database's
+        # fingerprint (``verify``) that found the catalog right started;
+        # one comparison at a time.
+        self.verified_at = float("-inf")
+        self.verifying = threading.Lock()
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
+        if self.due():
+            self.verify(db)
         if stamp is None:
             stamp = changes.stamp(conn)
         catalog = self.catalog
@@ -103,6 +120,77 @@ class Cache:
             else:
                 self.catalog = old.advanced(reading, seqs, changed)
                 how = "deltas"
+        events.catalog_updated(how)
+        return how
+
+    def verify(self, db: db_api.Database) -> str | None:
+        """Compare the catalog with the database's fingerprint in a new
+        snapshot, unless another comparison is under way (None). What it
+        found: "same" (no other writer's change; the catalog is left as it
+        is), "foreign" (another writer's change: the catalog was read whole
+        again) or "full" (the log could not tell: read whole again)."""
+        if not self.verifying.acquire(blocking=False):
+            return None
+        try:
+            return self._verified(db)
+        finally:
+            self.verifying.release()
+
+    def due(self, ahead: float = 0.0) -> bool:
+        """Whether a comparison is due (or will be within ``ahead`` s)."""
+        return time.monotonic() + ahead - self.verified_at >= VERIFY_EVERY_S
+
+    def doubt(self) -> None:
+        """Have the next request compare the catalog with the database
+        first (a claim failed on a host the catalog may have offered)."""
+        self.verified_at = float("-inf")
+
+    def _verified(self, db):
+        # Without the reading lock: the statement reads every row of the
+        # catalog's tables (0.4 s at 70,000 providers), and requests
+        # following the log must not wait for it. The catalog of that
+        # moment is brought, privately, to the snapshot's counts; if it
+        # then matches, no other writer's change committed before the
+        # snapshot is missing from it, nor from any catalog advanced from
+        # it by the log since.
+        started = time.monotonic()
+        base = self.catalog
+        if base is None:
+            return None  # the first read is warm()'s or a request's
+        with _own_snapshot(db) as reading:
+            seqs = changes.counts(reading)
+            found = fingerprint.of_database(reading)
+            changed = _changed(reading, base.seqs, seqs)
+            if changed is not None:
+                # Computed once per catalog read whole; the catalogs that
+                # follow it by the log, this copy and the requests' alike,
+                # keep it up to date.
+                base.fingerprint(db.dialect)
+                at = base.advanced(reading, seqs, changed) if changed else base
+                if at.fingerprint(db.dialect) == found:
+                    self.verified_at = started
+                    return "same"
+                how = "foreign"
+                LOGGER.info(
+                    "provider catalog: rows written by another writer (not "
+                    "in the change log); reading it again"
+                )
+            else:
+                how = "full"
+            with self.reading:
+                # Requests answer through SQL until the new catalog is in.
+                self.catalog = None
+                self.reading_all = True
+                try:
+                    catalog = Catalog.read(reading)
+                finally:
+                    self.reading_all = False
+                catalog.offset = [
+                    db_value - mine
+                    for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
+                ]
+                self.catalog = catalog
+            self.verified_at = started
         events.catalog_updated(how)
         return how
 
@@ -168,6 +256,20 @@ def _changed(conn, then, now):
 
 
 @contextlib.contextmanager
+def _own_snapshot(db):
+    """A new transaction that reads one snapshot of the database, whatever
+    commits meanwhile (``_snapshot``)."""
+    if db.dialect == "sqlite":
+        with db.reader() as conn:
+            yield conn
+        return
+    with db.engine.connect() as own:
+        own = own.execution_options(isolation_level="REPEATABLE READ")
+        with own.begin():
+            yield own
+
+
+@contextlib.contextmanager
 def _snapshot(db, conn):
     """A transaction that reads one snapshot of the database, whatever
     commits meanwhile: the catalog's statements must agree with each other
@@ -180,10 +282,8 @@ def _snapshot(db, conn):
     if db.dialect == "sqlite":
         yield conn
         return
-    with db.engine.connect() as own:
-        own = own.execution_options(isolation_level="REPEATABLE READ")
-        with own.begin():
-            yield own
+    with _own_snapshot(db) as own:
+        yield own
 
 
 _CACHES = db_api.PerDatabase(Cache)
@@ -218,10 +318,32 @@ def warm(db: db_api.Database) -> int | None:
     return len(cache.catalog.providers) if cache.catalog is not None else 0
 
 
+def doubt(db: db_api.Database) -> None:
+    """The catalog of ``db`` may be behind a write of another writer: the
+    next request compares it with the database first (``Cache.verify``).
+    Called when a claim finds less room than a search may have offered."""
+    cache = _CACHES.get(db)
+    if cache is not None:
+        cache.doubt()
+
+
+def verify_if_due(db: db_api.Database, ahead: float = 0.0) -> str | None:
+    """Compare the catalog of ``db`` with the database (``Cache.verify``)
+    if it is on, read, and the last comparison is due within ``ahead``
+    seconds: what the follower calls, busy or idle, so that requests
+    rarely find one due. What it found, or None when nothing was done."""
+    if not CONF.placement.provider_catalog:
+        return None
+    cache = _CACHES.get(db)
+    if cache is None or not cache.due(ahead):
+        return None
+    return cache.verify(db)
+
+
 def catch_up(db: db_api.Database) -> str | None:
     """Bring the catalog of ``db`` up to date now, if it is on and no
     request is at it: what an idle worker's follower calls, so that the
-    next request finds it current (``api/follower.py``). "deltas", "full"
+    next request finds it current (``cmd/follower.py``). "deltas", "full"
     or "none" (it was current); None when the catalog is off or busy."""
     if not CONF.placement.provider_catalog:
         return None

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
 from placement.objects.catalog.rows import Rows
 from placement.objects.catalog.rows import State
@@ -59,6 +60,30 @@ class Catalog:
         # Request shapes the engine kept answers for, as small ints
         # (``shape_id``), shared by the catalogs that follow this one.
         self.shapes = Shapes()
+        # Its fingerprint (``fingerprint``), once asked for; kept up to
+        # date as the catalog advances.
+        self.content: list[int] | None = None
+        self.hashed: fingerprint.NameHash = fingerprint.name_hash("")
+        # What the database's fingerprint differed by when the catalog was
+        # read whole in the same snapshot (normally nothing: a rounding of
+        # allocation_ratio the database does otherwise than Python would).
+        self.offset = fingerprint.empty()
+
+    def fingerprint(self, dialect: str) -> list[int]:
+        """The fingerprint a database of ``dialect`` would show for this
+        catalog (``fingerprint.of_database``)."""
+        if self.content is None:
+            hashed = fingerprint.name_hash(dialect)
+            content = fingerprint.empty()
+            for rp in self.providers:
+                fingerprint.add_provider(content, self._state(rp), hashed)
+            for table, names in (
+                (fingerprint.CLASSES, self.class_names),
+                (fingerprint.TRAITS, self.trait_names_by_id),
+            ):
+                fingerprint.names_part(content, table, names, hashed)
+            self.hashed, self.content = hashed, content
+        return [mine + off for mine, off in zip(self.content, self.offset)]
 
     def derived(self, root: int) -> "Derived":
         """What is derived from tree ``root``, created empty on first use."""
@@ -115,6 +140,8 @@ class Catalog:
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
         from the log up to ``seqs``) read again in ``conn``'s snapshot."""
         catalog = copy.copy(self)
+        if self.content is not None:
+            catalog.content = list(self.content)
         catalog._counted(seqs)
         classes = changed.get(changes.RESOURCE_CLASS)
         traits = changed.get(changes.TRAIT)
@@ -138,11 +165,22 @@ class Catalog:
         if class_ids is None or class_ids:
             self.class_names = rows.names(conn, RC, self.class_names, class_ids)
             self.class_ids = {name: rc for rc, name in self.class_names.items()}
+            if self.content is not None:
+                fingerprint.names_part(
+                    self.content, fingerprint.CLASSES, self.class_names, self.hashed
+                )
         if trait_ids is None or trait_ids:
             self.trait_names_by_id = rows.names(
                 conn, T, self.trait_names_by_id, trait_ids
             )
             self.trait_ids = {name: t for t, name in self.trait_names_by_id.items()}
+            if self.content is not None:
+                fingerprint.names_part(
+                    self.content,
+                    fingerprint.TRAITS,
+                    self.trait_names_by_id,
+                    self.hashed,
+                )
             # Names of providers' traits don't change: a trait is deleted
             # only when no provider has it, and never renamed.
 
@@ -156,6 +194,10 @@ class Catalog:
         changed = [rp for rp in touched if old[rp] != new[rp]]
         if not changed:
             return
+        if self.content is not None:
+            for rp in changed:
+                fingerprint.add_provider(self.content, old[rp], self.hashed, -1)
+                fingerprint.add_provider(self.content, new[rp], self.hashed)
         stale = {
             state.provider.root_id
             for rp in changed

@@ -3,7 +3,7 @@
 answered with why it finds what it finds (see doc/explain.md)."""
 
 from placement import versions
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.objects.allocation_candidates import explain as explain_obj
 from placement.web import decorators
 from placement.web import request

@@ -8,18 +8,24 @@ It only looks while no request has been in the worker's gate for
 ``IDLE_S``: a busy worker's requests keep its catalog current anyway, and
 the follower must not take CPU from them. A look costs one statement (the
 stamp); catching up is what the next request would have done.
+
+Busy or idle, it also compares the catalog with the database's
+fingerprint shortly before a request would have to (other writers'
+changes, "Writes by other writers" in doc/architecture.md): the
+comparison is a statement the worker mostly waits for, and requests then
+rarely wait for one.
 """
 
 import logging
 import threading
 
-from placement.api import gate as gate_
+from placement.cmd import gate as gate_
 from placement.db import api as db_api
 from placement.objects.catalog import refresh
 
 LOG = logging.getLogger(__name__)
 
-EVERY_S = 0.5  # how often an idle worker looks at the stamp
+EVERY_S = 0.2  # how often the follower looks
 IDLE_S = 0.2  # no request for this long: the worker is idle
 
 
@@ -41,9 +47,10 @@ class Follower:
     def step(self) -> str | None:
         """One look: what the catalog's catch-up did ("deltas", "full",
         "none"), or None when the worker was busy or the look failed."""
-        if not self.gate.idle_for(self.idle):
-            return None
         try:
+            refresh.verify_if_due(self.db, ahead=self.every)
+            if not self.gate.idle_for(self.idle):
+                return None
             return refresh.catch_up(self.db)
         except Exception as e:
             # The database may be away: the next request finds out and

@@ -3,8 +3,8 @@ engine, render for the microversion (doc/api.md "Allocation candidates")."""
 
 from placement import events
 from placement import versions
-from placement.handlers import candidate_query
-from placement.handlers import candidate_render as render
+from placement.handlers.candidates import query as candidate_query
+from placement.handlers.candidates import render
 from placement.objects import allocation_candidates as engine
 from placement.web import decorators
 from placement.web import request

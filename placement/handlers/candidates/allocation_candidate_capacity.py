@@ -4,7 +4,7 @@
 root provider, per aggregate and in total (see doc/capacity.md)."""
 
 from placement import versions
-from placement.handlers import candidate_query
+from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.web import decorators
 from placement.web import request

@@ -1,0 +1,543 @@
+"""The engine's front door: ``answer`` runs stages 2-4 (``providers``,
+``trees``, ``search``) for a checked request in one read transaction and
+returns a Result or a Stream, which the candidates handler renders
+(handlers/candidates/render). Also here, what decides how an answer is
+built: the visit order, a limited search's pages (and the first page it
+learns), the answer bound, and the providers' summaries at the end.
+"""
+
+import bisect
+import contextlib
+import dataclasses
+import functools
+import itertools
+import math
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from placement import exception
+from placement.db import api as db_api
+from placement.objects.allocation_candidates import catalog_index
+from placement.objects.allocation_candidates import kept
+from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import request as ac_request
+from placement.objects.allocation_candidates import search
+from placement.objects.allocation_candidates import trees
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    nested_aware: bool = True  # 1.29+: one request may use many
+    # providers of one tree
+    strategy: str = "depth-first"  # or breadth-first, or
+    # depth-first-unless-limit (see visit_order)
+    max_candidates: int = -1  # generation cap, -1 unlimited
+    randomize: bool = False
+    max_answer: int = 0  # most candidates one answer may hold, 0 unbounded
+
+
+@dataclasses.dataclass
+class Result:
+    candidates: list  # search.Candidate
+    summaries: dict  # provider id -> providers.Summary
+    uuids: dict  # provider id -> uuid
+    class_names: dict  # class id -> name (requested classes)
+
+
+EMPTY = Result([], {}, {}, {})
+FIRST_PAGE = 16  # trees read first by a limited search beyond its
+# limit (or beyond the trees the last request of its shape needed): most
+# trees give one candidate in the first round
+NARROWED = 2  # a limited search reads only the trees holding the traits,
+# aggregates or in_tree it names when they are at most 1/NARROWED of all
+KEPT = 10_000  # candidates an answer without a limit keeps while it is
+# counted against Options.max_answer: smaller answers are searched once
+
+
+def answer(
+    db: db_api.Database, request: ac_request.Request, options: Options
+) -> "Result | Stream":
+    """The answer to ``request``, the one place that decides how it is
+    built: without a limit it can be millions of candidates, so it is a
+    Stream written as they are found; a limit or a random order needs them
+    all first (a Result, small or bounded by the limit)."""
+    if request.limit is None and not options.randomize:
+        return Stream(db, request, options)
+    return find(db, request, options)
+
+
+def visit_order(options: Options, limit: int | None) -> str:
+    """The order anchors are visited in. depth-first-unless-limit is
+    depth-first for the max_candidates cap, but a request's limit without
+    that cap takes its candidates from as many roots as possible."""
+    if options.strategy == "depth-first-unless-limit":
+        if limit is not None and options.max_candidates < 0:
+            return "breadth-first"
+        return "depth-first"
+    return options.strategy
+
+
+def find(
+    db: db_api.Database, request: ac_request.Request, options: Options = Options()
+) -> Result:
+    """Allocation candidates for a checked ``request.Request``."""
+    with db.reader() as conn:
+        index = catalog_index.index(db, conn)
+        try:
+            return _find(index, request, options)
+        except providers.NoCandidates:
+            return EMPTY
+
+
+def _resolve(index, request):
+    """Names to ids, in upstream's order (it decides which unknown name is
+    reported); TraitNotFound or
+    ResourceClassNotFound for unknown names."""
+    trait_ids = index.trait_ids(request.root_required | request.root_forbidden)
+    groups, aggregate_ids, class_ids = [], set(), {}
+    for group in request.groups:
+        classes = index.class_ids([name for name, _ in group.resources])
+        class_ids.update(classes)
+        member_of = group.member_of
+        known = index.aggregate_ids(
+            set().union(*group.any_aggregates, group.forbidden_aggregates)
+        )
+        any_aggs = tuple(
+            frozenset(known[u] for u in any_of if u in known)
+            for any_of in group.any_aggregates
+        )
+        traits = index.trait_ids(group.required.names if group.required else ())
+        trait_ids.update(traits)
+        groups.append(
+            trees.Group(
+                suffix=group.suffix,
+                resources=tuple((classes[n], a) for n, a in group.resources),
+                any_traits=tuple(
+                    frozenset(traits[t] for t in any_of) for any_of in group.any_traits
+                ),
+                forbidden_traits=frozenset(traits[t] for t in group.forbidden_traits),
+                any_aggregates=any_aggs,
+                forbidden_aggregates=frozenset(
+                    known[u] for u in group.forbidden_aggregates if u in known
+                ),
+                in_tree_root=_root_of(index, group),
+            )
+        )
+        aggregate_ids.update(known.values())
+        # An any-of set naming only unknown aggregates matches nothing.
+        if member_of and not all(any_aggs):
+            raise providers.NoCandidates(group.suffix, "member_of")
+    return groups, class_ids, trait_ids, aggregate_ids
+
+
+def _root_of(index, group):
+    if not group.in_tree:
+        return None
+    try:
+        return index.root_of(group.in_tree)
+    except providers.NoCandidates:
+        raise providers.NoCandidates(group.suffix, "in_tree")
+
+
+class Stream:
+    """Allocation candidates as the search finds them, then the summaries
+    of the providers they used: memory follows the providers involved, not
+    the number of candidates. For requests without a limit or randomised
+    order (those need every candidate first). Names are resolved, and
+    their errors raised, when it is made. It holds its read transaction
+    until it is left as a context manager (``with stream:``), which also
+    stops the search; an error while it is made ends the transaction
+    there, rolled back (its connection may be lost)."""
+
+    def __init__(
+        self, db: db_api.Database, request: ac_request.Request, options: Options
+    ) -> None:
+        self._transaction = contextlib.ExitStack()
+        conn = self._transaction.enter_context(db.reader())
+        try:
+            self._index = catalog_index.index(db, conn)
+            try:
+                search_ = _bounded(
+                    functools.partial(_search, self._index, request, options),
+                    options.max_answer,
+                )
+            except providers.NoCandidates:
+                search_ = (iter(()), _Seen(), {}, False)
+            self._found, self._seen, self._class_ids, self._one_per_tree = search_
+        except BaseException as e:
+            self._transaction.__exit__(type(e), e, e.__traceback__)
+            raise
+        self.allocated: set[int] = set()
+        self.mapped: set[int] = set()
+        # Without a resourceless group every mapped provider allocates.
+        self._maps_others = not all(g.resources for g in request.groups)
+        self.count = 0
+        self.class_names = {i: n for n, i in self._class_ids.items()}
+
+    def batches(
+        self, size: int
+    ) -> Iterator[tuple[list[search.Candidate], dict[int, str]]]:
+        """The candidates in lists of at most ``size``, each with the {id:
+        uuid} of the providers it names that no list before it named
+        (one lookup per list)."""
+        while True:
+            batch = list(itertools.islice(self._found, size))
+            if not batch:
+                return
+            allocated = {rp for c in batch for rp, _, _ in c.allocations}
+            fresh = allocated - self.allocated
+            if self._maps_others:
+                mapped = {rp for c in batch for _, rps in c.mappings for rp in rps}
+                fresh = (fresh | mapped) - self.mapped
+                self.mapped |= mapped
+            self.allocated |= allocated
+            self.count += len(batch)
+            yield batch, self._index.uuids(fresh)
+
+    def summaries(self) -> Result:
+        """A Result with no candidates: the summaries of the providers the
+        candidates used, once they are all out."""
+        return _summaries(
+            self._index,
+            (),
+            self._seen,
+            self._class_ids,
+            self._one_per_tree,
+            self.allocated,
+            self.mapped,
+        )
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        self._found = iter(())
+        return self._transaction.__exit__(*exc_info)
+
+
+def _find(index, request, options):
+    limit, bound = request.limit, options.max_answer
+    if limit is not None and limit <= bound and not options.randomize:
+        bound = 0  # the limit keeps the answer within the bound
+    found, seen, class_ids, one_per_tree = _bounded(
+        functools.partial(_search, index, request, options), bound
+    )
+    found = _limit(found, limit, options.randomize)
+    if seen.paging is not None:
+        _learn_first_page(found, seen, limit)
+    allocated = {rp for c in found for rp, _, _ in c.allocations}
+    mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
+    return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
+
+
+def _search(index, request, options, build=True):
+    """(candidates, lazily, in answer order before any limit; what the
+    snapshots read; {class name: id}; whether one provider per tree).
+    ``build`` False: as many candidates, some of them None (to count)."""
+    groups, class_ids, trait_ids, aggregate_ids = _resolve(index, request)
+    load = functools.partial(
+        providers.load_snapshot,
+        index,
+        class_ids.values(),
+        set(trait_ids.values()),
+        aggregate_ids,
+        whole_trees=bool(request.same_subtree) or not all(g.resources for g in groups),
+    )
+    root_required = frozenset(trait_ids[t] for t in request.root_required)
+    root_forbidden = frozenset(trait_ids[t] for t in request.root_forbidden)
+    # Everything besides the trees' rows and usage that decides what an
+    # anchor holds.
+    shape = (
+        tuple(groups),
+        tuple(map(tuple, request.same_subtree)),
+        request.isolate,
+        root_required,
+        root_forbidden,
+        load.keywords["whole_trees"],
+        index.is_nested(),
+    )
+    answers = index.kept_answers(shape)
+    paged = (
+        request.limit is not None
+        and not options.randomize
+        and not index.sharing_holds(class_ids.values())
+    )
+    seen = _Seen(whole=not paged)
+    if paged:
+        roots, sparse = _anchor_roots(index, groups, root_required)
+        first = request.limit
+        if answers is not None:
+            seen.paging = (roots, answers)
+            first = max(first, answers.trees_needed())
+        snapshots = (load(roots=page, sparse=sparse) for page in _pages(roots, first))
+    else:
+        snapshots = [load()]
+    one_per_tree = not options.nested_aware and index.is_nested()
+    # Only a sharing provider's repeats, or one provider per tree, need
+    # the candidates themselves to tell which ones count.
+    if one_per_tree or (not paged and snapshots[0].serves):
+        build = True
+    found = search.STRATEGIES[visit_order(options, request.limit)](
+        _streams(
+            snapshots,
+            functools.partial(
+                trees.Trees, root_required=root_required, root_forbidden=root_forbidden
+            ),
+            functools.partial(
+                search.Search,
+                groups=groups,
+                same_subtree=request.same_subtree,
+                isolate=request.isolate,
+                build=build,
+            ),
+            groups,
+            answers if build else None,
+            seen,
+        )
+    )
+    if not paged and snapshots[0].serves:
+        # Only a sharing provider can put one candidate under two anchors:
+        # within an anchor every choice differs in allocations or mappings.
+        found = search.unique(found, snapshots[0].serves)
+    if options.max_candidates > 0:
+        found = itertools.islice(found, options.max_candidates)
+    if one_per_tree:
+        found = (c for c in found if _one_provider_per_tree(c, seen))
+    return found, seen, class_ids, one_per_tree
+
+
+def _anchor_roots(index, groups, root_required):
+    """(the root ids, ascending, whose trees a paged search reads; whether
+    some are left out). Without sharing providers a candidate's providers
+    are all in its anchor's tree, so that tree holds, for every any-of set
+    of required traits or member_of aggregates of every group, a provider
+    with one of them, and is the ``in_tree`` of a group with resources.
+    When those trees are at most half of all (an aggregate of 500 hosts
+    in 100,000), only they are read: paging through the others would read
+    every tree's usage to find nothing."""
+    roots = index.root_ids()
+    traits = [frozenset((t,)) for t in root_required]
+    aggregates = []
+    anchors = None
+    for group in groups:
+        traits.extend(group.any_traits)
+        aggregates.extend(group.any_aggregates)
+        if group.in_tree_root is not None and group.resources:
+            tree = {group.in_tree_root}
+            anchors = tree if anchors is None else anchors & tree
+    for any_of, roots_of in itertools.chain(
+        _roots_of(index.trait_roots, traits),
+        _roots_of(index.aggregate_roots, aggregates),
+    ):
+        holding = set().union(*[roots_of[value] for value in any_of])
+        anchors = holding if anchors is None else anchors & holding
+    if anchors is None or len(anchors) * NARROWED > len(roots):
+        return roots, False
+    return sorted(anchors), True
+
+
+def _roots_of(lookup, sets):
+    """(set, {value: root ids}) for each of ``sets``, from one ``lookup``
+    of every value they name."""
+    if not sets:
+        return []
+    roots_of = lookup(set().union(*sets))
+    return [(any_of, roots_of) for any_of in sets]
+
+
+def _pages(roots, first):
+    """Trees in ascending root id pages, growing from ``first`` (and a
+    few more): a limited search reads only as many trees as it needs (no
+    sharing providers: each anchor's candidates come from its own tree)."""
+    start, size = 0, first + FIRST_PAGE
+    while start < len(roots):
+        yield roots[start : start + size]
+        start += size
+        size = min(2 * size, providers.CHUNK)
+
+
+class _Seen:
+    """What the snapshots (pages) read so far know."""
+
+    def __init__(self, whole=True):
+        self.snapshots = []
+        self.whole = whole  # one snapshot of every tree, not pages
+        self.planned = 0  # at most how many candidates the plans of the
+        # snapshots read so far (and the kept answers taken) can give
+        self.paging = None  # (every root id, kept.Answers) of a paged
+        # search that learns its first page for the next of its shape
+
+    def most(self):
+        """At most how many candidates the search gives, once known: a
+        search of one snapshot has planned it all by its first candidate;
+        None for pages (later ones are not planned yet) or before."""
+        return self.planned if self.whole and self.snapshots else None
+
+    def root(self, rp):
+        for snapshot in self.snapshots:
+            if rp in snapshot.providers:
+                return snapshot.providers[rp].root_id
+        raise KeyError(rp)
+
+    def inventories(self, roots):
+        """((provider, class), Inventory) of requested classes in ``roots``."""
+        for snapshot in self.snapshots:
+            providers_ = snapshot.providers
+            for key, inventory in snapshot.inventories.items():
+                if providers_[key[0]].root_id in roots:
+                    yield key, inventory
+
+    def used(self, roots):
+        """((provider, class), used) of requested classes in ``roots``."""
+        for snapshot in self.snapshots:
+            providers_ = snapshot.providers
+            for key, amount in snapshot.used.items():
+                provider = providers_.get(key[0])
+                if provider is not None and provider.root_id in roots:
+                    yield key, amount
+
+
+def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen):
+    """One lazy candidate stream per anchor, in anchor order."""
+    for snapshot in snapshots:
+        seen.snapshots.append(snapshot)
+        if kept_answers is None or snapshot.serves:
+            forest = forest_of(snapshot)
+            engine = engine_of(forest)
+            plans = forest.plans(groups)
+            seen.planned += _most(plans)
+            for plan in plans:
+                yield engine.candidates(plan)
+        else:
+            yield from _kept_streams(
+                snapshot, forest_of, engine_of, groups, kept_answers, seen
+            )
+
+
+def _most(plans):
+    """At most how many candidates ``plans`` give: one option per slot,
+    before any constraint between slots."""
+    return sum(math.prod(map(len, plan.options)) for plan in plans)
+
+
+def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers, seen):
+    """``_streams`` of one snapshot without sharing providers: each
+    anchor's candidates are taken from what an earlier request of the same
+    shape kept for its tree at the same usage, or found and, when few,
+    kept (``kept``)."""
+    roots = sorted(rp for rp, p in snapshot.providers.items() if p.parent_id is None)
+    usage = kept_answers.usage(snapshot, roots)
+    found = {}
+    for root in roots:
+        candidates = kept_answers.get(root, usage[root])
+        if candidates is not None:
+            found[root] = candidates
+    plans = {}
+    if len(found) < len(roots):
+        forest = forest_of(snapshot, roots=set(roots) - found.keys())
+        engine = engine_of(forest)
+        plans = {plan.anchor: plan for plan in forest.plans(groups)}
+    seen.planned += sum(map(len, found.values())) + _most(plans.values())
+    for root in roots:
+        candidates = found.get(root)
+        if candidates is None:
+            plan = plans.get(root)
+            if plan is None:
+                kept_answers.keep(root, usage[root], ())
+                continue
+            stream = engine.candidates(plan)
+            first = tuple(itertools.islice(stream, kept.MOST_PER_ANCHOR + 1))
+            if len(first) > kept.MOST_PER_ANCHOR:
+                yield itertools.chain(first, stream)
+                continue
+            kept_answers.keep(root, usage[root], first)
+            candidates = first
+        if candidates:
+            yield iter(candidates)
+
+
+def _learn_first_page(found, seen, limit):
+    """Remember how many trees, in root id order, the answer of a limited
+    search came from (all of them when it found fewer than its limit): the
+    next request of its shape reads at least as many in its first page.
+    When the first trees are full, as where schedulers pack hosts, the
+    candidates lie further on with every claim, and each request would
+    otherwise read them in several growing pages, a statement each."""
+    roots, answers = seen.paging
+    if len(found) < limit:
+        needed = len(roots)
+    else:
+        last = max({seen.root(c.allocations[0][0]) for c in found})
+        needed = bisect.bisect_right(roots, last)
+    answers.remember_trees_needed(needed)
+
+
+def _one_provider_per_tree(candidate, seen):
+    """Below 1.29 a nested deployment allows one provider per tree
+    (doc/api.md "Combining groups")."""
+    rps = candidate.providers()
+    return len({seen.root(rp) for rp in rps}) == len(rps)
+
+
+def _limit(found, limit, randomize):
+    if not randomize:
+        return list(itertools.islice(found, limit))
+    found = list(found)
+    if limit is not None and len(found) > limit:
+        return random.sample(found, limit)
+    random.shuffle(found)
+    return found
+
+
+def _bounded(search_, bound):
+    """``search_()``'s (candidates, seen, ...) once they are known to be at
+    most ``bound`` (AnswerTooLarge otherwise, before any of the answer is
+    sent; 0: unbounded). The first KEPT candidates are kept. When more
+    follow, the plans may already show that at most ``bound`` can (``seen.
+    most()``); otherwise they are counted up to the bound by a second walk,
+    in the same read transaction, that builds none. The answer then goes
+    on from the kept ones: nothing is searched twice to be sent."""
+    found, seen, *rest = search_()
+    if not bound:
+        return (found, seen, *rest)
+    keep = min(KEPT, bound) + 1
+    kept = list(itertools.islice(found, keep))
+    if len(kept) < keep:
+        return (iter(kept), seen, *rest)
+    if keep > bound:
+        raise _too_large(bound)
+    most = seen.most()
+    if most is None or most > bound:
+        counted, *_ = search_(build=False)
+        if sum(1 for _ in itertools.islice(counted, bound + 1)) > bound:
+            raise _too_large(bound)
+    return (itertools.chain(kept, found), seen, *rest)
+
+
+def _too_large(bound):
+    return exception.AnswerTooLarge(
+        "The answer would hold more than %d allocation candidates, the most "
+        "one answer may hold ([placement] max_answer_candidates): pass a "
+        "'limit' of at most that many, or narrow the request." % bound
+    )
+
+
+def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped):
+    """The Result of ``found``: ``allocated`` and ``mapped`` are the
+    providers its candidates allocate from and map."""
+    roots = {seen.root(rp) for rp in allocated}
+    class_names = {i: n for n, i in class_ids.items()}
+    summaries = providers.load_summaries(
+        index,
+        roots,
+        seen.inventories(roots),
+        seen.used(roots),
+        class_names,
+        allocated if allocated_only else None,
+    )
+    uuids = {rp: s.uuid for rp, s in summaries.items()}
+    # Resourceless groups may map providers outside the summarised trees.
+    if not mapped <= uuids.keys():
+        uuids.update(index.uuids(mapped - uuids.keys()))
+    return Result(found, summaries, uuids, class_names)
