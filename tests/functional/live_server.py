@@ -44,12 +44,17 @@ def running(cmd, env, log_path, probe_url, cwd=None, timeout=60):
             _wait_up(probe_url, proc, timeout)
             yield
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc):
+    """Terminate ``proc``, and kill it if it has not ended within 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager

@@ -127,7 +127,7 @@ def _both(url, workdir, together):
                 stderr=subprocess.STDOUT,
                 cwd=workdir,
             )
-            stack.callback(_stop, proc)
+            stack.callback(live_server.stop, proc)
             return proc
 
         proc = start_reference() if together else None
@@ -140,15 +140,6 @@ def _both(url, workdir, together):
             proc = start_reference()
         live_server._wait_up(reference_url + "/", proc)
         yield Api(reference_url), Api(ours)
-
-
-def _stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _past_the_bound():
