@@ -13,8 +13,10 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import fingerprint
+from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
 from tests import fixtures
 from tests import wsgi_client
@@ -261,3 +263,16 @@ def test_a_transaction_open_across_the_comparison_is_caught():
             assert _candidates(app) == {second}
         finally:
             counted.close()
+
+
+def test_no_look_where_the_url_names_no_file(tmp_path):
+    """A SQLite URI filename (or a database in memory) is no path to
+    stat: there is no look, rather than one that never sees a change."""
+    uri = "sqlite:///file:%s/placement.sqlite?mode=rwc&uri=true" % tmp_path
+    for url in (uri, "sqlite://"):
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (id INTEGER)")
+        assert precheck.look(db_api.Database(engine)) is None
+        engine.dispose()
+    assert (tmp_path / "placement.sqlite").exists()

@@ -117,6 +117,8 @@ def _sqlite_look(path: str | None) -> Look | None:
         try:
             st = os.stat(name)
         except FileNotFoundError:
+            if name == path:
+                return None  # not a file of this name (a URI, memory)
             marks.append(None)
             continue
         marks.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
