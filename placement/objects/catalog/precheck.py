@@ -19,8 +19,9 @@ and may stay the same through a second change.
   which may be long before the commit: ``since`` is the start of the
   oldest transaction open at the look (INNODB_TRX), or the look's own
   time if none is older. Both InnoDB views need the PROCESS privilege;
-  without it there is no look. MySQL caches these columns, and a
-  Galera node's appliers are unverified here: no look there either.
+  without it there is no look. MySQL caches these columns: no look.
+  Nor on a Galera node: writes applied from other nodes do mark the
+  tables, but the bound is untested against the cluster's appliers.
 - SQLite: the database file and its WAL, by os.stat (device, inode,
   size, mtime and ctime in nanoseconds): every commit writes one of
   them, which sets its ctime to the kernel's clock, and nothing sets it
