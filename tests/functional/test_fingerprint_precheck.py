@@ -290,3 +290,24 @@ def test_no_look_on_a_galera_node():
             assert precheck.look(db) is None
         finally:
             db.engine.dispose()
+
+
+def test_no_look_without_the_process_privilege():
+    """MariaDB refuses the InnoDB views to a user without PROCESS: no
+    look then (the fingerprint runs every time), not a look that misses
+    the open transactions."""
+    fixtures.require_backend("mysql")
+    with fixtures.database("mysql") as db:
+        name = db.engine.url.database
+        user = "p_%s" % uuid.uuid4().hex[:12]
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("CREATE USER '%s'@'%%'" % user))
+            conn.execute(sa.text("GRANT ALL ON %s.* TO '%s'@'%%'" % (name, user)))
+        limited = sa.create_engine(db.engine.url.set(username=user, password=None))
+        try:
+            assert precheck.look(db_api.Database(limited)) is None
+            assert precheck.look(db) is not None
+        finally:
+            limited.dispose()
+            with db.engine.begin() as conn:
+                conn.execute(sa.text("DROP USER '%s'@'%%'" % user))
