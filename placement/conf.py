@@ -4,7 +4,12 @@ Every option can be set in ``placement.conf`` or through an
 ``OS_<GROUP>__<OPTION>`` environment variable (oslo.config's environment
 source). ``list_opts`` feeds ``oslo-config-generator`` (see
 ``etc/placement/config-generator.conf``), ``set_lib_defaults`` gives the
-libraries placement's own defaults.
+libraries placement's own defaults there.
+
+Nothing is registered on a global: ``register_opts`` puts every option the
+app reads on the ``ConfigOpts`` it is given (another project embedding the
+app in its tests brings its own, beside its own global ``cfg.CONF``), and
+``command_conf`` makes the one a command or the WSGI entry point parses.
 """
 
 import glob
@@ -18,8 +23,6 @@ from oslo_middleware import cors
 from oslo_middleware import http_proxy_to_wsgi
 from oslo_middleware import sizelimit
 from oslo_policy import opts as policy_opts
-
-CONF = cfg.CONF
 
 # Headers a browser may send / read, beyond the CORS "simple" ones.
 CORS_ALLOW_HEADERS = [
@@ -308,9 +311,75 @@ GROUPS = {
 }
 
 
+# Library options the app reads (the pipeline's CORS, proxy headers and
+# body size limit), registered with placement's own so that a config file
+# or OS_<GROUP>__<OPTION> variable sets them like placement's.
+LIB_GROUPS = {
+    "cors": cors.CORS_OPTS,
+    "oslo_middleware": http_proxy_to_wsgi.OPTS + sizelimit.OPTS,
+}
+
+# Placement's defaults for library options: (the library's options, their
+# group, {option: default}).
+LIB_DEFAULTS = [
+    (
+        cors.CORS_OPTS,
+        "cors",
+        {
+            "allow_headers": CORS_ALLOW_HEADERS,
+            "expose_headers": CORS_EXPOSE_HEADERS,
+            "allow_methods": CORS_ALLOW_METHODS,
+        },
+    ),
+    (
+        sizelimit.OPTS,
+        "oslo_middleware",
+        {"max_request_body_size": MAX_REQUEST_BODY_SIZE},
+    ),
+]
+# alembic announces each of its plugins at INFO on every schema run.
+LOG_DEFAULTS = (
+    oslo_log_options.log_opts,
+    None,
+    {
+        "default_log_levels": oslo_log.get_default_log_levels()
+        + ["alembic.runtime.plugins=WARN"]
+    },
+)
+
+
 def register_opts(conf):
+    """Register every option the app reads on ``conf``: placement's own,
+    the libraries' of ``LIB_GROUPS`` and oslo.policy's, with placement's
+    defaults for those (on ``conf`` alone). Registering again is a no-op."""
     for group, opts in GROUPS.items():
         conf.register_opts(opts, group=None if group == "DEFAULT" else group)
+    for group, opts in LIB_GROUPS.items():
+        conf.register_opts(opts, group=group)
+    policy_opts.set_defaults(conf)
+    _set_defaults(conf, LIB_DEFAULTS)
+
+
+def command_conf():
+    """A new ConfigOpts for a command or the WSGI entry point: what
+    ``register_opts`` registers, plus oslo.log's options. Only ``--debug``
+    of those is on the command line: the other logging options belong in
+    placement.conf and would bury each command's own options in --help."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    oslo_log.register_options(conf)
+    # (oslo_log._options is the module oslo.log's own option entry point
+    # names.)
+    conf.unregister_opts(oslo_log_options.logging_cli_opts)
+    conf.register_opts(oslo_log_options.logging_cli_opts)
+    _set_defaults(conf, [LOG_DEFAULTS])
+    return conf
+
+
+def _set_defaults(conf, table):
+    for _opts, group, defaults in table:
+        for name, value in defaults.items():
+            conf.set_default(name, value, group=group)
 
 
 def list_opts():
@@ -318,35 +387,13 @@ def list_opts():
 
 
 def set_lib_defaults():
-    """Placement's defaults for library options (also the generator's
-    ``oslo.config.opts.defaults`` hook, so the sample shows them)."""
-    cors.set_defaults(
-        allow_headers=CORS_ALLOW_HEADERS,
-        expose_headers=CORS_EXPOSE_HEADERS,
-        allow_methods=CORS_ALLOW_METHODS,
-    )
-    # alembic announces each of its plugins at INFO on every schema run.
-    oslo_log.set_defaults(
-        default_log_levels=oslo_log.get_default_log_levels()
-        + ["alembic.runtime.plugins=WARN"]
-    )
-    cfg.set_defaults(sizelimit.OPTS, max_request_body_size=MAX_REQUEST_BODY_SIZE)
+    """Placement's defaults for library options, on the libraries' option
+    objects themselves: oslo-config-generator's ``oslo.config.opts.defaults``
+    hook, so that the sample shows them. The service sets them on its own
+    ConfigOpts instead (``register_opts``)."""
+    for opts, _group, defaults in LIB_DEFAULTS + [LOG_DEFAULTS]:
+        cfg.set_defaults(opts, **defaults)
 
-
-# Library options are registered here, before any parsing, so that a config
-# file or OS_<GROUP>__<OPTION> variable can set them like placement's own.
-register_opts(CONF)
-oslo_log.register_options(CONF)
-# Only --debug stays on the command line: the other logging options belong
-# in placement.conf and would bury each command's own options in --help.
-# (oslo_log._options is the module oslo.log's own option entry point names.)
-CONF.unregister_opts(oslo_log_options.logging_cli_opts)
-CONF.register_opts(oslo_log_options.logging_cli_opts)
-CONF.register_opts(cors.CORS_OPTS, group="cors")
-CONF.register_opts(http_proxy_to_wsgi.OPTS, group="oslo_middleware")
-CONF.register_opts(sizelimit.OPTS, group="oslo_middleware")
-policy_opts.set_defaults(CONF)
-set_lib_defaults()
 
 # Where oslo.config looks when neither --config-file nor
 # OS_PLACEMENT_CONFIG_DIR says otherwise (for --help).
@@ -367,7 +414,7 @@ class MissingConnection(StartupError):
     """[placement_database] connection is required and was not given."""
 
 
-def database_connection(conf=CONF):
+def database_connection(conf):
     if not conf.placement_database.connection:
         raise MissingConnection(
             "[placement_database] connection is not set; configure it in "
@@ -376,7 +423,7 @@ def database_connection(conf=CONF):
     return conf.placement_database.connection
 
 
-def register_keystone_opts(conf=CONF):
+def register_keystone_opts(conf):
     """[keystone_authtoken] and friends, only when keystone authenticates:
     keystonemiddleware takes a large share of start-up to import."""
     from keystonemiddleware import auth_token
@@ -385,7 +432,7 @@ def register_keystone_opts(conf=CONF):
         conf.register_opts(opts, group=group)
 
 
-def parse_args(argv, conf=CONF, default_config_files=None, description=None):
+def parse_args(conf, argv, default_config_files=None, description=None):
     """Load configuration for the WSGI app or a command, and check every
     value now: a bad one raises StartupError naming the option and where
     it was set, instead of failing on first use.
@@ -417,7 +464,7 @@ def parse_args(argv, conf=CONF, default_config_files=None, description=None):
         check_values(conf)
 
 
-def unknown_options(conf=CONF):
+def unknown_options(conf):
     """(file, group, option) of every option the configuration files set
     that its group does not define (a typo such as ``conection``). Groups
     nothing registered (e.g. [keystone_authtoken] under noauth2) are not
@@ -461,7 +508,7 @@ def _option_names(conf, section):
     return names
 
 
-def check_values(conf=CONF):
+def check_values(conf):
     """Read every option once so that a bad value fails here."""
     for name in list(conf):
         try:

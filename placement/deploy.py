@@ -20,7 +20,6 @@ import sqlalchemy as sa
 from oslo_log import log as oslo_log
 
 from placement import conf as placement_conf
-from placement import policy
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
@@ -193,7 +192,7 @@ def make_database(conf, existing=False):
     while True:
         try:
             with engine.connect():
-                return db_api.Database(engine)
+                return db_api.Database(engine, conf)
         except sa.exc.DBAPIError as e:
             retry, problem = db_api.connect_problem(e, url)
         if not retry:
@@ -237,7 +236,8 @@ def build_app(conf, db=None, sync_schema=None):
     """The WSGI application for ``conf`` (already parsed). Without ``db``
     it connects and checks the schema (or upgrades it: ``sync_schema``,
     default [placement_database] sync_on_startup) first; a given ``db`` is
-    ready (placement-api prepares it once before forking its workers)."""
+    ready (placement-api prepares it once before forking its workers) and
+    opened for ``conf``: the app reads no other configuration."""
     if db is None:
         db = make_database(conf)
         if sync_schema is None:
@@ -246,15 +246,14 @@ def build_app(conf, db=None, sync_schema=None):
         # This process serves from its own database: the provider catalog
         # is read before it takes requests.
         refresh.warm(db)
-    policy.get_enforcer(conf)
     return api_app.build_pipeline(conf, db)
 
 
-def loadapp(argv=()):
-    """Parse the configuration (``argv`` holds command-line options; the
-    WSGI entry point has none), set up logging and build the app."""
-    conf = placement_conf.CONF
-    placement_conf.parse_args(list(argv))
+def loadapp(conf, argv=()):
+    """Parse the configuration into ``conf`` (a ``command_conf``; ``argv``
+    holds command-line options, the WSGI entry point has none), set up
+    logging and build the app."""
+    placement_conf.parse_args(conf, list(argv))
     setup_logging(conf)
     log_summary(conf)
     return build_app(conf)

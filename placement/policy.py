@@ -7,45 +7,59 @@ deprecated predecessor (``role:admin``); ``enforce_scope = False`` ignores
 the token scope.
 """
 
-from oslo_config import cfg
-from oslo_policy import opts as policy_opts
 from oslo_policy import policy
 
+from placement import conf as placement_conf
 from placement import exception
 from placement import policies
 
-_ENFORCER = None
 _SCOPE_CREDS = ("system_scope", "system", "domain_id")
 
 
-def get_enforcer(conf=None):
-    """The process-wide enforcer (also the oslo.policy.enforcer entry point)."""
-    global _ENFORCER
-    if _ENFORCER is None:
-        conf = conf or cfg.CONF
-        policy_opts.set_defaults(conf)
-        _ENFORCER = policy.Enforcer(conf)
-        _ENFORCER.register_defaults(policies.list_rules())
-        _ENFORCER.load_rules()
-    return _ENFORCER
+class Enforcer(policy.Enforcer):
+    """One app's enforcer: placement's rules under the ``[oslo_policy]``
+    options of the ConfigOpts the app was built for, and the grants it has
+    decided (``authorize``)."""
+
+    def __init__(self, conf):
+        super().__init__(conf)
+        self.register_defaults(policies.list_rules())
+        self.load_rules()
+        self.new_defaults = conf.oslo_policy.enforce_new_defaults
+        self.granted = {}
+        self.granted_rules = None  # the rules' fingerprint they were decided under
+
+    def follow_conf(self):
+        """Load the rules again if the policy file or ``enforce_new_defaults``
+        changed since they were loaded (as oslo.policy does for the file,
+        on every call)."""
+        new_defaults = self.conf.oslo_policy.enforce_new_defaults
+        if new_defaults != self.new_defaults:
+            # Every default is judged again: the legacy fallback is an OR
+            # oslo.policy builds into a rule as it loads it.
+            self.new_defaults = new_defaults
+            self.set_rules({})
+            self.load_rules(force_reload=True)
+        else:
+            self.load_rules()
 
 
-def reset():
-    global _ENFORCER
-    if _ENFORCER is not None:
-        _ENFORCER.clear()
-    _ENFORCER = None
-    _GRANTED.clear()
+def get_enforcer():
+    """An enforcer for placement's configuration files: the
+    ``oslo.policy.enforcer`` entry point (``oslopolicy-checker`` and the
+    other oslo.policy commands call it without arguments)."""
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [])
+    return Enforcer(conf)
 
 
-# Grants already decided, for the rules they were decided under: oslo.policy
-# evaluates a rule anew on every call (a good part of a small request's
-# CPU), and the same caller asking the same rule of the same target gets
-# the same answer while the rules are the same. Denials are not kept: they
-# go through oslo.policy (its scope checks and messages) every time.
-_GRANTED: dict = {}
+# Grants already decided are kept by each enforcer, for the rules they
+# were decided under: oslo.policy evaluates a rule anew on every call (a
+# good part of a small request's CPU), and the same caller asking the same
+# rule of the same target gets the same answer while the rules are the
+# same. Denials are not kept: they go through oslo.policy (its scope checks
+# and messages) every time.
 _GRANTED_MAX = 10000  # forgotten all at once past that
-_GRANTED_RULES: list = [None]  # the rules' fingerprint they were decided under
 
 
 def _frozen(values):
@@ -60,7 +74,7 @@ def authorize(context, rule, target=None):
     ``context`` may perform ``rule``."""
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
-    enforcer = get_enforcer()
+    enforcer = context.enforcer
     creds = context.to_policy_values()
     if not enforcer.conf.oslo_policy.enforce_scope:
         # Judged as a project-scoped token: scope mismatches are ignored.
@@ -68,20 +82,21 @@ def authorize(context, rule, target=None):
         creds = dict(creds)
         for key in _SCOPE_CREDS:
             creds.pop(key, None)
-    # As oslo.policy does on every call: a changed policy file counts now.
-    enforcer.load_rules()
+    # A changed policy file or option counts now.
+    enforcer.follow_conf()
     # Reloaded rules are new check objects (in place or in a new mapping).
     rules = enforcer.rules
     fingerprint = (id(rules), tuple(map(id, rules.values())))
-    if _GRANTED_RULES[0] != fingerprint or len(_GRANTED) > _GRANTED_MAX:
-        _GRANTED.clear()
-        _GRANTED_RULES[0] = fingerprint
+    granted = enforcer.granted
+    if enforcer.granted_rules != fingerprint or len(granted) > _GRANTED_MAX:
+        granted.clear()
+        enforcer.granted_rules = fingerprint
     try:
         key = (rule, _frozen(target), _frozen(creds))
         hash(key)
     except TypeError:  # a value that cannot be a key: no memory
         key = None
-    if key is not None and key in _GRANTED:
+    if key is not None and key in granted:
         return
     try:
         enforcer.authorize(rule, target, creds, do_raise=True)
@@ -92,4 +107,4 @@ def authorize(context, rule, target=None):
             "Policy does not allow %s to be performed." % rule
         )
     if key is not None:
-        _GRANTED[key] = True
+        granted[key] = True

@@ -23,10 +23,8 @@ import sqlalchemy as sa
 
 from placement import conf as placement_conf
 from placement import deploy
-from placement import policy
 from placement.db import api as db_api
 from placement.db import schema
-from placement.db import tables
 from placement.objects import standard_names
 from tests import galera
 
@@ -49,7 +47,7 @@ SERVERS = {
 if GALERA_URLS:
     SERVERS["galera"] = (GALERA_URLS[0], "")
 _AVAILABLE = {}
-_CONFIGURED = False
+_CONF = None  # the tests' configuration, made by configure()
 
 
 def _admin(backend):
@@ -165,54 +163,40 @@ def _wait_for_database(server, name):
 def database(backend, migrate=False):
     """A ready Database (schema and standard names) on a fresh database."""
     with database_url(backend) as url:
-        engine = db_api.create_engine(url, placement_conf.CONF)
-        db = db_api.Database(engine)
+        conf = configure()
+        engine = db_api.create_engine(url, conf)
+        db = db_api.Database(engine, conf)
         try:
             if migrate:
                 schema.upgrade(engine)
             else:
-                tables.metadata.create_all(engine)
-                _stamp_head(engine)
+                schema.create_at_head(engine)
             standard_names.sync_standard_names(db)
             yield db
         finally:
             engine.dispose()
 
 
-def _stamp_head(engine):
-    """Record the schema made by create_all as at HEAD, as ``db sync``
-    would (the healthcheck reads it), without running alembic."""
-    with engine.begin() as conn:
-        conn.exec_driver_sql(
-            "CREATE TABLE alembic_version"
-            " (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"
-        )
-        conn.execute(
-            sa.text("INSERT INTO alembic_version VALUES (:head)"), {"head": schema.HEAD}
-        )
-
-
 def configure():
-    """Parse an empty configuration for in-process tests (noauth2)."""
-    global _CONFIGURED
-    conf = placement_conf.CONF
-    if not _CONFIGURED:
-        placement_conf.parse_args([], default_config_files=[])
-        _CONFIGURED = True
-    conf.set_override("auth_strategy", "noauth2", group="api")
-    return conf
+    """The configuration of in-process tests: empty, parsed once, noauth2
+    by default (``overrides`` changes it for a while)."""
+    global _CONF
+    if _CONF is None:
+        conf = placement_conf.command_conf()
+        conf.set_default("auth_strategy", "noauth2", group="api")
+        placement_conf.parse_args(conf, [], default_config_files=[])
+        _CONF = conf
+    return _CONF
 
 
 @contextlib.contextmanager
 def overrides(**options):
     """The test configuration with ``options`` ("group.option": value)
-    set while the block runs, and back to ``configure()``'s afterwards.
-    The policy enforcer is rebuilt on both sides (it caches its options)."""
+    set while the block runs, and back to ``configure()``'s afterwards."""
     conf = configure()
     for key, value in options.items():
         group, _, name = key.rpartition(".")
         conf.set_override(name, value, group=group or None)
-    policy.reset()
     try:
         yield conf
     finally:
@@ -222,8 +206,6 @@ def overrides(**options):
             # oslo.config keeps reporting the cleared override as the
             # option's location; the candidate handler reads it.
             conf._get_opt_info(name, group or None).pop("location", None)
-        configure()
-        policy.reset()
 
 
 @contextlib.contextmanager

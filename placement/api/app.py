@@ -12,6 +12,7 @@ from oslo_middleware import http_proxy_to_wsgi
 from placement import error_codes
 from placement import events
 from placement import exception
+from placement import policy
 from placement import versions
 from placement.api import capacity_gauges
 from placement.api import console
@@ -322,8 +323,13 @@ def _capacity_gauges(conf, db):
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """proxy headers -> request id -> metrics -> body size limit -> open
     paths -> CORS -> auth -> context -> falcon app. The order decides which
-    error a client sees first (doc/architecture.md "Request path")."""
-    app: Any = middleware.ContextMiddleware(create_falcon_app(), db)
+    error a client sees first (doc/architecture.md "Request path").
+    ``db`` must be opened for ``conf``: the app reads no other."""
+    if db.conf is not conf:
+        raise ValueError("the database was opened for another configuration")
+    app: Any = middleware.ContextMiddleware(
+        create_falcon_app(), db, policy.Enforcer(conf)
+    )
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)
     else:

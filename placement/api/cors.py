@@ -1,6 +1,6 @@
 """CORS (oslo.middleware) from ``[cors]``; only in the pipeline when
-``allowed_origin`` is set. Placement's header/method defaults are set in
-``placement.conf.set_lib_defaults``."""
+``allowed_origin`` is set. Placement's header/method defaults are set on
+the app's ConfigOpts by ``placement.conf.register_opts``."""
 
 from typing import Any
 

@@ -63,8 +63,25 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
         return pluginbase.HealthcheckResult(available=True, reason="database reachable")
 
 
+class _Healthcheck(healthcheck.Healthcheck):
+    """oslo.middleware's healthcheck app reading the app's ConfigOpts (given
+    options as a dict, it would read and override the global ``cfg.CONF``),
+    with our backend always first."""
+
+    def __init__(self, conf: cfg.ConfigOpts, db: db_api.Database) -> None:
+        super().__init__(None, conf)
+        # The backends were handed this (otherwise empty) dict as their
+        # local conf when they loaded: ours finds the database there.
+        self.conf[DB_KEY] = db
+
+    def _conf_get(self, key: str, group: str = "healthcheck") -> Any:
+        value = super()._conf_get(key, group)
+        if key == "backends":
+            return [BACKEND] + [b for b in value if b != BACKEND]
+        return value
+
+
 def healthcheck_app(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """The healthcheck WSGI app: our backend plus any configured ones."""
     conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
-    backends = [BACKEND] + [b for b in conf.healthcheck.backends if b != BACKEND]
-    return healthcheck.Healthcheck.app_factory(None, backends=backends, **{DB_KEY: db})
+    return _Healthcheck(conf, db)

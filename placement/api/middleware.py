@@ -172,9 +172,10 @@ class ContextMiddleware:
     oslo.context's ``from_environ``: ``X-User-Id`` (else ``X-User``) is the
     user, ``X-Project-Id`` (else ``X-Tenant-Id``) the project."""
 
-    def __init__(self, app, db):
+    def __init__(self, app, db, enforcer):
         self.app = app
         self.db = db
+        self.enforcer = enforcer
 
     def __call__(self, environ, start_response):
         user_id = environ.get("HTTP_X_USER_ID") or environ.get("HTTP_X_USER")
@@ -189,5 +190,6 @@ class ContextMiddleware:
             request_id=environ.get(REQUEST_ID_ENV),
             global_request_id=environ.get(GLOBAL_REQUEST_ID_ENV),
             db=self.db,
+            enforcer=self.enforcer,
         )
         return self.app(environ, start_response)

@@ -277,11 +277,11 @@ def _claim_metrics():
 
 
 def main(argv=None):
-    conf = placement_conf.CONF
+    conf = placement_conf.command_conf()
     conf.register_cli_opts(serve_opts)
     argv = sys.argv[1:] if argv is None else argv
     try:
-        placement_conf.parse_args(argv, description=DESCRIPTION)
+        placement_conf.parse_args(conf, argv, description=DESCRIPTION)
         if conf.workers is None:
             conf.set_default("workers", usable_cpus())
         deploy.setup_logging(conf)

@@ -26,7 +26,7 @@ MORE_TO_DO, FAILED, BAD_MAX_COUNT = 1, 2, 127
 _PARSERS = {}
 
 
-def db_sync(db):
+def db_sync(conf, db):
     before, after = schema.upgrade(db.engine)
     if before == after:
         print("Schema already at head %s." % after)
@@ -35,11 +35,9 @@ def db_sync(db):
     return 0
 
 
-def db_downgrade(db):
+def db_downgrade(conf, db):
     try:
-        before, after = schema.downgrade(
-            db.engine, placement_conf.CONF.category.version
-        )
+        before, after = schema.downgrade(db.engine, conf.category.version)
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 1
@@ -50,14 +48,14 @@ def db_downgrade(db):
     return 0
 
 
-def db_version(db):
+def db_version(conf, db):
     revision = schema.current_revision(db.engine)
     print(revision or "no schema (run placement-manage db sync)")
     return 0
 
 
-def db_stamp(db):
-    schema.stamp(db.engine, placement_conf.CONF.category.version)
+def db_stamp(conf, db):
+    schema.stamp(db.engine, conf.category.version)
     return 0
 
 
@@ -86,10 +84,10 @@ def _print_table(totals):
     print(table)
 
 
-def db_online_data_migrations(db):
+def db_online_data_migrations(conf, db):
     """Without --max-count: batches of 50 until nothing is left to do.
     With it: one batch of at most N rows; exit 1 if it migrated some."""
-    max_count = placement_conf.CONF.category.max_count
+    max_count = conf.category.max_count
     if max_count is not None:
         try:
             max_count = int(max_count)
@@ -116,11 +114,11 @@ def db_online_data_migrations(db):
     return 0
 
 
-def capacity(db):
+def capacity(conf, db):
     """How many more instances of the request fit: the top hosts and the
     total, as a table or (``--json``) the answer of GET
     /allocation_candidates/capacity."""
-    args = placement_conf.CONF.category
+    args = conf.category
     pairs = [("resources", args.resources)]
     pairs += [("required", r) for r in args.required or ()]
     pairs += [("member_of", m) for m in args.member_of or ()]
@@ -238,14 +236,14 @@ DESCRIPTION = (
 
 
 def main(argv=None):
-    conf = placement_conf.CONF
+    conf = placement_conf.command_conf()
     conf.register_cli_opt(command_opt)
     argv = sys.argv[1:] if argv is None else argv
     # Log lines (alembic's steps, connection retries) go to stderr, apart
     # from the command's own output.
     conf.set_default("use_stderr", True)
     try:
-        placement_conf.parse_args(argv, description=DESCRIPTION)
+        placement_conf.parse_args(conf, argv, description=DESCRIPTION)
         if conf.category.name is None:
             conf.print_help()
             return 1
@@ -257,7 +255,7 @@ def main(argv=None):
     except placement_conf.StartupError as e:
         return deploy.fail("placement-manage", e, argv)
     try:
-        return conf.category.func(db)
+        return conf.category.func(conf, db)
     except Exception as e:
         print("%s: %s" % (type(e).__name__, e), file=sys.stderr)
         return 1

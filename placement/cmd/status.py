@@ -23,6 +23,16 @@ class Checks(upgradecheck.UpgradeCommands):
     def __init__(self, conf):
         self.conf = conf
         self._db = None
+        self._upgrade_checks = (
+            ("Missing Root Provider IDs", Checks._check_root_provider_ids),
+            ("Incomplete Consumers", Checks._check_incomplete_consumers),
+            ("Table Character Set utf8mb4", Checks._check_utf8mb4),
+            ("Standard Resource Class IDs", Checks._check_standard_class_ids),
+            (
+                "Policy File JSON to YAML Migration",
+                (common_checks.check_policy_json, {"conf": conf}),
+            ),
+        )
 
     def connect(self):
         """The database the checks read; a StartupError when it cannot be
@@ -81,26 +91,16 @@ class Checks(upgradecheck.UpgradeCommands):
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
-    _upgrade_checks = (
-        ("Missing Root Provider IDs", _check_root_provider_ids),
-        ("Incomplete Consumers", _check_incomplete_consumers),
-        ("Table Character Set utf8mb4", _check_utf8mb4),
-        ("Standard Resource Class IDs", _check_standard_class_ids),
-        (
-            "Policy File JSON to YAML Migration",
-            (common_checks.check_policy_json, {"conf": placement_conf.CONF}),
-        ),
-    )
-
 
 def main(argv=None):
-    conf = placement_conf.CONF
+    conf = placement_conf.command_conf()
     argv = sys.argv[1:] if argv is None else argv
     checks = Checks(conf)
     upgradecheck.register_cli_options(conf, checks)
     conf.set_default("use_stderr", True)
     try:
         placement_conf.parse_args(
+            conf,
             argv,
             description="placement-status upgrade check [--json]: the checks "
             "to run before upgrading placement (exit 0 all passed, 1 a "

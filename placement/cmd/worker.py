@@ -31,8 +31,6 @@ from functools import partial
 
 from gunicorn.workers import gthread
 
-from placement import conf as placement_conf
-
 # How long a client may take to send a request head, and then its body.
 HEAD_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
@@ -66,7 +64,8 @@ class HeadFirstWorker(gthread.ThreadWorker):
             super().notify()
 
     def init_process(self):
-        self.body_limit = placement_conf.CONF.oslo_middleware.max_request_body_size
+        # self.app: placement-api's gunicorn application (cmd/api.Server).
+        self.body_limit = self.app.conf.oslo_middleware.max_request_body_size
         super().init_process()
 
     def accept(self, listener):

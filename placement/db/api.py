@@ -398,11 +398,15 @@ def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
 
 
 class Database:
-    """The engine plus the two kinds of transaction objects use."""
+    """The engine plus the two kinds of transaction objects use, and the
+    configuration of the service it serves: the handlers and objects of an
+    app read their options there, when they use them (an app is built for
+    one ConfigOpts and reads no other)."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, conf: cfg.ConfigOpts) -> None:
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.conf = conf
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.Connection]:

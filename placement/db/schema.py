@@ -77,6 +77,23 @@ def downgrade(engine: sa.Engine, revision: str) -> tuple[str | None, str | None]
     return before, current_revision(engine)
 
 
+def create_at_head(engine: sa.Engine) -> None:
+    """The schema at HEAD made in one go from the table definitions, and
+    recorded as HEAD as ``db sync`` would (the healthcheck reads it),
+    without alembic: fresh databases for tests, here and in projects that
+    test against placement (``placement.tests``). The migrations make the
+    same schema (tests/functional/test_migrations.py)."""
+    tables.metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE alembic_version"
+            " (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"
+        )
+        conn.execute(
+            sa.text("INSERT INTO alembic_version VALUES (:head)"), {"head": HEAD}
+        )
+
+
 def stamp(engine: sa.Engine, revision: str) -> None:
     import alembic.command
 

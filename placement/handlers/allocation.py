@@ -98,10 +98,11 @@ def set_allocations_for_consumer(req, resp, consumer_uuid):
         raise errors.BadRequest("Malformed consumer_uuid: %s" % consumer_uuid)
     consumer_uuid = str(uuidlib.UUID(consumer_uuid))
     version = req.context.version
+    conf = req.context.ctx.db.conf
     data = request.json_body(req, schema.PUT_SCHEMA(version))
     write(
         req,
-        [consumer_body.consumer_write(consumer_uuid, data, version)],
+        [consumer_body.consumer_write(conf, consumer_uuid, data, version)],
         "Unable to allocate inventory for consumer %s: " % consumer_uuid,
     )
     request.no_content(resp)
@@ -112,9 +113,11 @@ def set_allocations_for_consumer(req, resp, consumer_uuid):
 def set_allocations(req, resp):
     req.context.ctx.can("placement:allocations:manage")
     version = req.context.version
+    conf = req.context.ctx.db.conf
     data = request.json_body(req, schema.POST_SCHEMA(version))
     writes = [
-        consumer_body.consumer_write(c, entry, version) for c, entry in data.items()
+        consumer_body.consumer_write(conf, c, entry, version)
+        for c, entry in data.items()
     ]
     write(req, writes, "Unable to allocate inventory ")
     request.no_content(resp)

@@ -2,7 +2,6 @@
 writes them: shared by PUT/POST /allocations and POST /reshaper."""
 
 from placement import versions
-from placement.conf import CONF
 from placement.objects import consumer as consumer_obj
 
 
@@ -14,9 +13,9 @@ def _list_form(allocations):
     }
 
 
-def consumer_write(consumer_uuid, entry, version):
+def consumer_write(conf, consumer_uuid, entry, version):
     """A ConsumerWrite from one consumer's body (PUT body, POST entry,
-    reshaper entry) at ``version``."""
+    reshaper entry) at ``version``; ``conf`` the app's configuration."""
     if version >= versions.DICT_ALLOCATIONS:
         allocations = {
             rp: alloc["resources"] for rp, alloc in entry["allocations"].items()
@@ -27,8 +26,8 @@ def consumer_write(consumer_uuid, entry, version):
     if version >= versions.OWNER_REQUIRED:
         project_id, user_id = entry["project_id"], entry["user_id"]
     else:
-        project_id = CONF.placement.incomplete_consumer_project_id
-        user_id = CONF.placement.incomplete_consumer_user_id
+        project_id = conf.placement.incomplete_consumer_project_id
+        user_id = conf.placement.incomplete_consumer_user_id
     return consumer_obj.ConsumerWrite(
         uuid=consumer_uuid,
         project_id=project_id,

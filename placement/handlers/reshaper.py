@@ -20,12 +20,13 @@ def reshape(req, resp):
         rp: (entry["resource_provider_generation"], entry["inventories"])
         for rp, entry in data["inventories"].items()
     }
+    db = req.context.ctx.db
     writes = [
-        consumer_body.consumer_write(c, entry, version)
+        consumer_body.consumer_write(db.conf, c, entry, version)
         for c, entry in data["allocations"].items()
     ]
     try:
-        reshaper_obj.reshape(req.context.ctx.db, inventories, writes)
+        reshaper_obj.reshape(db, inventories, writes)
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest("malformed reshaper data: " + e.message)
     request.no_content(resp)

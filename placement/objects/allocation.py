@@ -25,7 +25,6 @@ import sqlalchemy as sa
 
 from placement import events
 from placement import exception
-from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
@@ -63,7 +62,7 @@ def replace_allocations(
 ) -> None:
     """Replace the allocations of every consumer in ``writes`` (a list of
     ``consumer.ConsumerWrite``), all or nothing."""
-    retries = Retries()
+    retries = Retries(db)
 
     def attempt(conn):
         prepared = prepare(conn, writes, check_generation)
@@ -89,12 +88,13 @@ class Retries:
     """The retries left to one write (``[placement]
     allocation_conflict_retry_count``), in new transactions or not."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: db_api.Database) -> None:
+        self.allowed = db.conf.placement.allocation_conflict_retry_count
         self.taken = 0
 
     def take(self) -> bool:
         """Whether the write may try again; counts the retry."""
-        if self.taken >= CONF.placement.allocation_conflict_retry_count:
+        if self.taken >= self.allowed:
             return False
         self.taken += 1
         events.conflict_retry()
@@ -110,7 +110,7 @@ def run_write(
     """Run ``attempt(conn)`` in a writer transaction, re-running it in a new
     transaction when it lost a generation race (while ``retries``, shared
     with the attempt, allow)."""
-    retries = retries or Retries()
+    retries = retries or Retries(db)
     while True:
         try:
             return _transaction(db, attempt)

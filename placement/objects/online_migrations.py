@@ -8,7 +8,6 @@ before the batch, rows fixed by it.
 
 import sqlalchemy as sa
 
-from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
@@ -69,8 +68,8 @@ def create_incomplete_consumers(
         found = _count(conn, _consumerless())
         uuids = conn.scalars(_consumerless().limit(batch_size)).all()
         if uuids:
-            project = CONF.placement.incomplete_consumer_project_id
-            user = CONF.placement.incomplete_consumer_user_id
+            project = db.conf.placement.incomplete_consumer_project_id
+            user = db.conf.placement.incomplete_consumer_user_id
             projects, _ = common.ensure_ids(
                 conn, tables.projects, "external_id", [project]
             )

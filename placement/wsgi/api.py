@@ -6,6 +6,9 @@ variable is set, else oslo.config's default files for project placement
 environment variables. Fails hard without [placement_database] connection.
 """
 
+from placement import conf as placement_conf
 from placement import deploy
 
-application = deploy.loadapp()
+# This entry point's configuration (its own, not oslo.config's global).
+CONF = placement_conf.command_conf()
+application = deploy.loadapp(CONF)

@@ -48,7 +48,7 @@ PATHS = ["/allocation_candidates?" + q for q in QUERIES] + ["/resource_providers
 @contextlib.contextmanager
 def _worker(url, conf):
     engine = db_api.create_engine(url, conf)
-    db = db_api.Database(engine)
+    db = db_api.Database(engine, conf)
     try:
         yield deploy.build_app(conf, db=db, sync_schema=False), db
     finally:
@@ -186,7 +186,7 @@ def two_workers(writer_url, reader_url):
     conf = fixtures.configure()
     engine = db_api.create_engine(writer_url, conf)
     tables.metadata.create_all(engine)
-    standard_names.sync_standard_names(db_api.Database(engine))
+    standard_names.sync_standard_names(db_api.Database(engine, conf))
     engine.dispose()
     with (
         _worker(writer_url, conf) as (writer, writer_db),

@@ -391,7 +391,7 @@ def test_placement_manage_capacity():
         engine = db_api.create_engine(url, conf)
         try:
             schema.upgrade(engine)
-            db = db_api.Database(engine)
+            db = db_api.Database(engine, conf)
             standard_names.sync_standard_names(db)
             cloud = Cloud(deploy.build_app(conf, db=db, sync_schema=False))
             _layout(cloud)

@@ -132,7 +132,8 @@ def test_nothing_to_follow_with_the_catalog_off(cloud):
 def test_a_database_away_is_no_error(tmp_path):
     conf = fixtures.configure()
     away = db_api.Database(
-        db_api.create_engine("sqlite:///%s/missing/placement.sqlite" % tmp_path, conf)
+        db_api.create_engine("sqlite:///%s/missing/placement.sqlite" % tmp_path, conf),
+        conf,
     )
     watcher = follower.Follower(away, gate.Gate(lambda e, s: [b""], 1), idle=0)
     assert watcher.step() is None

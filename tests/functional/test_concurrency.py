@@ -53,7 +53,7 @@ def _create_providers(url):
     engine = db_api.create_engine(url)
     try:
         schema.upgrade(engine)
-        db = db_api.Database(engine)
+        db = db_api.Database(engine, fixtures.configure())
         standard_names.sync_standard_names(db)
         uuids = [str(uuid.uuid4()) for _ in range(PROVIDERS)]
         with db.writer() as conn:

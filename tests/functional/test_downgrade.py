@@ -40,7 +40,7 @@ def _write_a_cloud(url):
     the API; the consumer that was deleted leaves no row."""
     conf = fixtures.configure()
     engine = db_api.create_engine(url, conf)
-    db = db_api.Database(engine)
+    db = db_api.Database(engine, conf)
     try:
         deploy.prepare_schema(db, sync=False)
         app = deploy.build_app(conf, db=db, sync_schema=False)

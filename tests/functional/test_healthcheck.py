@@ -33,7 +33,7 @@ def _unreachable_app(tmp_path):
     conf = fixtures.configure()
     # A SQLite file in a directory that does not exist cannot be opened.
     engine = sa.create_engine("sqlite:///%s/missing/placement.sqlite" % tmp_path)
-    return api_app.build_pipeline(conf, db_api.Database(engine))
+    return api_app.build_pipeline(conf, db_api.Database(engine, conf))
 
 
 def test_unreachable_database_is_unhealthy(tmp_path):

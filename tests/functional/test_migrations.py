@@ -7,7 +7,6 @@ import alembic.script
 import pytest
 import sqlalchemy as sa
 
-from placement import conf as placement_conf
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
@@ -28,7 +27,7 @@ CHAIN = [
 def engine(request):
     fixtures.require_backend(request.param)
     with fixtures.database_url(request.param) as url:
-        engine = db_api.create_engine(url, placement_conf.CONF)
+        engine = db_api.create_engine(url, fixtures.configure())
         yield engine
         engine.dispose()
 

@@ -76,6 +76,14 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
         assert "placement/ui/" + name in names
     assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]
+    # Of tests, only what other projects import to run placement in theirs.
+    assert sorted(n for n in names if n.startswith("placement/tests/")) == [
+        "placement/tests/__init__.py",
+        "placement/tests/fixtures.py",
+        "placement/tests/functional/__init__.py",
+        "placement/tests/functional/fixtures/__init__.py",
+        "placement/tests/functional/fixtures/placement.py",
+    ]
 
 
 @pytest.mark.parametrize("backend", fixtures.BACKENDS)
@@ -116,6 +124,47 @@ def test_installed_wheel_syncs_and_serves(installed, backend, tmp_path):
             )
     assert response.status_code == 200, response.text
     assert response.json()["name"] == "VCPU"
+
+
+# Another project's test as nova's are written: the fixture serves placement
+# at its endpoint for requests, on a fresh database, and leaves no thread.
+OTHER_PROJECTS_TEST = """
+import threading
+import requests
+from placement.tests.functional.fixtures import placement
+
+fixture = placement.PlacementFixture()
+fixture.setUp()
+try:
+    response = requests.post(
+        fixture.endpoint + "/resource_providers",
+        json={"name": "cn1"},
+        headers={"x-auth-token": fixture.token,
+                 "openstack-api-version": "placement 1.20"},
+    )
+    print(response.status_code, response.json()["name"])
+    response = requests.get(fixture.endpoint + "/resource_classes/VCPU",
+                            headers={"x-auth-token": fixture.token,
+                                     "openstack-api-version": "placement 1.7"})
+    print(response.status_code)
+finally:
+    fixture.cleanUp()
+print(threading.active_count())
+"""
+
+
+def test_installed_wheel_serves_other_projects_tests(installed, tmp_path):
+    _, bindir = installed
+    result = subprocess.run(
+        [bindir / "python", "-c", OTHER_PROJECTS_TEST],
+        env=helpers.clean_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:3] == ["200 cn1", "200", "1"]
 
 
 # -- declared dependencies ---------------------------------------------------

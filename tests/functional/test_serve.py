@@ -74,9 +74,8 @@ def test_refuses_to_start_without_connection():
 # -- placement.wsgi.api: configuration ---------------------------------------
 
 PROBE = """
-from placement.conf import CONF
 from placement.wsgi import api
-print(CONF.api.auth_strategy, CONF.placement.max_allocation_candidates)
+print(api.CONF.api.auth_strategy, api.CONF.placement.max_allocation_candidates)
 """
 
 

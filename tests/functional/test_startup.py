@@ -386,11 +386,12 @@ STARTUP = """
 import sys
 from placement.cmd import api
 from placement import conf, deploy
-conf.CONF.register_cli_opts(api.serve_opts)
-conf.parse_args([])
-db = deploy.make_database(conf.CONF)
+c = conf.command_conf()
+c.register_cli_opts(api.serve_opts)
+conf.parse_args(c, [])
+db = deploy.make_database(c)
 deploy.prepare_schema(db, sync=True)
-deploy.build_app(conf.CONF, db=db)
+deploy.build_app(c, db=db)
 print(sorted({"alembic", "keystonemiddleware"} & set(sys.modules)))
 """
 

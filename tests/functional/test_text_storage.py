@@ -58,7 +58,7 @@ def _to_utf8(url, *table_names):
 @contextlib.contextmanager
 def _client(url):
     conf = fixtures.configure()
-    db = db_api.Database(db_api.create_engine(url, conf))
+    db = db_api.Database(db_api.create_engine(url, conf), conf)
     try:
         standard_names.sync_standard_names(db)
         app = deploy.build_app(conf, db=db, sync_schema=False)

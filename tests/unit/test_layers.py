@@ -16,7 +16,11 @@ ROOT = pathlib.Path(placement.__file__).parent
 # Highest first. A module belongs to the first layer whose prefix matches
 # its dotted name (a prefix matches the module and everything under it).
 LAYERS = [
-    ("entry", ("placement.cmd", "placement.wsgi", "placement.deploy")),
+    # (placement.tests: what other projects' tests import to run the app.)
+    (
+        "entry",
+        ("placement.cmd", "placement.wsgi", "placement.deploy", "placement.tests"),
+    ),
     # The web application: pipeline, middleware, routes, OpenAPI, metrics
     # exposition.
     ("api", ("placement.api",)),

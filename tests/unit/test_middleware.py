@@ -8,7 +8,9 @@ import pytest
 from keystonemiddleware import auth_token
 from keystonemiddleware.auth_token import _exceptions as ks_exceptions
 
+from placement import conf as placement_conf
 from placement.api import middleware
+from tests import fixtures
 from tests.wsgi_client import call
 from tests.wsgi_client import pipeline
 
@@ -156,7 +158,9 @@ def test_noauth_identity_headers_win_over_the_token(headers, user, project):
         start_response("204 No Content", [])
         return [b""]
 
-    app = middleware.NoAuthMiddleware(middleware.ContextMiddleware(app, db=None))
+    app = middleware.NoAuthMiddleware(
+        middleware.ContextMiddleware(app, db=None, enforcer=None)
+    )
     call(app, "/x", x_auth_token="alice:proj1", **headers)
     assert (seen["ctx"].user_id, seen["ctx"].project_id) == (user, project)
 
@@ -169,7 +173,7 @@ def test_noauth_system_scope_drops_the_project():
 
 
 def test_context_needs_a_user():
-    app = middleware.ContextMiddleware(lambda e, s: [], db=None)
+    app = middleware.ContextMiddleware(lambda e, s: [], db=None, enforcer=None)
     response = call(app, "/resource_providers")
     assert response.status == 401
     assert response.json() == {
@@ -188,7 +192,7 @@ def test_context_carries_identity():
         return [b""]
 
     call(
-        middleware.ContextMiddleware(app, db="db"),
+        middleware.ContextMiddleware(app, db="db", enforcer=None),
         "/x",
         x_user_id="u",
         x_project_id="p",
@@ -233,6 +237,8 @@ def keystone(monkeypatch):
 
     monkeypatch.setattr(auth_token.AuthProtocol, "fetch_token", fetch_token)
     TOKENS["good"] = V3_TOKEN
+    # As parse_args does for keystone: its groups, on the tests' conf.
+    placement_conf.register_keystone_opts(fixtures.configure())
     with pipeline(
         **{
             "api.auth_strategy": "keystone",

@@ -53,9 +53,9 @@ def main():
     parser.add_argument("--scale", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    conf = placement_conf.CONF
-    placement_conf.parse_args([], default_config_files=[])
-    with profile_request.fresh_database(args.db) as (url, db):
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
+    with profile_request.fresh_database(args.db, conf) as (url, db):
         loader = profile_request.Loader(db)
         profile_request.LOADERS[args.shape](loader, args.scale)
         loader.flush()

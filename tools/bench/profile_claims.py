@@ -150,10 +150,10 @@ def main():
     if args.profile and args.threads != 1:
         parser.error("--profile profiles one thread: --threads 1")
 
-    conf = placement_conf.CONF
-    placement_conf.parse_args([], default_config_files=[])
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    with profile_request.fresh_database(args.db) as (url, db):
+    with profile_request.fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         loader = profile_request.Loader(db)
         for i in range(args.providers):

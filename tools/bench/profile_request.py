@@ -475,11 +475,11 @@ def throughput(base, pgid, path, version, total, concurrency):
 
 
 @contextlib.contextmanager
-def fresh_database(backend):
+def fresh_database(backend, conf):
     with fixtures.database_url(backend) as url:
-        engine = db_api.create_engine(url, placement_conf.CONF)
+        engine = db_api.create_engine(url, conf)
         schema.upgrade(engine)
-        db = db_api.Database(engine)
+        db = db_api.Database(engine, conf)
         standard_names.sync_standard_names(db)
         try:
             yield url, db
@@ -521,10 +521,10 @@ def main():
     parser.add_argument("--active", type=int, default=2, help="placement-api --active")
     args = parser.parse_args()
 
-    conf = placement_conf.CONF
-    placement_conf.parse_args([], default_config_files=[])
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    with fresh_database(args.db) as (url, db):
+    with fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         loader = Loader(db)
         start = time.perf_counter()

@@ -206,10 +206,10 @@ def main():
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    conf = placement_conf.CONF
-    placement_conf.parse_args([], default_config_files=[])
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    with fresh_database(args.db) as (url, db):
+    with fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         app = deploy.build_app(conf, db=db, sync_schema=False)
         api.tune_gc()  # as placement-api does in every worker

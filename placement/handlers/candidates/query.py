@@ -11,7 +11,6 @@ from oslo_utils import uuidutils
 from placement import error_codes
 from placement import exception
 from placement import versions
-from placement.conf import CONF
 from placement.handlers import query_params
 from placement.objects import allocation_candidates as engine
 from placement.objects.allocation_candidates import request as ac_request
@@ -22,8 +21,8 @@ from placement.web import request
 
 def run(req, search):
     """Policy, parse and check the query, then ``search(db, request,
-    options)`` with this service's engine options; the contract's 400s
-    for unknown names."""
+    options)`` with the engine options of the database's configuration;
+    the contract's 400s for unknown names."""
     ctx = req.context.ctx
     ctx.can("placement:allocation_candidates:list")
     return run_query(ctx.db, request.query_pairs(req), req.context.version, search)
@@ -35,16 +34,17 @@ def run_query(db, pairs, version, search):
     request.validate_query(pairs, schema.QUERY(version), every=schema.FIRST_WINS)
     parsed = parse_query(pairs, version)
     check_structure(parsed, version)
+    options = db.conf.placement
     try:
         return search(
             db,
             parsed,
             engine.Options(
                 nested_aware=version >= versions.NESTED_CANDIDATES,
-                strategy=CONF.placement.allocation_candidates_generation_strategy,
-                max_candidates=CONF.placement.max_allocation_candidates,
-                randomize=CONF.placement.randomize_allocation_candidates,
-                max_answer=CONF.placement.max_answer_candidates,
+                strategy=options.allocation_candidates_generation_strategy,
+                max_candidates=options.max_allocation_candidates,
+                randomize=options.randomize_allocation_candidates,
+                max_answer=options.max_answer_candidates,
             ),
         )
     except exception.ResourceClassNotFound as e:

@@ -13,7 +13,6 @@ import time
 import sqlalchemy as sa
 
 from placement import events
-from placement.conf import CONF
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
@@ -317,7 +316,7 @@ def current(
     being read by another request, or newer than this transaction).
     ``stamp``: the one the caller has just read in this transaction (it
     is read here otherwise)."""
-    if not CONF.placement.provider_catalog:
+    if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).current(db, conn, stamp)
 
@@ -327,7 +326,7 @@ def warm(db: db_api.Database) -> int | None:
     it is on): a process calls this before it takes requests, so that no
     user's request waits for the first read. The number of providers it
     holds, or None when the catalog is off."""
-    if not CONF.placement.provider_catalog:
+    if not db.conf.placement.provider_catalog:
         return None
     cache = _cache(db)
     cache.warm(db)
@@ -348,7 +347,7 @@ def verify_if_due(db: db_api.Database, ahead: float = 0.0) -> str | None:
     if it is on, read, and the last comparison is due within ``ahead``
     seconds: what the follower calls, busy or idle, so that requests
     rarely find one due. What it found, or None when nothing was done."""
-    if not CONF.placement.provider_catalog:
+    if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
     if cache is None or not cache.due(ahead):
@@ -361,6 +360,6 @@ def catch_up(db: db_api.Database) -> str | None:
     request is at it: what an idle worker's follower calls, so that the
     next request finds it current (``cmd/follower.py``). "deltas", "full"
     or "none" (it was current); None when the catalog is off or busy."""
-    if not CONF.placement.provider_catalog:
+    if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).catch_up(db)
