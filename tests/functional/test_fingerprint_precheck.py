@@ -273,7 +273,7 @@ def test_no_look_where_the_url_names_no_file(tmp_path):
         engine = sa.create_engine(url)
         with engine.begin() as conn:
             conn.exec_driver_sql("CREATE TABLE t (id INTEGER)")
-        assert precheck.look(db_api.Database(engine)) is None
+        assert precheck.look(db_api.Database(engine, fixtures.configure())) is None
         engine.dispose()
     assert (tmp_path / "placement.sqlite").exists()
 
@@ -284,7 +284,7 @@ def test_no_look_on_a_galera_node():
     Galera node the fingerprint runs every time."""
     fixtures.require_backend("galera")
     with fixtures.database_url("galera") as url:
-        db = db_api.Database(sa.create_engine(url))
+        db = db_api.Database(sa.create_engine(url), fixtures.configure())
         try:
             tables.metadata.create_all(db.engine)
             assert precheck.look(db) is None
@@ -305,7 +305,7 @@ def test_no_look_without_the_process_privilege():
             conn.execute(sa.text("GRANT ALL ON %s.* TO '%s'@'%%'" % (name, user)))
         limited = sa.create_engine(db.engine.url.set(username=user, password=None))
         try:
-            assert precheck.look(db_api.Database(limited)) is None
+            assert precheck.look(db_api.Database(limited, fixtures.configure())) is None
             assert precheck.look(db) is not None
         finally:
             limited.dispose()
