@@ -65,7 +65,7 @@ def replace_allocations(
     retries = Retries(db)
 
     def attempt(conn):
-        prepared = prepare(conn, writes, check_generation)
+        prepared = prepare(conn, writes, check_generation, with_state=True)
         return write_in(conn, prepared, retries).learned
 
     try:
@@ -136,6 +136,12 @@ class _Prepared:
     consumers: dict  # {uuid: consumer row} of existing consumers
     providers: dict  # {uuid: id} of every provider named
     held: dict  # {uuid: {provider ids}} of their allocations
+    # (generations, capacity) of the named providers as ``_read_state``
+    # gives them, read in the same statement as the consumers; None when
+    # not read (the reshaper writes inventories before it checks)
+    state: tuple | None = None
+    class_ids: dict | None = None  # {name: id} of the classes named, if
+    # looked up with the state
 
 
 class Written(typing.NamedTuple):
@@ -147,13 +153,25 @@ def prepare(
     conn: sa.Connection,
     writes: list[consumer_obj.ConsumerWrite],
     check_generation: bool,
+    with_state: bool = False,
 ) -> "_Prepared":
     """The checks that come before any change: consumer generations (from
-    1.28) in body order, then that every named provider exists (400)."""
+    1.28) in body order, then that every named provider exists (400).
+    ``with_state``: the statement that reads the consumers also reads the
+    named providers' generations, inventories and usage, which
+    ``write_in`` then checks and swaps without reading them again (one
+    round trip less per claim; only for a write that changes nothing
+    before ``write_in``)."""
     named = [rp for w in writes for rp in w.allocations]
-    consumers, held, providers = consumer_obj.existing(
-        conn, [w.uuid for w in writes], named
-    )
+    uuids = [w.uuid for w in writes]
+    class_ids = _known_class_ids(conn, writes) if with_state else None
+    state = None
+    if class_ids is None:
+        consumers, held, providers = consumer_obj.existing(conn, uuids, named)
+    else:
+        consumers, held, providers, state = _existing_with_state(
+            conn, uuids, named, class_ids.values()
+        )
     if check_generation:
         consumer_obj.check_generations(writes, consumers)
     for rp_uuid in named:
@@ -161,7 +179,27 @@ def prepare(
             raise exception.BadRequest(
                 "Allocation for resource provider '%s' that does not exist." % rp_uuid
             )
-    return _Prepared(writes, consumers, providers, held)
+    return _Prepared(writes, consumers, providers, held, state, class_ids)
+
+
+def _class_ids(
+    conn: sa.Connection, writes: list[consumer_obj.ConsumerWrite]
+) -> dict[str, int]:
+    """{name: id} of the classes the writes name, in body order;
+    ResourceClassNotFound for the first unknown one."""
+    names = [rc for w in writes for res in w.allocations.values() for rc in res]
+    return common.resource_class_ids(conn, dict.fromkeys(names), cached=True)
+
+
+def _known_class_ids(
+    conn: sa.Connection, writes: list[consumer_obj.ConsumerWrite]
+) -> dict[str, int] | None:
+    """``_class_ids``, or None when one is unknown (``write_in`` reports
+    it, after the checks that come first)."""
+    try:
+        return _class_ids(conn, writes)
+    except exception.ResourceClassNotFound:
+        return None
 
 
 _DELETE = ALLOC.delete().where(
@@ -181,8 +219,7 @@ def write_in(
     UPDATE waited for. Only PUT and POST /allocations may: the reshaper
     wrote before."""
     writes = prepared.writes
-    class_names = [rc for w in writes for res in w.allocations.values() for rc in res]
-    rc_ids = common.resource_class_ids(conn, dict.fromkeys(class_names), cached=True)
+    rc_ids = prepared.class_ids or _class_ids(conn, writes)
     new_rows = [
         {
             "consumer_id": w.uuid,
@@ -201,8 +238,15 @@ def write_in(
     touched = {r["resource_provider_id"] for r in new_rows}
     for uuid in emptied:
         touched.update(prepared.held.get(uuid, ()))
+    state = prepared.state
     while touched:
-        generations, capacity = _read_state(conn, touched, set(rc_ids.values()), uuids)
+        if state is not None and touched <= state[0].keys():
+            generations, capacity = state  # read with the consumers
+        else:
+            generations, capacity = _read_state(
+                conn, touched, set(rc_ids.values()), uuids
+            )
+        state = None
         _check_capacity(
             new_rows,
             capacity,
@@ -233,9 +277,26 @@ class _Capacity:
     used_by_writers: int  # of which by the consumers being rewritten
 
 
-def _state_query():
+def _state_query(by_uuid=False):
+    """The statement of ``_read_state``, of the providers whose ids are
+    bound as ``providers``, or (``by_uuid``) whose uuids are bound as
+    ``named``, the state row then starting with the kind 2 and the
+    provider's uuid, and padded to the consumer rows' columns, for
+    ``_EXISTING_WITH_STATE``."""
     classes = sa.bindparam("classes", expanding=True)
     consumers = sa.bindparam("consumers", expanding=True)
+    if by_uuid:
+        named = sa.bindparam("named", expanding=True)
+        of_providers = RP.c.uuid.in_(named)
+        named_ids = sa.select(RP.c.id).where(of_providers).scalar_subquery()
+        allocated = ALLOC.c.resource_provider_id.in_(named_ids)
+        leading = [sa.literal_column("2", sa.Integer).label("kind"), RP.c.id, RP.c.uuid]
+        padding = [sa.cast(sa.null(), sa.Integer)] * 3
+    else:
+        providers = sa.bindparam("providers", expanding=True)
+        of_providers = RP.c.id.in_(providers)
+        allocated = ALLOC.c.resource_provider_id.in_(providers)
+        leading, padding = [RP.c.id], []
     usage = (
         sa.select(
             ALLOC.c.resource_provider_id,
@@ -245,17 +306,15 @@ def _state_query():
                 sa.case((ALLOC.c.consumer_id.in_(consumers), ALLOC.c.used), else_=0)
             ).label("used_by_writers"),
         )
-        .where(
-            ALLOC.c.resource_provider_id.in_(sa.bindparam("providers", expanding=True)),
-            ALLOC.c.resource_class_id.in_(classes),
-        )
+        .where(allocated, ALLOC.c.resource_class_id.in_(classes))
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery()
     )
     return (
         sa.select(
-            RP.c.id,
+            *leading,
             RP.c.generation,
+            *padding,
             INV.c.resource_class_id,
             INV.c.total,
             INV.c.reserved,
@@ -281,12 +340,55 @@ def _state_query():
                 ),
             )
         )
-        .where(RP.c.id.in_(sa.bindparam("providers", expanding=True)))
+        .where(of_providers)
     )
 
 
 # Built once: building it per write would compute its cache key each time.
 _STATE = _state_query()
+
+
+def _existing_with_state_query():
+    """``consumer.existing``'s consumers and the providers they hold, and
+    the state of the named providers, in one statement: rows of kind 0
+    (consumer), 1 (a provider it holds allocations on) and 2 (state: the
+    consumer's columns, then ``_STATE``'s)."""
+    state = _state_query(by_uuid=True)
+    nulls = [
+        sa.cast(sa.null(), c.type).label(c.name)
+        for c in list(state.selected_columns)[7:]
+    ]
+    return sa.union_all(*consumer_obj.existing_selects(*nulls), state)
+
+
+_EXISTING_WITH_STATE = _existing_with_state_query()
+
+
+def _existing_with_state(conn, uuids, named, class_ids):
+    """``consumer.existing`` of ``uuids`` and ``named`` (provider uuids),
+    and ``_read_state`` of the named providers: one statement."""
+    found, held, providers = {}, {}, {}
+    generations, capacity = {}, {}
+    consumers = list(set(uuids))
+    rows = conn.execute(
+        _EXISTING_WITH_STATE,
+        {
+            "uuids": consumers,
+            "consumers": consumers,
+            "named": list(set(named)),
+            "classes": list(set(class_ids)),
+        },
+    ).mappings()
+    for row in rows:
+        kind = row["kind"]
+        if kind == 0:
+            found[row["uuid"]] = row
+        elif kind == 1:
+            held.setdefault(row["uuid"], set()).add(row["id"])
+        else:
+            providers[row["uuid"]] = row["id"]
+            _add_state(row, generations, capacity)
+    return found, held, providers, (generations, capacity)
 
 
 def _read_state(conn, provider_ids, class_ids, consumer_uuids):
@@ -303,12 +405,17 @@ def _read_state(conn, provider_ids, class_ids, consumer_uuids):
         },
     ).mappings()
     for row in rows:
-        generations[row["id"]] = row["generation"]
-        if row["resource_class_id"] is not None:
-            capacity[row["id"], row["resource_class_id"]] = _Capacity(
-                row, int(row["used"] or 0), int(row["used_by_writers"] or 0)
-            )
+        _add_state(row, generations, capacity)
     return generations, capacity
+
+
+def _add_state(row, generations, capacity):
+    """One row of ``_STATE`` into ``_read_state``'s answer."""
+    generations[row["id"]] = row["generation"]
+    if row["resource_class_id"] is not None:
+        capacity[row["id"], row["resource_class_id"]] = _Capacity(
+            row, int(row["used"] or 0), int(row["used_by_writers"] or 0)
+        )
 
 
 def _check_capacity(new_rows, capacity, rc_names, rp_uuids):

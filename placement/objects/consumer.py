@@ -51,26 +51,39 @@ class Existing(NamedTuple):
     providers: dict[str, int]  # {uuid: id} of the named providers that exist
 
 
+def existing_selects(*padding: Any) -> tuple[sa.Select, sa.Select]:
+    """The rows of ``existing`` about consumers: kind 0 (the consumer row)
+    and kind 1 (a provider it holds allocations on), of the consumers
+    bound as ``uuids``, each row followed by ``padding`` (a statement that
+    adds rows of its own kinds to them)."""
+    uuids: sa.BindParameter[Any] = sa.bindparam("uuids", expanding=True)
+    return (
+        sa.select(
+            sa.literal_column("0", sa.Integer).label("kind"),
+            CONSUMERS.c.id,
+            CONSUMERS.c.uuid,
+            CONSUMERS.c.generation,
+            CONSUMERS.c.project_id,
+            CONSUMERS.c.user_id,
+            CONSUMERS.c.consumer_type_id,
+            *padding,
+        ).where(CONSUMERS.c.uuid.in_(uuids)),
+        sa.select(
+            sa.literal_column("1", sa.Integer),
+            ALLOC.c.resource_provider_id,
+            ALLOC.c.consumer_id,
+            *[sa.cast(sa.null(), sa.Integer)] * 4,
+            *padding,
+        )
+        .where(ALLOC.c.consumer_id.in_(uuids))
+        .distinct(),
+    )
+
+
 # The statement of ``existing``, built once: its cache key is computed
 # once too, which building it per call would repeat on every write.
 _EXISTING = sa.union_all(
-    sa.select(
-        sa.literal_column("0", sa.Integer).label("kind"),
-        CONSUMERS.c.id,
-        CONSUMERS.c.uuid,
-        CONSUMERS.c.generation,
-        CONSUMERS.c.project_id,
-        CONSUMERS.c.user_id,
-        CONSUMERS.c.consumer_type_id,
-    ).where(CONSUMERS.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
-    sa.select(
-        sa.literal_column("1", sa.Integer),
-        ALLOC.c.resource_provider_id,
-        ALLOC.c.consumer_id,
-        *[sa.cast(sa.null(), sa.Integer)] * 4,
-    )
-    .where(ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
-    .distinct(),
+    *existing_selects(),
     sa.select(
         sa.literal_column("2", sa.Integer),
         RP.c.id,

@@ -62,19 +62,29 @@ def _stale_reads(monkeypatch, stale_attempts, stale=None):
     (of the providers in ``stale``, default all); returns the list of
     generations each attempt saw."""
     real = alloc_obj._read_state
+    real_first = alloc_obj._existing_with_state
     seen = []
 
-    def read_state(conn, *args):
-        generations, capacity = real(conn, *args)
+    def seen_stale(generations):
         seen.append(dict(generations))
         if len(seen) <= stale_attempts:
-            generations = {
+            return {
                 rp: g - 1 if stale is None or rp in stale else g
                 for rp, g in generations.items()
             }
-        return generations, capacity
+        return generations
+
+    def read_state(conn, *args):
+        generations, capacity = real(conn, *args)
+        return seen_stale(generations), capacity
+
+    # A transaction's first read is the one that also reads the consumers.
+    def existing_with_state(conn, *args):
+        *existing, (generations, capacity) = real_first(conn, *args)
+        return (*existing, (seen_stale(generations), capacity))
 
     monkeypatch.setattr(alloc_obj, "_read_state", read_state)
+    monkeypatch.setattr(alloc_obj, "_existing_with_state", existing_with_state)
     return seen
 
 
@@ -150,15 +160,16 @@ def test_consumer_created_concurrently(db, provider, monkeypatch):
     collides, the retry sees it and reports the generation conflict."""
     first = _claim(provider)
     alloc_obj.replace_allocations(db, [first], check_generation=True)
-    real = consumer_obj.existing
+    real = alloc_obj._existing_with_state
     calls = []
 
-    def existing(conn, uuids, providers):
+    # The write's first read (consumers, and the providers' state).
+    def existing(conn, uuids, *args):
         calls.append(uuids)
-        found = real(conn, uuids, providers)
-        return found._replace(consumers={}, held={}) if len(calls) == 1 else found
+        consumers, held, *rest = real(conn, uuids, *args)
+        return ({}, {}, *rest) if len(calls) == 1 else (consumers, held, *rest)
 
-    monkeypatch.setattr(consumer_obj, "existing", existing)
+    monkeypatch.setattr(alloc_obj, "_existing_with_state", existing)
     with pytest.raises(exception.ConcurrentUpdate) as raised:
         alloc_obj.replace_allocations(
             db, [_claim(provider, first.uuid)], check_generation=True

@@ -177,9 +177,10 @@ def _fresh_mysql_schema(url):
     from placement.db import api as db_api
     from placement.db import schema
 
-    engine = db_api.create_engine(url, fixtures.configure())
+    conf = fixtures.configure()
+    engine = db_api.create_engine(url, conf)
     schema.upgrade(engine)
-    return db_api.Database(engine)
+    return db_api.Database(engine, conf)
 
 
 def _class_ids(db):

@@ -1,10 +1,11 @@
 """A limited search reads trees in pages of root ids: its answer must be
 the first ``limit`` candidates of the unlimited search, in both generation
 strategies, across page boundaries, with trees that offer nothing, and
-unpaged when sharing providers exist."""
+unpaged when sharing providers exist; and it reads only what it needs."""
 
 import pytest
 
+from placement.objects import common
 from placement.objects.allocation_candidates import answering as engine
 from tests import fixtures
 from tests.unit.test_allocation_candidates_engine import Layout  # noqa: F401
@@ -133,3 +134,107 @@ def test_without_the_catalog_nothing_is_learned(packed, monkeypatch):
         run(packed, groups, limit=1)
         run(packed, groups, limit=1)
     assert pages == [3, 6, 3, 6]
+
+
+@pytest.fixture
+def sparse(db, monkeypatch):  # noqa: F811
+    """Twelve hosts with a NUMA child each; two far apart in aggregate AGG,
+    whose child has the trait CUSTOM_GOLD, and three in aggregate WIDE."""
+    monkeypatch.setattr(engine, "FIRST_PAGE", 2)
+    lay = Layout(db)
+    for i in range(12):
+        aggs = (["AGG"] if i in (3, 10) else []) + (["WIDE"] if i % 4 == 1 else [])
+        lay.add("CN%d" % i, inventory={"DISK_GB": 100}, aggs=aggs)
+        lay.add(
+            "NUMA%d" % i,
+            "CN%d" % i,
+            {"VCPU": 4},
+            traits=["CUSTOM_GOLD"] if i in (3, 10) else [],
+        )
+    return lay
+
+
+SPARSE_SHAPES = {
+    "member_of": lambda lay: [group("", {"DISK_GB": 10}, member_of=[lay.agg("AGG")])],
+    "member_of on a suffixed group": lambda lay: [
+        group("", {"VCPU": 1}),
+        group("_D", {"DISK_GB": 10}, member_of=[lay.agg("AGG")]),
+    ],
+    "member_of any of two": lambda lay: [
+        group(
+            "", {"VCPU": 1}, member_of=["in:%s,%s" % (lay.agg("AGG"), lay.agg("WIDE"))]
+        )
+    ],
+    "a child's trait": lambda lay: [
+        group("", {"DISK_GB": 10, "VCPU": 1}, required=["CUSTOM_GOLD"])
+    ],
+    "in_tree": lambda lay: [group("", {"VCPU": 1}, in_tree=lay.uuids["CN7"])],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SPARSE_SHAPES))
+@pytest.mark.parametrize("strategy", ["depth-first", "breadth-first"])
+def test_a_narrow_search_reads_only_the_trees_it_names(
+    sparse, monkeypatch, shape, strategy
+):
+    """member_of, a required trait or in_tree held by few trees: the
+    limited search reads only those trees, in one page, and answers the
+    first candidates of the unlimited answer."""
+    groups = SPARSE_SHAPES[shape](sparse)
+    options = engine.Options(strategy=strategy)
+    full = run(sparse, groups, options=options)
+    expected = {"in_tree": 1, "member_of any of two": 5}.get(shape, 2)
+    assert len(full["allocation_requests"]) == expected
+    pages = _pages_read(monkeypatch)
+    limited = run(sparse, groups, options=options, limit=10)
+    assert pages == [expected]
+    assert limited == full
+    del pages[:]
+    one = run(sparse, groups, options=options, limit=1)
+    assert pages == [expected]
+    assert one["allocation_requests"] == full["allocation_requests"][:1]
+
+
+def test_a_filter_most_trees_pass_pages_through_all(sparse, monkeypatch):
+    """An aggregate of 3 trees in 12 (more than half would be 7) narrows;
+    a forbidden trait never does: pages of every tree."""
+    pages = _pages_read(monkeypatch)
+    wide = [group("", {"DISK_GB": 10}, member_of=[sparse.agg("WIDE")])]
+    assert len(run(sparse, wide, limit=5)["allocation_requests"]) == 3
+    assert pages == [3]
+    del pages[:]
+    forbidden = [group("", {"VCPU": 1}, required=["!CUSTOM_GOLD"])]
+    assert len(run(sparse, forbidden, limit=20)["allocation_requests"]) == 10
+    assert pages == [12]
+
+
+def test_usage_of_several_classes_comes_one_row_per_provider(db):  # noqa: F811
+    """The whole cloud's usage of a request's classes (unlimited requests,
+    capacity) is read side by side, one row per provider, and is the
+    usage of each (provider, class) pair."""
+    lay = Layout(db)
+    lay.add(
+        "A",
+        inventory={"VCPU": 8, "MEMORY_MB": 4096, "DISK_GB": 100},
+        used={"VCPU": 3, "MEMORY_MB": 1024, "DISK_GB": 10},
+    )
+    lay.add("B", inventory={"VCPU": 8, "DISK_GB": 100}, used={"VCPU": 2})
+    lay.add("C", inventory={"MEMORY_MB": 512}, used={"MEMORY_MB": 512})
+    lay.add("D", inventory={"VCPU": 8})
+    with db.reader() as conn:
+        ids = common.resource_class_ids(conn, ["VCPU", "MEMORY_MB", "DISK_GB"])
+        used = engine.providers.usage(conn, classes=ids.values())
+        rows = conn.execute(
+            engine.providers._usage_of_classes(tuple(sorted(ids.values())), None)
+        ).all()
+    name_of = {i: n for n, i in lay.ids.items()}
+    class_of = {i: n for n, i in ids.items()}
+    by_name = {(name_of[rp], class_of[rc]): n for (rp, rc), n in used.items()}
+    assert by_name == {
+        ("A", "VCPU"): 3,
+        ("A", "MEMORY_MB"): 1024,
+        ("A", "DISK_GB"): 10,
+        ("B", "VCPU"): 2,
+        ("C", "MEMORY_MB"): 512,
+    }
+    assert len(rows) == 3  # A, B and C: one row each

@@ -477,14 +477,22 @@ def throughput(base, pgid, path, version, total, concurrency):
 @contextlib.contextmanager
 def fresh_database(backend, conf):
     with fixtures.database_url(backend) as url:
-        engine = db_api.create_engine(url, conf)
-        schema.upgrade(engine)
-        db = db_api.Database(engine, conf)
-        standard_names.sync_standard_names(db)
-        try:
+        with at_head(url, conf) as db:
             yield url, db
-        finally:
-            engine.dispose()
+
+
+@contextlib.contextmanager
+def at_head(url, conf):
+    """The Database of the empty database ``url`` (for ``conf``), its
+    schema upgraded to head and the standard names in it."""
+    engine = db_api.create_engine(url, conf)
+    schema.upgrade(engine)
+    db = db_api.Database(engine, conf)
+    standard_names.sync_standard_names(db)
+    try:
+        yield db
+    finally:
+        engine.dispose()
 
 
 def main():

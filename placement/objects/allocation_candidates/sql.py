@@ -236,15 +236,24 @@ class SqlIndex:
         return {rp: frozenset(aggregates) for rp, aggregates in into.items()}
 
     def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
-        into: dict[int, set[int]] = {a: set() for a in aggregate_ids}
-        for ids in stage.chunks(aggregate_ids):
-            for aggregate, root in self.conn.execute(
-                sa.select(RPA.c.aggregate_id, RP.c.root_provider_id)
+        return self._roots(RPA, RPA.c.aggregate_id, aggregate_ids)
+
+    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, set[int]]:
+        return self._roots(RPT, RPT.c.trait_id, trait_ids)
+
+    def _roots(
+        self, table: sa.Table, column: sa.Column, values: Collection[int]
+    ) -> dict[int, set[int]]:
+        """{value: root ids of the providers with it in ``table``}."""
+        into: dict[int, set[int]] = {v: set() for v in values}
+        for ids in stage.chunks(values):
+            for value, root in self.conn.execute(
+                sa.select(column, RP.c.root_provider_id)
                 .distinct()
-                .join(RP, RP.c.id == RPA.c.resource_provider_id)
-                .where(RPA.c.aggregate_id.in_(ids))
+                .join(RP, RP.c.id == table.c.resource_provider_id)
+                .where(column.in_(ids))
             ):
-                into[aggregate].add(root)
+                into[value].add(root)
         return into
 
     def kept_answers(self, shape: Hashable) -> None:

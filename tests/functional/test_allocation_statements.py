@@ -1,0 +1,86 @@
+"""The round trips of an allocation write, on SQLite, MySQL and
+PostgreSQL: a claim (PUT /allocations of a new consumer, as nova's
+scheduler makes one per instance) reads the consumers and the providers'
+generations, inventories and usage in one statement, then swaps the
+generations and writes; a write that empties a consumer reads the state of
+the providers it held as well, and moves their generations."""
+
+import dataclasses
+
+import pytest
+
+from placement.objects import allocation as alloc_obj
+from placement.objects import usage as usage_obj
+from tests.functional.test_allocation_retry import _claim
+from tests.functional.test_allocation_retry import _new_provider
+from tests.functional.test_allocation_retry import db  # noqa: F401
+from tests.functional.test_resource_provider_objects import _queries
+from tests.functional.test_resource_provider_objects import statements
+
+
+def _write(rp_uuid, consumer_uuid=None, amount=2, generation=None):
+    return dataclasses.replace(
+        _claim(rp_uuid, consumer_uuid, generation),
+        allocations={rp_uuid: {"VCPU": amount}} if amount else {},
+    )
+
+
+def _heads(seen):
+    """The first word of each statement (SELECT, INSERT, ...)."""
+    return [head.split(None, 1)[0] for head in _queries(seen)]
+
+
+def _generation(database, rp_uuid):
+    with database.reader() as conn:
+        return alloc_obj.common.get_provider(conn, rp_uuid)["generation"]
+
+
+def test_a_claim_reads_once_before_it_swaps(db):  # noqa: F811
+    rp = _new_provider(db)
+    # The first claim learns the project's and user's ids.
+    alloc_obj.replace_allocations(db, [_write(rp)], check_generation=True)
+    claim = _write(rp, amount=3)
+    before = _generation(db, rp)
+    with statements(db) as seen:
+        alloc_obj.replace_allocations(db, [claim], check_generation=True)
+    assert _heads(seen) == ["SELECT", "UPDATE", "INSERT", "INSERT"]
+    assert _generation(db, rp) == before + 1
+    found = alloc_obj.for_consumer(db, claim.uuid)
+    assert found.allocations[rp]["resources"] == {"VCPU": 3}
+    assert found.generation == 1
+
+
+def test_a_claim_over_capacity_is_refused_from_the_first_read(db):  # noqa: F811
+    rp = _new_provider(db)  # 8 VCPU
+    first = _write(rp, amount=6)
+    alloc_obj.replace_allocations(db, [first], check_generation=True)
+    with pytest.raises(alloc_obj.exception.Conflict, match="exceed the capacity"):
+        alloc_obj.replace_allocations(db, [_write(rp, amount=3)], check_generation=True)
+    # The consumer's own allocations do not count against it: 6 -> 8 fits.
+    grown = _write(rp, first.uuid, amount=8, generation=1)
+    alloc_obj.replace_allocations(db, [grown], check_generation=True)
+    assert usage_obj.provider_usages(db, rp)[1] == {"VCPU": 8}
+
+
+def test_emptying_a_consumer_reads_and_moves_the_providers_it_held(db):  # noqa: F811
+    held, other = _new_provider(db), _new_provider(db)
+    leaving = _write(held, amount=4)
+    alloc_obj.replace_allocations(db, [leaving], check_generation=True)
+    before = _generation(db, held), _generation(db, other)
+    with statements(db) as seen:
+        alloc_obj.replace_allocations(
+            db,
+            [
+                _write(held, leaving.uuid, amount=0, generation=1),
+                _write(other, amount=8),
+            ],
+            check_generation=True,
+        )
+    # The first read names ``other`` only: the state of ``held`` is read
+    # again with it before the swap.
+    assert _heads(seen)[:3] == ["SELECT", "SELECT", "UPDATE"]
+    assert (_generation(db, held), _generation(db, other)) == (
+        before[0] + 1,
+        before[1] + 1,
+    )
+    assert alloc_obj.for_consumer(db, leaving.uuid).allocations == {}

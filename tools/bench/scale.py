@@ -1,0 +1,536 @@
+"""A 100,000-host cloud on one machine: load it in bulk, serve it, measure.
+
+1. Loads a fresh MariaDB database with bulk INSERTs (profile_request.py's
+   Loader; not through the API): ``--hosts`` compute hosts with VCPU,
+   MEMORY_MB and DISK_GB, one in three with the trait ``CUSTOM_SCALE_GOLD``,
+   every host in one of ``--aggregates`` aggregates (host i in aggregate
+   i mod 200: 500 hosts each at 100,000, spread over the whole cloud), and
+   half the hosts carrying 1-8 instances of three flavors (their
+   consumers, projects, users and allocations).
+2. Starts ``placement-api`` (``--workers`` x ``--threads``) on it and
+   measures over HTTP, from this process:
+   - **ready**: seconds from starting the server to the first answered
+     ``GET /allocation_candidates``;
+   - **latency** of nova's ``limit=1000`` request on four shapes (flat, a
+     required trait, a forbidden trait, member_of one aggregate): p50/p99
+     from one client, then from ``--clients`` clients at once, each
+     sending every shape in turn;
+   - **memory**: every server process's RSS and peak RSS (/proc) at the
+     end;
+   - **capacity** of one flavor (``GET /allocation_candidates/capacity``);
+   - **console**: the operator console's cloud view, first page, as the
+     console makes its API calls (the whole provider list, then per root
+     of the first 50 by name its inventories and usages, traits and
+     aggregates, 8 calls at a time); the browser's own drawing is not in
+     the figure (tools/bench/console_load.py times that in Chromium);
+   - **answers**: every candidate of the last answer of each shape is
+     checked against the database: each provider has the class, its free
+     capacity (``(total - reserved) * allocation_ratio - used``) holds the
+     amount, the summary's capacity and usage are the database's, and the
+     trait or aggregate filter holds.
+3. Prints the figures against the issue's targets and writes them as JSON
+   (``--out``); the database is dropped at the end unless ``--keep``.
+
+    .venv/bin/python tools/bench/scale.py --hosts 10000
+    .venv/bin/python tools/bench/scale.py --hosts 100000 \\
+        --out tools/bench/results/scale-100000-<commit>.json
+
+``--url`` skips the load and serves an existing database (one a run with
+``--keep`` left; its URL is printed).
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import contextlib
+import json
+import os
+import random
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+
+import pymysql
+import requests
+import sqlalchemy as sa
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+
+import cloud_day  # noqa: E402  (percentile)
+import procfs  # noqa: E402
+import profile_request  # noqa: E402  (Loader, fresh databases)
+
+from placement import conf as placement_conf  # noqa: E402
+from placement.db import tables  # noqa: E402
+
+TRAIT = "CUSTOM_SCALE_GOLD"
+HOST = {
+    "VCPU": {"total": 64, "allocation_ratio": 4.0, "max_unit": 64},
+    "MEMORY_MB": {"total": 262144, "reserved": 4096},
+    "DISK_GB": {"total": 2000, "reserved": 10},
+}
+FLAVORS = (
+    {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 40},
+    {"VCPU": 8, "MEMORY_MB": 16384, "DISK_GB": 80},
+    {"VCPU": 16, "MEMORY_MB": 65536, "DISK_GB": 200},
+)
+FLAVOR = "resources=VCPU:4,MEMORY_MB:8192,DISK_GB:80"
+LIMIT = 1000
+TARGETS = {
+    "ready_s": 30,
+    "p99_one_client_ms": 100,
+    "p99_clients_ms": 250,
+    "worker_rss_mb": 1024,
+    "capacity_s": 2,
+    "console_s": 2,
+}
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
+CONSOLE_PAGE = 50  # roots per page of the console's cloud view
+CONSOLE_AT_ONCE = 8  # API calls the console makes at a time
+
+
+def shapes(aggregate_uuid):
+    """The four shapes of nova's limited request, by name."""
+    base = "/allocation_candidates?%s&limit=%d" % (FLAVOR, LIMIT)
+    return {
+        "flat": base,
+        "trait": base + "&required=" + TRAIT,
+        "forbidden": base + "&required=!" + TRAIT,
+        "member_of": base + "&member_of=" + aggregate_uuid,
+    }
+
+
+def aggregate_uuid(i):
+    return str(uuid.UUID(int=0xA66 << 64 | i))
+
+
+def load(db, hosts, aggregates, seed=1):
+    """Bulk INSERTs of the cloud (see the module's docstring)."""
+    loader = profile_request.Loader(db)
+    rnd = random.Random(seed)
+    instances = []  # (host id, flavor)
+    for i in range(hosts):
+        rp_id, _ = loader.provider(
+            "compute-%06d" % i,
+            HOST,
+            traits=[TRAIT] if i % 3 == 0 else [],
+            aggregates=[aggregate_uuid(i % aggregates)],
+        )
+        if rnd.random() < 0.5:
+            instances.extend(
+                (rp_id, rnd.choice(FLAVORS)) for _ in range(rnd.randint(1, 8))
+            )
+    loader.flush()
+    class_ids = loader.class_ids
+    with db.writer() as conn:
+        conn.execute(tables.projects.insert(), [{"external_id": "scale-project"}])
+        conn.execute(tables.users.insert(), [{"external_id": "scale-user"}])
+        project = conn.scalar(sa.select(tables.projects.c.id))
+        user = conn.scalar(sa.select(tables.users.c.id))
+    for start in range(0, len(instances), 20000):
+        consumers, allocations = [], []
+        for rp_id, flavor in instances[start : start + 20000]:
+            consumer = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
+            consumers.append({"uuid": consumer, "project_id": project, "user_id": user})
+            allocations.extend(
+                {
+                    "resource_provider_id": rp_id,
+                    "consumer_id": consumer,
+                    "resource_class_id": class_ids[rc],
+                    "used": amount,
+                }
+                for rc, amount in flavor.items()
+            )
+        with db.writer() as conn:
+            conn.execute(tables.consumers.insert(), consumers)
+            for part in range(0, len(allocations), 5000):
+                conn.execute(
+                    tables.allocations.insert(), allocations[part : part + 5000]
+                )
+    return len(instances)
+
+
+def _group(pgid):
+    return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
+
+
+def memory(pgid):
+    """{pid: (RSS MB, peak RSS MB, 'master' or 'worker')} of the server."""
+    out = {}
+    for pid, _ in _group(pgid):
+        status = {}
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                status[key] = value.split()
+        role = "master" if pid == pgid else "worker"
+        out[pid] = (
+            int(status["VmRSS"][0]) / 1024,
+            int(status["VmHWM"][0]) / 1024,
+            role,
+        )
+    return out
+
+
+def session():
+    s = requests.Session()
+    s.headers.update(HEADERS)
+    return s
+
+
+def ready(base, started, path):
+    """Seconds from ``started`` to the first 200 answer of ``path``."""
+    s = session()
+    deadline = started + 600
+    while time.perf_counter() < deadline:
+        try:
+            response = s.get(base + path, timeout=120)
+            if response.status_code == 200:
+                return time.perf_counter() - started, response.json()
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("placement-api did not answer within 600 s")
+
+
+def timed(s, url):
+    start = time.perf_counter()
+    response = s.get(url, timeout=120)
+    elapsed = time.perf_counter() - start
+    if response.status_code != 200:
+        raise SystemExit("%s: %s %s" % (url, response.status_code, response.text[:300]))
+    return elapsed, response
+
+
+def summary_ms(values):
+    return {
+        "n": len(values),
+        "p50_ms": round(cloud_day.percentile(values, 50) * 1000, 1),
+        "p99_ms": round(cloud_day.percentile(values, 99) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1),
+    }
+
+
+def group_cpu(pids):
+    """CPU seconds the processes ``pids`` used so far."""
+    ticks = 0
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def latency(base, pgid, paths, samples, clients):
+    """{shape: summary} of ``samples`` requests per shape from each of
+    ``clients`` clients at once (and "all", with the server's CPU per
+    request: steadier than latency on a busy machine), and the last
+    answer of each shape."""
+    last = {}
+    times = collections.defaultdict(list)
+    cpu_by_shape = collections.Counter()  # one client: server CPU per shape
+    lock = threading.Lock()
+    pids = [pid for pid, _ in _group(pgid)]
+
+    def client(n):
+        s = session()
+        order = list(paths.items())
+        random.Random(n).shuffle(order)
+        for _ in range(samples):
+            for name, path in order:
+                before = group_cpu(pids) if clients == 1 else 0
+                elapsed, response = timed(s, base + path)
+                if clients == 1:
+                    cpu_by_shape[name] += group_cpu(pids) - before
+                with lock:
+                    times[name].append(elapsed)
+                    last[name] = response.json()
+
+    cpu = group_cpu(pids)
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    out = {name: summary_ms(values) for name, values in times.items()}
+    for name, seconds in cpu_by_shape.items():
+        out[name]["server_cpu_ms"] = round(seconds * 1000 / len(times[name]), 1)
+    out["all"] = summary_ms([v for values in times.values() for v in values])
+    out["all"]["server_cpu_ms"] = round(
+        (group_cpu(pids) - cpu) * 1000 / out["all"]["n"], 1
+    )
+    return out, last
+
+
+def console_first_page(base):
+    """Seconds for the console's cloud view's API calls, first page."""
+    s = session()
+    adapter = requests.adapters.HTTPAdapter(pool_maxsize=CONSOLE_AT_ONCE)
+    s.mount("http://", adapter)
+    start = time.perf_counter()
+    _, response = timed(s, base + "/resource_providers")
+    providers = response.json()["resource_providers"]
+    roots = sorted(
+        (p for p in providers if p["uuid"] == p["root_provider_uuid"]),
+        key=lambda p: p["name"],
+    )[:CONSOLE_PAGE]
+    trees = collections.defaultdict(list)
+    shown = {r["uuid"] for r in roots}
+    for p in providers:
+        if p["root_provider_uuid"] in shown:
+            trees[p["root_provider_uuid"]].append(p["uuid"])
+    calls = []
+    for root in roots:
+        for member in trees[root["uuid"]]:
+            calls.append("/resource_providers/%s/inventories" % member)
+            calls.append("/resource_providers/%s/usages" % member)
+        calls.append("/resource_providers/%s/traits" % root["uuid"])
+        calls.append("/resource_providers/%s/aggregates" % root["uuid"])
+    with concurrent.futures.ThreadPoolExecutor(CONSOLE_AT_ONCE) as pool:
+        list(pool.map(lambda path: timed(s, base + path), calls))
+    return time.perf_counter() - start, len(providers), len(calls) + 1
+
+
+def check_answers(mysql_url, answers, aggregate):
+    """Problems found checking every candidate of ``answers`` ({shape:
+    candidates document}) against the database; [] when none."""
+    parsed = urllib.parse.urlparse(mysql_url)
+    conn = pymysql.connect(
+        host=parsed.hostname,
+        port=parsed.port or 3306,
+        user=parsed.username or "root",
+        password=parsed.password or "",
+        database=parsed.path.lstrip("/"),
+    )
+    wanted = dict(pair.split(":") for pair in FLAVOR.split("=", 1)[1].split(","))
+    uuids = {
+        rp
+        for document in answers.values()
+        for request in document["allocation_requests"]
+        for rp in request["allocations"]
+    }
+    problems, checked = [], 0
+    with conn.cursor() as cur:
+        cur.execute("CREATE TEMPORARY TABLE sampled (uuid VARCHAR(36) PRIMARY KEY)")
+        cur.executemany("INSERT INTO sampled VALUES (%s)", [(u,) for u in uuids])
+        cur.execute(
+            "SELECT rp.uuid, rc.name, i.total, i.reserved, i.allocation_ratio,"
+            " COALESCE((SELECT SUM(a.used) FROM allocations a"
+            "  WHERE a.resource_provider_id = rp.id"
+            "  AND a.resource_class_id = i.resource_class_id), 0)"
+            " FROM sampled s JOIN resource_providers rp ON rp.uuid = s.uuid"
+            " JOIN inventories i ON i.resource_provider_id = rp.id"
+            " JOIN resource_classes rc ON rc.id = i.resource_class_id"
+        )
+        stock = {(u, rc): (t, r, ratio, int(used)) for u, rc, t, r, ratio, used in cur}
+        cur.execute(
+            "SELECT rp.uuid FROM sampled s JOIN resource_providers rp"
+            " ON rp.uuid = s.uuid JOIN resource_provider_traits t"
+            " ON t.resource_provider_id = rp.id JOIN traits tr ON tr.id = t.trait_id"
+            " WHERE tr.name = %s",
+            (TRAIT,),
+        )
+        gold = {u for (u,) in cur}
+        cur.execute(
+            "SELECT rp.uuid FROM sampled s JOIN resource_providers rp"
+            " ON rp.uuid = s.uuid JOIN resource_provider_aggregates m"
+            " ON m.resource_provider_id = rp.id JOIN placement_aggregates pa"
+            " ON pa.id = m.aggregate_id WHERE pa.uuid = %s",
+            (aggregate,),
+        )
+        members = {u for (u,) in cur}
+    conn.close()
+    rules = {
+        "trait": lambda u: u in gold,
+        "forbidden": lambda u: u not in gold,
+        "member_of": lambda u: u in members,
+    }
+    for shape, document in answers.items():
+        for request in document["allocation_requests"]:
+            for rp, held in request["allocations"].items():
+                checked += 1
+                if shape in rules and not rules[shape](rp):
+                    problems.append("%s: %s fails the filter" % (shape, rp))
+                for rc, amount in held["resources"].items():
+                    total, reserved, ratio, used = stock.get((rp, rc), (0, 0, 0, 0))
+                    free = int((total - reserved) * ratio) - used
+                    if amount != int(wanted[rc]) or free < amount:
+                        problems.append(
+                            "%s: %s %s wants %d, free %d"
+                            % (shape, rp, rc, amount, free)
+                        )
+        for rp, summary in document["provider_summaries"].items():
+            for rc, claimed in summary["resources"].items():
+                total, reserved, ratio, used = stock.get((rp, rc), (0, 0, 0, 0))
+                if claimed != {
+                    "capacity": int((total - reserved) * ratio),
+                    "used": used,
+                }:
+                    problems.append("%s: summary of %s %s differs" % (shape, rp, rc))
+    return problems, checked
+
+
+@contextlib.contextmanager
+def kept_database(conf):
+    """(url, Database) of a new MySQL database at head that is left in
+    place at the end (drop it by hand)."""
+    name = "placement_scale_%s" % uuid.uuid4().hex[:12]
+    conn = pymysql.connect(host="127.0.0.1", user="root")
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name
+        )
+    conn.close()
+    url = "mysql+pymysql://root@127.0.0.1:3306/%s?charset=utf8mb4" % name
+    with profile_request.at_head(url, conf) as db:
+        yield url, db
+
+
+def run(args, url):
+    paths = shapes(aggregate_uuid(7))
+    figures = {}
+    started = time.perf_counter()
+    # The server is up once its GET / answers; ready is from its start.
+    with profile_request.server(url, args.workers, args.threads, 2) as (base, pgid):
+        figures["ready_s"], first = ready(base, started, paths["flat"])
+        figures["first_answer_candidates"] = len(first["allocation_requests"])
+        print(
+            "ready: first GET /allocation_candidates after %.1f s" % figures["ready_s"]
+        )
+        one, _ = latency(base, pgid, paths, args.samples, 1)
+        figures["one_client"] = one
+        for name, s in one.items():
+            print(
+                "1 client  %-10s p50 %7.1f ms p99 %7.1f ms server CPU %5.1f ms"
+                % (name, s["p50_ms"], s["p99_ms"], s["server_cpu_ms"])
+            )
+        many, last = latency(base, pgid, paths, args.samples // 2 or 1, args.clients)
+        figures["clients"] = args.clients
+        figures["many_clients"] = many
+        for name, s in many.items():
+            print(
+                "%d clients %-10s p50 %7.1f ms p99 %7.1f ms"
+                % (args.clients, name, s["p50_ms"], s["p99_ms"])
+            )
+        figures["candidates_per_shape"] = {
+            name: len(doc["allocation_requests"]) for name, doc in last.items()
+        }
+        s = session()
+        capacity = []
+        for _ in range(3):
+            elapsed, response = timed(
+                s, base + "/allocation_candidates/capacity?" + FLAVOR
+            )
+            capacity.append(elapsed)
+        figures["capacity_s"] = round(sorted(capacity)[1], 3)
+        figures["capacity_all_s"] = [round(c, 3) for c in capacity]
+        figures["capacity"] = response.json()["capacity"]
+        print(
+            "capacity of one flavor: %.2f s (%d instances)"
+            % (figures["capacity_s"], figures["capacity"])
+        )
+        console = [console_first_page(base) for _ in range(3)]
+        figures["console_s"] = round(sorted(c[0] for c in console)[1], 3)
+        figures["console_all_s"] = [round(c[0], 3) for c in console]
+        figures["console_calls"] = console[0][2]
+        print(
+            "console cloud view, first page: %.2f s (%d API calls)"
+            % (figures["console_s"], console[0][2])
+        )
+        rss = memory(pgid)
+        figures["rss_mb"] = {
+            str(pid): {"rss": round(r, 1), "peak": round(p, 1), "role": role}
+            for pid, (r, p, role) in rss.items()
+        }
+        workers = [p for r, p, role in rss.values() if role == "worker"]
+        figures["worker_peak_rss_mb"] = round(max(workers), 1)
+        print("worker peak RSS: %s MB" % ", ".join("%.0f" % p for p in sorted(workers)))
+    problems, checked = check_answers(url, last, aggregate_uuid(7))
+    figures["answers_checked"] = checked
+    figures["answer_problems"] = problems[:20]
+    print(
+        "answers: %d allocations checked against the database, %d problems"
+        % (checked, len(problems))
+    )
+    for problem in problems[:20]:
+        print("  " + problem)
+    return figures
+
+
+def verdict(figures):
+    return {
+        "ready": figures["ready_s"] < TARGETS["ready_s"],
+        "p99 one client": figures["one_client"]["all"]["p99_ms"]
+        < TARGETS["p99_one_client_ms"],
+        "p99 %d clients" % figures["clients"]: figures["many_clients"]["all"]["p99_ms"]
+        < TARGETS["p99_clients_ms"],
+        "worker RSS": figures["worker_peak_rss_mb"] < TARGETS["worker_rss_mb"],
+        "capacity": figures["capacity_s"] < TARGETS["capacity_s"],
+        "console": figures["console_s"] < TARGETS["console_s"],
+        "answers": not figures["answer_problems"],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=100000)
+    parser.add_argument("--aggregates", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=10)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--samples", type=int, default=100, help="requests per shape, one client"
+    )
+    parser.add_argument(
+        "--url", help="serve this loaded database instead of loading one"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the loaded database")
+    parser.add_argument(
+        "--load-only", action="store_true", help="with --keep: load, serve nothing"
+    )
+    parser.add_argument("--out", help="write the figures here as JSON")
+    args = parser.parse_args()
+    figures = {
+        "hosts": args.hosts,
+        "aggregates": args.aggregates,
+        "workers": args.workers,
+        "threads": args.threads,
+    }
+    with contextlib.ExitStack() as stack:
+        url = args.url
+        if url is None:
+            conf = placement_conf.command_conf()
+            placement_conf.parse_args(conf, [], default_config_files=[])
+            database = (
+                kept_database(conf)
+                if args.keep
+                else profile_request.fresh_database("mysql", conf)
+            )
+            url, db = stack.enter_context(database)
+            start = time.perf_counter()
+            figures["instances"] = load(db, args.hosts, args.aggregates)
+            figures["load_s"] = round(time.perf_counter() - start, 1)
+            db.engine.dispose()
+            print(
+                "loaded %d hosts, %d instances in %.1f s"
+                % (args.hosts, figures["instances"], figures["load_s"])
+            )
+            if args.keep:
+                print("kept: --url '%s'" % url)
+        if args.load_only:
+            return
+        figures.update(run(args, url))
+    figures["met"] = verdict(figures)
+    for name, met in figures["met"].items():
+        print("%-16s %s" % (name, "met" if met else "NOT MET"))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(figures, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
