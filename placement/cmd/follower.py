@@ -12,8 +12,9 @@ stamp); catching up is what the next request would have done.
 Busy or idle, it also compares the catalog with the database's
 fingerprint shortly before a request would have to (other writers'
 changes, "Writes by other writers" in doc/architecture.md): the
-comparison is a statement the worker mostly waits for, and requests then
-rarely wait for one.
+comparison is a statement the worker mostly waits for (only a cheap look
+while the catalog's tables are quiet, ``catalog/precheck.py``), and
+requests then rarely wait for one.
 """
 
 import logging

@@ -17,6 +17,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import fingerprint
+from placement.objects.catalog import precheck
 from placement.objects.catalog.store import Catalog
 
 LOG = tables.catalog_log
@@ -51,6 +52,9 @@ class Cache:
         # one comparison at a time.
         self.verified_at = float("-inf")
         self.verifying = threading.Lock()
+        # precheck's look taken just before the last comparison's snapshot
+        # (None: none to compare a new look with).
+        self.looked: precheck.Look | None = None
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
@@ -125,8 +129,10 @@ class Cache:
     def verify(self, db: db_api.Database) -> str | None:
         """Compare the catalog with the database's fingerprint in a new
         snapshot, unless another comparison is under way (None). What it
-        found: "same" (no other writer's change; the catalog is left as it
-        is), "foreign" (another writer's change: the catalog was read whole
+        found: "unchanged" (by precheck's look, no table of the catalog
+        changed since the last comparison: no statement read them), "same"
+        (no other writer's change; the catalog is left as it is),
+        "foreign" (another writer's change: the catalog was read whole
         again) or "full" (the log could not tell: read whole again)."""
         if not self.verifying.acquire(blocking=False):
             return None
@@ -156,6 +162,14 @@ class Cache:
         base = self.catalog
         if base is None:
             return None  # the first read is warm()'s or a request's
+        looked, self.looked = self.looked, None
+        look = precheck.look(db)
+        if look is not None and looked is not None and look.unchanged_since(looked):
+            # Nothing committed since the last comparison's snapshot, by
+            # any writer: what it found still holds.
+            self.looked = looked
+            self.verified_at = started
+            return "unchanged"
         with _own_snapshot(db) as reading:
             seqs = changes.counts(reading)
             found = fingerprint.of_database(reading)
@@ -167,6 +181,7 @@ class Cache:
                 base.fingerprint(db.dialect)
                 at = base.advanced(reading, seqs, changed) if changed else base
                 if at.fingerprint(db.dialect) == found:
+                    self.looked = look
                     self.verified_at = started
                     return "same"
                 how = "foreign"
@@ -189,6 +204,7 @@ class Cache:
                     for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
                 ]
                 self.catalog = catalog
+            self.looked = look
             self.verified_at = started
         events.catalog_updated(how)
         return how
