@@ -305,8 +305,19 @@ def test_no_look_without_the_process_privilege():
             conn.execute(sa.text("GRANT ALL ON %s.* TO '%s'@'%%'" % (name, user)))
         limited = sa.create_engine(db.engine.url.set(username=user, password=None))
         try:
-            assert precheck.look(db_api.Database(limited, fixtures.configure())) is None
+            # Connected once, as a serving engine is before any comparison:
+            # the dialect knows the server is MariaDB.
+            limited.connect().close()
+            refused = db_api.Database(limited, fixtures.configure())
+            assert precheck.look(refused) is None
             assert precheck.look(db) is not None
+            # Refused once, the engine's later comparisons do not ask again.
+            asked = []
+            sa.event.listen(
+                limited, "before_cursor_execute", lambda *a: asked.append(1)
+            )
+            assert precheck.look(refused) is None
+            assert asked == []
         finally:
             limited.dispose()
             with db.engine.begin() as conn:

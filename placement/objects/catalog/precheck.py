@@ -33,6 +33,7 @@ and may stay the same through a second change.
 import dataclasses
 import os
 import time
+import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -90,18 +91,27 @@ def look(db: db_api.Database) -> Look | None:
     return None
 
 
+# Engines whose server can give no look for as long as they live (no
+# PROCESS privilege, a Galera node): their comparisons do not ask again.
+_NEVER: "weakref.WeakSet[sa.Engine]" = weakref.WeakSet()
+
+
 def _mariadb_look(engine: sa.Engine) -> Look | None:
+    if engine in _NEVER:
+        return None
     try:
         with engine.connect() as conn:
             rows = conn.execute(_MARIADB_LOOK).all()
     except sa.exc.DBAPIError as e:
         if e.orig is not None and e.orig.args[:1] == (ACCESS_DENIED,):
+            _NEVER.add(engine)
             return None
         raise
     if len(rows) != len(TABLES) or any(row[1] is None for row in rows):
         return None  # a table missing, or not InnoDB
     now, oldest, wsrep = rows[0][4], rows[0][5], rows[0][6]
     if wsrep:
+        _NEVER.add(engine)
         return None
     marks = tuple(sorted(tuple(row[:4]) for row in rows))
     times = tuple(int(t) for row in rows for t in row[2:4] if t is not None)
