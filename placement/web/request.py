@@ -155,10 +155,31 @@ def validate_query(
     place of the last one, so a handler may use any of them.
     """
     last = query_last(pairs)
-    validate(last, schema, prefix=QUERY_PREFIX)
+    _validate_query(last, schema)
     for name, value in pairs:
         if name in every and value != last[name]:
-            validate(dict(last, **{name: value}), schema, prefix=QUERY_PREFIX)
+            _validate_query(dict(last, **{name: value}), schema)
+
+
+# Short queries a schema passed, as {(id(schema), items): schema}: clients
+# send the same few again and again (a scheduler's claims), and the
+# schema check was a good part of such a request's CPU. Forgotten all at
+# once past _PASSED_MAX. Failures are always checked (their messages).
+_PASSED: dict[tuple[int, frozenset[tuple[str, str]]], Mapping[str, Any]] = {}
+_PASSED_MAX = 4096
+_PASSED_LENGTH = 1024  # characters of names and values at most
+
+
+def _validate_query(values: dict[str, str], schema: Mapping[str, Any]) -> None:
+    key = (id(schema), frozenset(values.items()))
+    if _PASSED.get(key) is schema:
+        return
+    validate(values, schema, prefix=QUERY_PREFIX)
+    if sum(len(k) + len(v) for k, v in key[1]) > _PASSED_LENGTH:
+        return
+    if len(_PASSED) >= _PASSED_MAX:
+        _PASSED.clear()
+    _PASSED[key] = schema
 
 
 def render(resp: falcon.Response, body: Any, status: int = 200) -> None:

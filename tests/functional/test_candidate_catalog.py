@@ -30,6 +30,7 @@ from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 from tests import fixtures
 from tests import wsgi_client
+from tests.functional import test_resource_provider_objects as rp_objects
 
 HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
 QUERIES = [
@@ -824,3 +825,32 @@ def test_changes_of_one_write_share_its_number(plain_db):
         assert logged == [
             (item, changes.TRAIT, ref) for item, ref in enumerate(sorted(refs))
         ]
+
+
+def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkeypatch):
+    """The catalog stamp comes with the first usage read: a limited search
+    (a claim's GET) on a current catalog is one statement; when another
+    worker changed the catalog meanwhile, that statement shows it and the
+    answer is made again from the catalog brought up to date, errors
+    included."""
+    cloud.inventories(cloud.provider("one"), VCPU=8)
+    cloud.check()
+    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)
+    path = "/allocation_candidates?resources=VCPU:1&limit=5"
+    cloud.call(cloud.reader, path, status=200)  # compares once, now
+    with rp_objects.statements(cloud.reader_db) as seen:
+        before = cloud.call(cloud.reader, path, status=200).json()
+    assert len(rp_objects._queries(seen)) == 1
+    assert _count(before) == 1
+    # Another worker's writes: the reader's catalog is behind.
+    cloud.inventories(cloud.provider("two"), VCPU=8)
+    cloud.call(cloud.writer, "/traits/CUSTOM_NEW", "PUT", status=201)
+    with rp_objects.statements(cloud.reader_db) as seen:
+        after = cloud.call(cloud.reader, path, status=200).json()
+    assert len(rp_objects._queries(seen)) > 1
+    assert _count(after) == 2
+    assert refresh._CACHES[cloud.reader_db].catalog.stamp == _stamp(cloud.reader_db)
+    # A trait the catalog did not know when the request began is known.
+    cloud.call(cloud.writer, "/traits/CUSTOM_NEWER", "PUT", status=201)
+    newer = cloud.call(cloud.reader, path + "&required=CUSTOM_NEWER", status=200)
+    assert _count(newer.json()) == 0

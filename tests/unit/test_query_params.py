@@ -190,3 +190,36 @@ def test_member_of_not_uuid_like(value, item):
         "Invalid query string parameters: Expected 'member_of' parameter to "
         "contain valid UUID(s). Got: %s" % item
     )
+
+
+# the schema check of a query string
+
+
+def test_a_query_a_schema_passed_is_not_checked_again(monkeypatch):
+    """A short query string a schema passed is not checked again (a
+    scheduler sends the same ones over and over); one it failed is, each
+    time, with the same message."""
+    from placement.schemas import allocation_candidate as schema
+    from placement.web import request
+
+    checked = []
+    validate = request.validate
+    monkeypatch.setattr(
+        request, "validate", lambda *a, **kw: checked.append(a) or validate(*a, **kw)
+    )
+    monkeypatch.setattr(request, "_PASSED", {})
+    version = V("1.38")
+    pairs = [("resources", "VCPU:8"), ("limit", "5")]
+    for _ in range(3):
+        request.validate_query(pairs, schema.QUERY(version))
+    assert len(checked) == 1
+    request.validate_query(pairs, schema.QUERY(V("1.21")))  # another schema
+    assert len(checked) == 2
+    wrong = [("resources", "VCPU:8"), ("limit", "five")]
+    first = bad(request.validate_query, wrong, schema.QUERY(version))
+    assert bad(request.validate_query, wrong, schema.QUERY(version)) == first
+    assert len(checked) == 4
+    long = [("resources", "VCPU:8"), ("required", "CUSTOM_" + "X" * 2000)]
+    for _ in range(2):
+        request.validate_query(long, schema.QUERY(version))
+    assert len(checked) == 6

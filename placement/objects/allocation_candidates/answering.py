@@ -83,11 +83,26 @@ def find(
 ) -> Result:
     """Allocation candidates for a checked ``request.Request``."""
     with db.reader() as conn:
-        index = catalog_index.index(db, conn)
+        index = catalog_index.unconfirmed(db, conn)
         try:
-            return _find(index, request, options)
-        except providers.NoCandidates:
-            return EMPTY
+            try:
+                found = _answer(index, request, options)
+            except exception.PlacementException:
+                index.confirm()  # an error of an older catalog is none
+                raise
+            index.confirm()
+            return found
+        except catalog_index.Behind as behind:
+            return _answer(
+                catalog_index.index(db, conn, behind.stamp), request, options
+            )
+
+
+def _answer(index, request, options):
+    try:
+        return _find(index, request, options)
+    except providers.NoCandidates:
+        return EMPTY
 
 
 def _resolve(index, request):

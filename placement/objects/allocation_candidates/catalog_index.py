@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import sqlalchemy as sa
 
+from placement import events
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import kept
 from placement.objects.allocation_candidates import providers as stage
@@ -18,6 +19,7 @@ from placement.objects.allocation_candidates.providers import Idle
 from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
+from placement.objects.catalog import changes
 from placement.objects.catalog import refresh
 from placement.objects.catalog.store import Catalog
 
@@ -26,13 +28,26 @@ class CatalogIndex:
     """``providers.Index`` on a current catalog. Names the catalog doesn't
     know don't exist: the SQL lookups raise the API's errors for them."""
 
-    def __init__(self, conn: sa.Connection, catalog: Catalog):
+    def __init__(
+        self, conn: sa.Connection, catalog: Catalog, unconfirmed: bool = False
+    ):
         self.conn = conn
         self.catalog = catalog
+        self.unconfirmed = unconfirmed
         self.sql = sql.SqlIndex(conn)
         self._sharing = catalog.trait_holders.get(
             catalog.trait_ids.get(stage.SHARING_TRAIT), ()
         )
+
+    def confirm(self, stamp: int | None = None) -> None:
+        if not self.unconfirmed:
+            return
+        if stamp is None:
+            stamp = changes.stamp(self.conn)
+        self.unconfirmed = False
+        if stamp != self.catalog.stamp:
+            raise Behind(stamp)
+        events.catalog_used("hit")
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         return _ids(self.catalog.class_ids, names, self.sql.class_ids)
@@ -194,10 +209,33 @@ def _having(
     return into
 
 
-def index(db: db_api.Database, conn: sa.Connection) -> stage.Index:
+class Behind(Exception):
+    """The catalog an unconfirmed index answered from is not at the stamp
+    its transaction reads: answer again from ``index(db, conn, stamp)``."""
+
+    def __init__(self, stamp: int):
+        super().__init__(stamp)
+        self.stamp = stamp
+
+
+def index(
+    db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+) -> stage.Index:
     """Stage 2's index for a request reading on ``conn``: the catalog's
-    when it is on and current, else SQL's."""
-    catalog = refresh.current(db, conn)
+    when it is on and current, else SQL's. ``stamp``: the catalog stamp
+    the transaction has just read (read here otherwise)."""
+    catalog = refresh.current(db, conn, stamp)
     if catalog is None:
         return sql.SqlIndex(conn)
     return CatalogIndex(conn, catalog)
+
+
+def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
+    """``index`` without its statement when the process holds a catalog
+    needing no comparison with the database: answers from it are good
+    once ``confirm``ed by the stamp the request's first usage read reads
+    too (one round trip less); on ``Behind``, answer again from ``index``."""
+    catalog = refresh.held(db)
+    if catalog is None:
+        return index(db, conn)
+    return CatalogIndex(conn, catalog, unconfirmed=True)

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.allocation_candidates import kept
+from placement.objects.catalog import changes
 from placement.objects.catalog import rows
 
 ALLOC = tables.allocations
@@ -111,6 +112,14 @@ class Index(typing.Protocol):
     where ``usage`` reads the rest."""
 
     conn: sa.Connection
+    # True while the answers come from a catalog not yet known to be the
+    # one the transaction reads: the first usage read ``confirm``s it.
+    unconfirmed: bool
+
+    def confirm(self, stamp: int | None = None) -> None:
+        """Behind (answer again from ``catalog_index.index(db, conn,
+        stamp)``) unless the catalog is at ``stamp``, the catalog stamp the
+        transaction reads (read here when None); nothing once confirmed."""
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         """{name: id}; ResourceClassNotFound for an unknown name."""
@@ -234,12 +243,17 @@ _WITHIN = {
 
 
 @functools.lru_cache(maxsize=64)
-def _usage_of_classes(class_ids: tuple[int, ...], within: str | None) -> sa.Select:
+def _usage_of_classes(
+    class_ids: tuple[int, ...], within: str | None, stamped: bool = False
+) -> sa.Select | sa.CompoundSelect:
     """Providers' usage of each of ``class_ids`` side by side, one row per
     provider (NULL for a class it has no allocation of), of every provider
     or of those ``_WITHIN[within]``: the driver's cost is mostly per row,
     and a flavor's three classes come in a third of the rows that one per
-    provider and class takes (150,369 pairs at 100,000 hosts)."""
+    provider and class takes (150,369 pairs at 100,000 hosts).
+    ``stamped``: plus one row, of provider NULL, whose first amount is
+    the catalog stamp (read by the same statement: no round trip of its
+    own)."""
     statement = (
         sa.select(
             ALLOC.c.resource_provider_id,
@@ -256,11 +270,18 @@ def _usage_of_classes(class_ids: tuple[int, ...], within: str | None) -> sa.Sele
         .where(ALLOC.c.resource_class_id.in_(class_ids))
         .group_by(ALLOC.c.resource_provider_id)
     )
-    if within is None:
+    if within is not None:
+        statement = statement.join_from(
+            ALLOC, RP, RP.c.id == ALLOC.c.resource_provider_id
+        ).where(_WITHIN[within])
+    if not stamped:
         return statement
-    return statement.join_from(
-        ALLOC, RP, RP.c.id == ALLOC.c.resource_provider_id
-    ).where(_WITHIN[within])
+    stamp = sa.select(
+        sa.cast(sa.null(), sa.Integer),
+        sa.cast(changes.STAMP.scalar_subquery(), sa.Integer),
+        *[sa.cast(sa.null(), sa.Integer)] * (len(class_ids) - 1),
+    )
+    return sa.union_all(statement, stamp)
 
 
 def usage(
@@ -270,13 +291,15 @@ def usage(
     providers: Iterable[int] | None = None,
     trees: tuple[int, int] | None = None,
     roots: list[int] | None = None,
+    stamp: typing.Callable[[int], None] | None = None,
 ) -> dict[Key, int]:
     """{(provider, class): used} of the allocations of ``classes`` by
     every provider, or by the providers of the trees whose root ids are
     within ``trees`` (first, last) or are ``roots``; or of every class by
     ``providers``.
     One grouped statement (per CHUNK ids of a list), answered from the
-    (provider, class, used) index."""
+    (provider, class, used) index. ``stamp`` (with ``classes``): called
+    with the catalog stamp, which the first statement reads too."""
     used: dict[Key, int] = {}
     if classes is None:
         if providers is None:
@@ -294,12 +317,19 @@ def usage(
         within, bound = "range", [{"first": trees[0], "last": trees[1]}]
     elif roots is not None:
         within, bound = "roots", [{"roots": c} for c in chunks(roots)]
-    statement = _usage_of_classes(class_ids, within)
+    stamped = 0  # the stamp row's, when there is one
     for params in bound:
+        statement = _usage_of_classes(class_ids, within, stamp is not None)
         for rp, *amounts in conn.execute(statement, params):
+            if rp is None:
+                stamped = amounts[0]
+                continue
             for rc, amount in zip(class_ids, amounts):
                 if amount is not None:
                     used[rp, rc] = amount
+        if stamp is not None:
+            stamp(stamped)
+            stamp = None
     return used
 
 
@@ -332,12 +362,15 @@ def load_snapshot(
     ascending (a search narrowed to some trees).
     """
     providers, inventories = index.holders(class_ids, roots)
+    stamp = index.confirm if index.unconfirmed else None
     if roots is None:
-        used = usage(index.conn, classes=class_ids)
+        used = usage(index.conn, classes=class_ids, stamp=stamp)
     elif roots and sparse:
-        used = usage(index.conn, classes=class_ids, roots=roots)
+        used = usage(index.conn, classes=class_ids, roots=roots, stamp=stamp)
     elif roots:
-        used = usage(index.conn, classes=class_ids, trees=(roots[0], roots[-1]))
+        used = usage(
+            index.conn, classes=class_ids, trees=(roots[0], roots[-1]), stamp=stamp
+        )
     else:
         used = {}
     _with_usage(inventories, used)

@@ -78,9 +78,14 @@ class SqlIndex:
     ``members`` reads are kept, so the summaries that follow look up no
     uuid twice."""
 
+    unconfirmed = False  # SQL answers as the transaction reads
+
     def __init__(self, conn: sa.Connection):
         self.conn = conn
         self._uuids: dict[int, str] = {}
+
+    def confirm(self, stamp: int | None = None) -> None:
+        pass
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         return common.resource_class_ids(self.conn, names)

@@ -321,6 +321,19 @@ def current(
     return _cache(db).current(db, conn, stamp)
 
 
+def held(db: db_api.Database) -> Catalog | None:
+    """The catalog this process holds for ``db``, when it is on and no
+    comparison with the database is due; else None. Whether it is the
+    one a transaction reads is for the caller to confirm (``current``
+    with the stamp it reads, when it is not)."""
+    if not db.conf.placement.provider_catalog:
+        return None
+    cache = _CACHES.get(db)
+    if cache is None or cache.due():
+        return None
+    return cache.catalog
+
+
 def warm(db: db_api.Database) -> int | None:
     """Bring the catalog of ``db`` up to date now, outside any request (if
     it is on): a process calls this before it takes requests, so that no
