@@ -55,28 +55,31 @@ def set_provider_aggregates(
 @db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, aggregates, expected):
     with db.writer() as conn:
-        provider, current = common.get_provider_with(conn, uuid, RPA.c.aggregate_id)
+        # Held from here on (when a generation is given, and so moved):
+        # what is read is current until commit.
+        provider, current = common.get_provider_with(
+            conn, uuid, RPA.c.aggregate_id, lock=expected is not None
+        )
         generation = provider["generation"]
         if expected is not None:
             if expected != generation:
                 raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-            generation = common.bump_generation(
-                conn,
-                provider["id"],
-                generation,
-                "Update conflict: resource provider %s changed concurrently" % uuid,
-            )
         ids, learned = common.ensure_ids(conn, AGG, "uuid", aggregates)
         wanted = set(ids.values())
+        if expected is not None:
+            generation = common.bump_held(conn, provider)
+        # Only written: they go with the COMMIT.
         if current - wanted:
-            conn.execute(
+            db_api.at_commit(
+                conn,
                 RPA.delete().where(
                     RPA.c.resource_provider_id == provider["id"],
                     RPA.c.aggregate_id.in_(current - wanted),
-                )
+                ),
             )
         if wanted - current:
-            conn.execute(
+            db_api.at_commit(
+                conn,
                 RPA.insert(),
                 [
                     {"resource_provider_id": provider["id"], "aggregate_id": agg}

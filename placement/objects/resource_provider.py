@@ -71,6 +71,14 @@ def get(db: db_api.Database, uuid: str) -> sa.RowMapping:
     return row
 
 
+# A new root provider's root is itself (its id is known once inserted).
+_ROOT_IS_SELF = (
+    RP.update()
+    .where(RP.c.id == sa.bindparam("b_id"))
+    .values(root_provider_id=sa.bindparam("b_id"), updated_at=RP.c.updated_at)
+)
+
+
 def _clashes(conn, name, uuid):
     """The "column: value" parts of ``name``/``uuid`` already taken."""
     taken = conn.execute(
@@ -133,11 +141,7 @@ def create(
         new_id = key[0]
         changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
-            conn.execute(
-                RP.update()
-                .where(RP.c.id == new_id)
-                .values(root_provider_id=new_id, updated_at=RP.c.updated_at)
-            )
+            db_api.at_commit(conn, _ROOT_IS_SELF, {"b_id": new_id})
         inserted: Any = result.last_inserted_params()  # one row's values
         created_at = inserted["created_at"]
         if conn.dialect.name == "mysql":
