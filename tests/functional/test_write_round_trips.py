@@ -152,3 +152,24 @@ def test_a_failed_write_held_for_commit_writes_nothing(db, monkeypatch):
     assert trait_obj.get_provider_traits(db, rp)[0] == 3
     with db.reader() as conn:
         assert changes.stamp(conn) == stamp
+
+
+def test_removing_a_class_reads_its_allocations_first(db, trips):
+    rp = _registered(db)
+    smaller = {"VCPU": inv_obj.with_defaults({"total": 16})}
+    with watched(db, trips) as (seen, sent):
+        assert inv_obj.replace_inventories(db, rp, 3, smaller) == 4
+    # The provider with its classes, the removed class's allocations, then
+    # only writes: the move, the removal, the update, the change log.
+    assert _heads(seen) == [
+        "SELECT",
+        "SELECT",
+        "UPDATE",
+        "DELETE",
+        "UPDATE",
+        "INSERT",
+        "INSERT",
+    ]
+    assert sent is None or len(sent) == 3
+    rows = inv_obj.get_inventories(db, rp)[1]
+    assert [(row["resource_class"], row["total"]) for row in rows] == [("VCPU", 16)]
