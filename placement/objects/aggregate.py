@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
+_INSERT_LINKS = RPA.insert()  # built once, and its cache key
 
 
 def _provider_aggregates(conn, provider_id):
@@ -80,7 +81,7 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
         if wanted - current:
             db_api.at_commit(
                 conn,
-                RPA.insert(),
+                _INSERT_LINKS,
                 [
                     {"resource_provider_id": provider["id"], "aggregate_id": agg}
                     for agg in wanted - current

@@ -4,6 +4,7 @@ Functions here take an open connection (``conn``) so callers compose them
 inside their own transaction.
 """
 
+import functools
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -58,19 +59,23 @@ def get_provider_with(
     provider. ``lock``: the provider's row (and its rows read with it) is
     held until the transaction ends, as a generation swap would hold it
     (``bump_held``); a SQLite writer holds the whole database already."""
+    rows = conn.execute(_provider_with(column, lock), {"b_uuid": uuid}).mappings().all()
+    if not rows:
+        raise provider_not_found(uuid)
+    return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
+
+
+@functools.cache
+def _provider_with(column: sa.Column[Any], lock: bool) -> sa.Select[Any]:
+    """get_provider_with's statement, built once (and its cache key)."""
     query = (
         sa.select(*PROVIDER_COLUMNS, column)
         .select_from(
             RP.outerjoin(column.table, column.table.c.resource_provider_id == RP.c.id)
         )
-        .where(RP.c.uuid == uuid)
+        .where(RP.c.uuid == sa.bindparam("b_uuid"))
     )
-    if lock:
-        query = query.with_for_update(of=RP)
-    rows = conn.execute(query).mappings().all()
-    if not rows:
-        raise provider_not_found(uuid)
-    return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
+    return query.with_for_update(of=RP) if lock else query
 
 
 def provider_not_found(uuid: str) -> exception.ResourceProviderNotFound:

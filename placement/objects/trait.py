@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 T = tables.traits
 RPT = tables.resource_provider_traits
 
+_INSERT_LINKS = RPT.insert()  # built once, and its cache key
 TRAIT_COLUMNS = (T.c.id, T.c.name, T.c.created_at, T.c.updated_at)
 
 
@@ -153,7 +154,7 @@ def _replace_links(conn, provider_id, current, wanted):
         for trait_id in wanted - current
     ]
     if missing:
-        db_api.at_commit(conn, RPT.insert(), missing)
+        db_api.at_commit(conn, _INSERT_LINKS, missing)
 
 
 @db_api.retry_on_deadlock
