@@ -155,6 +155,8 @@ def create_engine(
         sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
         sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
         _setup_mysql(engine, sql_mode, sync_wait, budget)
+        if engine.dialect.driver == "pymysql":
+            _send_with_commit(engine)
         return engine
     return sa.create_engine(url, **kwargs)
 
@@ -244,6 +246,104 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
         cur.close()
 
     _track_transaction_end(engine)
+
+
+# Execution option of a statement that ``at_commit`` holds back; the
+# connection's info key of the SQL held back (sent with the COMMIT).
+_AT_COMMIT = "placement_at_commit"
+_HELD = "placement_held"
+
+
+def _send_with_commit(engine):
+    """On a PyMySQL engine, ``at_commit`` statements are held back and sent
+    with the COMMIT, as one multi-statement query: one round trip for the
+    whole tail of a write. The server runs them in order and stops at the
+    first that fails, before the COMMIT; the error is raised from the
+    commit, which then rolls the transaction back."""
+    dialect = engine.dialect
+    multi = dialect.loaded_dbapi.constants.CLIENT.MULTI_STATEMENTS
+    _INSERT_VALUES = dialect.loaded_dbapi.cursors.RE_INSERT_VALUES
+
+    @event.listens_for(engine, "do_connect")
+    def _allow_many(dialect, record, cargs, cparams):
+        cparams["client_flag"] = cparams.get("client_flag", 0) | multi
+
+    def _held(context):
+        """The list to hold the statement in, or None to run it now."""
+        options = context.execution_options
+        if not options.get("placement_writer"):
+            return None  # at_commit is for write transactions
+        info = context.root_connection.info
+        if options.get(_AT_COMMIT):
+            return info.setdefault(_HELD, [])
+        if info.get(_HELD):
+            raise RuntimeError("a statement after one held back for the COMMIT")
+        return None
+
+    @event.listens_for(engine, "do_execute")
+    def _hold(cursor, statement, parameters, context):
+        held = _held(context)
+        if held is None:
+            return False
+        held.append(cursor.mogrify(statement, parameters))
+        cursor.lastrowid = None  # nothing inserted yet
+        return True
+
+    @event.listens_for(engine, "do_executemany")
+    def _hold_many(cursor, statement, parameters, context):
+        held = _held(context)
+        if held is None:
+            return False
+        rows = _INSERT_VALUES.match(statement)
+        if rows:
+            # One multi-row INSERT, as PyMySQL's executemany sends.
+            prefix, values, postfix = rows.group(1, 2, 3)
+            held.append(
+                (prefix % ())
+                + ",".join(cursor.mogrify(values.rstrip(), each) for each in parameters)
+                + ((postfix or "") % ())
+            )
+        else:
+            held.extend(cursor.mogrify(statement, each) for each in parameters)
+        cursor.lastrowid = None
+        return True
+
+    @event.listens_for(engine, "begin")
+    @event.listens_for(engine, "rollback")
+    def _drop(conn):
+        if not conn.invalidated:
+            conn.info.pop(_HELD, None)
+
+    plain_commit = dialect.do_commit
+
+    def do_commit(dbapi_connection):
+        held = dbapi_connection.info.pop(_HELD, None)
+        if not held:
+            plain_commit(dbapi_connection)
+            return
+        held.append("COMMIT")
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(";\n".join(held))
+            while cursor.nextset():
+                pass
+        finally:
+            cursor.close()
+
+    # The dialect is this engine's own; no event can replace the COMMIT.
+    dialect.do_commit = do_commit
+
+
+def at_commit(
+    conn: sa.Connection, statement: sa.Executable, parameters: Any = None
+) -> None:
+    """Execute ``statement`` as one of the write transaction's last: on
+    MySQL (PyMySQL) it is sent with the COMMIT, in the same round trip,
+    elsewhere at once. Nothing of its result can be read (not even its row
+    count), and only statements given to ``at_commit`` may follow it in
+    the transaction; an error it meets fails the commit (nothing is
+    written)."""
+    conn.execute(statement, parameters, execution_options={_AT_COMMIT: True})
 
 
 def _setup_postgresql(engine, budget):

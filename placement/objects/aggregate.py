@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
+_INSERT_LINKS = RPA.insert()  # built once, and its cache key
 
 
 def _provider_aggregates(conn, provider_id):
@@ -55,29 +56,32 @@ def set_provider_aggregates(
 @db_api.retry_on_deadlock
 def _set_provider_aggregates(db, uuid, aggregates, expected):
     with db.writer() as conn:
-        provider, current = common.get_provider_with(conn, uuid, RPA.c.aggregate_id)
+        # Held from here on (when a generation is given, and so moved):
+        # what is read is current until commit.
+        provider, current = common.get_provider_with(
+            conn, uuid, RPA.c.aggregate_id, lock=expected is not None
+        )
         generation = provider["generation"]
         if expected is not None:
             if expected != generation:
                 raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
-            generation = common.bump_generation(
-                conn,
-                provider["id"],
-                generation,
-                "Update conflict: resource provider %s changed concurrently" % uuid,
-            )
         ids, learned = common.ensure_ids(conn, AGG, "uuid", aggregates)
         wanted = set(ids.values())
+        if expected is not None:
+            generation = common.bump_held(conn, provider)
+        # Only written: they go with the COMMIT.
         if current - wanted:
-            conn.execute(
+            db_api.at_commit(
+                conn,
                 RPA.delete().where(
                     RPA.c.resource_provider_id == provider["id"],
                     RPA.c.aggregate_id.in_(current - wanted),
-                )
+                ),
             )
         if wanted - current:
-            conn.execute(
-                RPA.insert(),
+            db_api.at_commit(
+                conn,
+                _INSERT_LINKS,
                 [
                     {"resource_provider_id": provider["id"], "aggregate_id": agg}
                     for agg in wanted - current

@@ -4,6 +4,7 @@ Functions here take an open connection (``conn``) so callers compose them
 inside their own transaction.
 """
 
+import functools
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -50,27 +51,31 @@ def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
 
 
 def get_provider_with(
-    conn: sa.Connection, uuid: str, column: sa.Column[Any]
+    conn: sa.Connection, uuid: str, column: sa.Column[Any], lock: bool = False
 ) -> tuple[sa.RowMapping, set[Any]]:
     """(provider row, {values of ``column``}) for ``uuid``, where ``column``
-    belongs to a table of per-provider rows (inventories, aggregate links),
-    in one statement; ResourceProviderNotFound if there is no provider."""
-    rows = (
-        conn.execute(
-            sa.select(*PROVIDER_COLUMNS, column)
-            .select_from(
-                RP.outerjoin(
-                    column.table, column.table.c.resource_provider_id == RP.c.id
-                )
-            )
-            .where(RP.c.uuid == uuid)
-        )
-        .mappings()
-        .all()
-    )
+    belongs to a table of per-provider rows (inventories, aggregate or trait
+    links), in one statement; ResourceProviderNotFound if there is no
+    provider. ``lock``: the provider's row (and its rows read with it) is
+    held until the transaction ends, as a generation swap would hold it
+    (``bump_held``); a SQLite writer holds the whole database already."""
+    rows = conn.execute(_provider_with(column, lock), {"b_uuid": uuid}).mappings().all()
     if not rows:
         raise provider_not_found(uuid)
     return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
+
+
+@functools.cache
+def _provider_with(column: sa.Column[Any], lock: bool) -> sa.Select[Any]:
+    """get_provider_with's statement, built once (and its cache key)."""
+    query = (
+        sa.select(*PROVIDER_COLUMNS, column)
+        .select_from(
+            RP.outerjoin(column.table, column.table.c.resource_provider_id == RP.c.id)
+        )
+        .where(RP.c.uuid == sa.bindparam("b_uuid"))
+    )
+    return query.with_for_update(of=RP) if lock else query
 
 
 def provider_not_found(uuid: str) -> exception.ResourceProviderNotFound:
@@ -150,6 +155,24 @@ def bump_generation(
             message or "resource provider generation conflict"
         )
     return seen_generation + 1
+
+
+_BUMP_HELD = (
+    RP.update()
+    .where(RP.c.id == sa.bindparam("b_id"))
+    .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
+)
+
+
+def bump_held(conn: sa.Connection, provider: sa.RowMapping) -> int:
+    """Move the generation of ``provider``, read with ``lock`` in this
+    transaction: no other writer can have moved it since (it waits for the
+    row, then finds the generation moved), so the move is only written,
+    with the COMMIT (``db_api.at_commit``). Returns the new generation.
+    On Galera a writer on another node moves it too: one of the two fails
+    its commit as a deadlock, and retries."""
+    db_api.at_commit(conn, _BUMP_HELD, {"b_id": provider["id"]})
+    return provider["generation"] + 1
 
 
 # Per-engine memory of rows that never change once committed: standard

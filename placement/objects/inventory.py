@@ -1,9 +1,11 @@
 """Inventories: what each provider offers, one record per resource class.
 
-Every write is one transaction that starts with the provider generation
-compare-and-swap. Winning it first means the provider row is held by this
-writer until commit, so the in-use checks that follow read allocations no
-allocation writer can change underneath (they swap the same generation).
+Every write is one transaction that first takes the provider row: by the
+generation compare-and-swap, or (replacing the whole inventory) by reading
+it locked, the generation's move then only written with the COMMIT. The
+provider row is held by this writer until commit, so the in-use checks
+that follow read allocations no allocation writer can change underneath
+(they swap the same generation).
 """
 
 import contextlib
@@ -33,6 +35,9 @@ _RECORD_COLUMNS = (
     INV.c.step_size,
     INV.c.allocation_ratio,
 )
+
+
+_INSERT = INV.insert()  # built once, and its cache key
 
 
 class InventoryNotFound(exception.NotFound):
@@ -251,20 +256,12 @@ def replace_inventories(
     inventory if its generation is still ``generation``; returns the new
     provider generation."""
     with db.writer() as conn:
+        # Held from here on: what is read is current until commit.
         provider, existing = common.get_provider_with(
-            conn, uuid, INV.c.resource_class_id
+            conn, uuid, INV.c.resource_class_id, lock=True
         )
-        # What the swap below would find: no need to try it.
         check_generation(provider, generation)
         rc_ids = common.resource_class_ids(conn, records, cached=True)
-        new_generation = common.bump_generation(
-            conn,
-            provider["id"],
-            generation,
-            "update conflict: resource provider %s generation changed "
-            "concurrently." % uuid,
-        )
-        # The classes read with the generation just swapped are current.
         wanted = {rc_ids[name]: record for name, record in records.items()}
         removed = existing - set(wanted)
         in_use = _in_use_class_names(conn, provider["id"], removed)
@@ -272,12 +269,15 @@ def replace_inventories(
             raise exception.InventoryInUse(
                 "update conflict: " + _in_use_message(in_use, uuid)
             )
+        # What is left to write is only written: it goes with the COMMIT.
+        new_generation = common.bump_held(conn, provider)
         if removed:
-            conn.execute(
+            db_api.at_commit(
+                conn,
                 INV.delete().where(
                     INV.c.resource_provider_id == provider["id"],
                     INV.c.resource_class_id.in_(removed),
-                )
+                ),
             )
         added = [
             dict(
@@ -289,7 +289,7 @@ def replace_inventories(
             if rc_id not in existing
         ]
         if added:
-            conn.execute(INV.insert(), added)
+            db_api.at_commit(conn, _INSERT, added)
         updated = [
             dict(_values(record), b_rc_id=rc_id)
             for rc_id, record in wanted.items()
@@ -297,7 +297,8 @@ def replace_inventories(
         ]
         if updated:
             # One executemany for all updated classes.
-            conn.execute(
+            db_api.at_commit(
+                conn,
                 INV.update().where(
                     INV.c.resource_provider_id == provider["id"],
                     INV.c.resource_class_id == sa.bindparam("b_rc_id"),

@@ -71,6 +71,21 @@ def get(db: db_api.Database, uuid: str) -> sa.RowMapping:
     return row
 
 
+# create()'s statements, built once (and their cache keys).
+_PARENT = (
+    sa.select(RP.c.id, RP.c.root_provider_id, ROOT.c.uuid.label("root_uuid"))
+    .select_from(RP.outerjoin(ROOT, ROOT.c.id == RP.c.root_provider_id))
+    .where(RP.c.uuid == sa.bindparam("b_uuid"))
+)
+_INSERT = RP.insert()
+# A new root provider's root is itself (its id is known once inserted).
+_ROOT_IS_SELF = (
+    RP.update()
+    .where(RP.c.id == sa.bindparam("b_id"))
+    .values(root_provider_id=sa.bindparam("b_id"), updated_at=RP.c.updated_at)
+)
+
+
 def _clashes(conn, name, uuid):
     """The "column: value" parts of ``name``/``uuid`` already taken."""
     taken = conn.execute(
@@ -103,13 +118,7 @@ def create(
     with db.writer() as conn:
         parent = None
         if parent_uuid is not None:
-            parent = conn.execute(
-                sa.select(
-                    RP.c.id, RP.c.root_provider_id, ROOT.c.uuid.label("root_uuid")
-                )
-                .select_from(RP.outerjoin(ROOT, ROOT.c.id == RP.c.root_provider_id))
-                .where(RP.c.uuid == parent_uuid)
-            ).first()
+            parent = conn.execute(_PARENT, {"b_uuid": parent_uuid}).first()
             if parent is None:
                 raise exception.ObjectActionError(
                     "create", provider_tree.NO_SUCH_PARENT
@@ -118,13 +127,14 @@ def create(
         try:
             with db_api.may_conflict(conn):
                 result = conn.execute(
-                    RP.insert().values(
-                        uuid=uuid,
-                        name=name,
-                        generation=0,
-                        parent_provider_id=parent.id if parent else None,
-                        root_provider_id=parent.root_provider_id if parent else None,
-                    )
+                    _INSERT,
+                    {
+                        "uuid": uuid,
+                        "name": name,
+                        "generation": 0,
+                        "parent_provider_id": parent.id if parent else None,
+                        "root_provider_id": parent.root_provider_id if parent else None,
+                    },
                 )
         except sa_exc.IntegrityError:
             _check_unique(conn, name, uuid)
@@ -133,11 +143,7 @@ def create(
         new_id = key[0]
         changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
-            conn.execute(
-                RP.update()
-                .where(RP.c.id == new_id)
-                .values(root_provider_id=new_id, updated_at=RP.c.updated_at)
-            )
+            db_api.at_commit(conn, _ROOT_IS_SELF, {"b_id": new_id})
         inserted: Any = result.last_inserted_params()  # one row's values
         created_at = inserted["created_at"]
         if conn.dialect.name == "mysql":

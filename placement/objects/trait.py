@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 T = tables.traits
 RPT = tables.resource_provider_traits
 
+_INSERT_LINKS = RPT.insert()  # built once, and its cache key
 TRAIT_COLUMNS = (T.c.id, T.c.name, T.c.created_at, T.c.updated_at)
 
 
@@ -116,43 +117,6 @@ def get_provider_traits(
         return provider["generation"], _provider_traits(conn, provider["id"])
 
 
-def _provider_with_traits(conn, uuid):
-    """(provider row, {trait id: trait row}) in one statement;
-    ResourceProviderNotFound if there is no such provider."""
-    rows = (
-        conn.execute(
-            sa.select(
-                *common.PROVIDER_COLUMNS,
-                T.c.id.label("trait_id"),
-                T.c.name.label("trait_name"),
-                T.c.created_at.label("trait_created_at"),
-                T.c.updated_at.label("trait_updated_at"),
-            )
-            .select_from(
-                common.RP.outerjoin(
-                    RPT, RPT.c.resource_provider_id == common.RP.c.id
-                ).outerjoin(T, T.c.id == RPT.c.trait_id)
-            )
-            .where(common.RP.c.uuid == uuid)
-        )
-        .mappings()
-        .all()
-    )
-    if not rows:
-        raise common.provider_not_found(uuid)
-    traits = {
-        row["trait_id"]: {
-            "id": row["trait_id"],
-            "name": row["trait_name"],
-            "created_at": row["trait_created_at"],
-            "updated_at": row["trait_updated_at"],
-        }
-        for row in rows
-        if row["trait_id"] is not None
-    }
-    return rows[0], traits
-
-
 @db_api.retry_on_deadlock
 def set_provider_traits(
     db: db_api.Database, uuid: str, names: Iterable[str], generation: int
@@ -161,34 +125,36 @@ def set_provider_traits(
     actually changes. Returns (generation, trait rows); TraitNotFound for
     unknown names."""
     with db.writer() as conn:
-        provider, current = _provider_with_traits(conn, uuid)
+        # Held from here on: the links read are current until commit.
+        provider, current = common.get_provider_with(
+            conn, uuid, RPT.c.trait_id, lock=True
+        )
         if provider["generation"] != generation:
             raise exception.ConcurrentUpdate(common.GENERATION_CHANGED)
         wanted = {row["id"]: row for row in common.trait_rows(conn, names).values()}
-        if set(wanted) != set(current):
-            generation = common.bump_generation(
-                conn, provider["id"], generation, common.GENERATION_CHANGED
-            )
-            # The links read with the generation just swapped are current.
-            _replace_links(conn, provider["id"], set(current), set(wanted))
+        if set(wanted) != current:
+            generation = common.bump_held(conn, provider)
+            _replace_links(conn, provider["id"], current, set(wanted))
             changes.record(conn, changes.PROVIDER, [provider["id"]])
         return generation, sorted(wanted.values(), key=lambda r: r["id"])
 
 
 def _replace_links(conn, provider_id, current, wanted):
     extra = current - wanted
+    # Only written: they go with the COMMIT.
     if extra:
-        conn.execute(
+        db_api.at_commit(
+            conn,
             RPT.delete().where(
                 RPT.c.resource_provider_id == provider_id, RPT.c.trait_id.in_(extra)
-            )
+            ),
         )
     missing = [
         {"resource_provider_id": provider_id, "trait_id": trait_id}
         for trait_id in wanted - current
     ]
     if missing:
-        conn.execute(RPT.insert(), missing)
+        db_api.at_commit(conn, _INSERT_LINKS, missing)
 
 
 @db_api.retry_on_deadlock

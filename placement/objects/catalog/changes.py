@@ -23,6 +23,9 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite
 
 from placement.db import api as db_api
 from placement.db import tables
@@ -31,11 +34,6 @@ LOG = logging.getLogger(__name__)
 
 CATALOG = tables.catalog_changes
 CHANGE_LOG = tables.catalog_log
-_BUMP = (
-    CATALOG.update()
-    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
-    .values(changes=CATALOG.c.changes + 1)
-)
 
 # What a write changed (catalog_log.kind): the ``ref`` provider (its row,
 # inventories, traits, aggregates), resource class, trait or aggregate (one
@@ -136,57 +134,93 @@ def _log_at_commit(conn: sa.Connection, notes: dict[str, Any]) -> None:
 
 
 def _log(conn: sa.Connection, changes: set) -> None:
-    # Last statements before commit: the shard's row lock is held briefly
-    # and its holder waits for nothing else, so it cannot join a deadlock.
-    # The lock (on Galera: certification of the same row) orders a shard's
-    # writers, so its numbers commit in order and without gaps.
+    # Last statements before commit (sent with it on MySQL): the shard's
+    # row lock is held briefly and its holder waits for nothing else, so
+    # it cannot join a deadlock. The lock (on Galera: certification of the
+    # same row) orders a shard's writers, so its numbers commit in order
+    # and without gaps. None of them is looked at: a missing shard row is
+    # made again by the increment (its count starts again at 1: readers
+    # see it go back and read their catalog whole), and its new numbers
+    # overwrite the old ones' rows (items an old number had beyond the new
+    # one's stay: a reader re-reads a few more things, never too few).
     shard = random.randrange(tables.CATALOG_SHARDS)
-    if conn.execute(_BUMP, {"to_shard": shard}).rowcount == 0:
-        # A missing shard row would leave the count unchanged; its count
-        # starts again, so its old numbers go.
-        conn.execute(
-            db_api.insert_ignore(conn.dialect.name, CATALOG),
-            {"shard": shard, "changes": 0},
-        )
-        conn.execute(CHANGE_LOG.delete().where(CHANGE_LOG.c.shard == shard))
-        conn.execute(_BUMP, {"to_shard": shard})
+    statements = _STATEMENTS[conn.dialect.name]
+    db_api.at_commit(conn, statements.bump, {"to_shard": shard})
     if len(changes) > MAX_LOGGED:
         changes = {(EVERYTHING, 0)}
     params: dict[str, int] = {"to_shard": shard}
     for item, (kind, ref) in enumerate(sorted(changes)):
         params["kind_%d" % item] = kind
         params["ref_%d" % item] = ref
-    conn.execute(_log_rows(len(changes)), params)
+    db_api.at_commit(conn, statements.log_rows(len(changes)), params)
     if random.randrange(PRUNE_EVERY) == 0:
-        count = sa.select(CATALOG.c.changes).where(CATALOG.c.shard == shard)
-        conn.execute(
-            CHANGE_LOG.delete().where(
-                CHANGE_LOG.c.shard == shard,
-                CHANGE_LOG.c.seq <= count.scalar_subquery() - LOG_KEPT,
-            )
+        db_api.at_commit(conn, _PRUNE, {"to_shard": shard, "kept": LOG_KEPT})
+
+
+_PRUNE = CHANGE_LOG.delete().where(
+    CHANGE_LOG.c.shard == sa.bindparam("to_shard"),
+    CHANGE_LOG.c.seq
+    <= sa.select(CATALOG.c.changes)
+    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
+    .scalar_subquery()
+    - sa.bindparam("kept", type_=sa.BigInteger),
+)
+
+
+class _Statements:
+    """The log's statements in one dialect (``upsert``: its INSERT
+    construct; ``on_conflict(insert, keys, values)``: the INSERT updating
+    the row it finds under ``keys`` with ``values(new row)`` instead).
+    Built once: building a statement and its cache key took more time than
+    running it."""
+
+    def __init__(self, upsert, on_conflict):
+        insert = upsert(CATALOG).values(shard=sa.bindparam("to_shard"), changes=1)
+        self.bump = on_conflict(
+            insert, [CATALOG.c.shard], lambda new: {"changes": CATALOG.c.changes + 1}
+        )
+        self._upsert, self._on_conflict = upsert, on_conflict
+        self.log_rows = functools.cache(self._log_rows)
+
+    def _log_rows(self, count: int) -> sa.Insert:
+        """The INSERT of ``count`` log rows (kind_<i>, ref_<i>) into the
+        shard ``to_shard``: one statement, the rows taking the shard's new
+        count from its row, overwriting any left under that number."""
+        rows = [
+            sa.select(
+                CATALOG.c.shard,
+                CATALOG.c.changes,
+                sa.literal(item, sa.Integer),
+                sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
+                sa.bindparam("ref_%d" % item, type_=sa.Integer),
+            ).where(CATALOG.c.shard == sa.bindparam("to_shard"))
+            for item in range(count)
+        ]
+        insert = self._upsert(CHANGE_LOG).from_select(
+            ["shard", "seq", "item", "kind", "ref"],
+            rows[0] if count == 1 else sa.union_all(*rows),
+        )
+        keys = [CHANGE_LOG.c.shard, CHANGE_LOG.c.seq, CHANGE_LOG.c.item]
+        return self._on_conflict(
+            insert, keys, lambda new: {"kind": new.kind, "ref": new.ref}
         )
 
 
-@functools.cache
-def _log_rows(count: int) -> sa.Insert:
-    """The INSERT of ``count`` log rows (kind_<i>, ref_<i>) into the shard
-    ``to_shard``: one statement, the rows taking the shard's new count
-    from its row. Built once per count (at most MAX_LOGGED): building it
-    and its cache key took more time than running it."""
-    rows = [
-        sa.select(
-            CATALOG.c.shard,
-            CATALOG.c.changes,
-            sa.literal(item, sa.Integer),
-            sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
-            sa.bindparam("ref_%d" % item, type_=sa.Integer),
-        ).where(CATALOG.c.shard == sa.bindparam("to_shard"))
-        for item in range(count)
-    ]
-    return CHANGE_LOG.insert().from_select(
-        ["shard", "seq", "item", "kind", "ref"],
-        rows[0] if count == 1 else sa.union_all(*rows),
+def _on_duplicate_key(insert, keys, values):
+    return insert.on_duplicate_key_update(values(insert.inserted))
+
+
+def _on_conflict(insert, keys, values):
+    return insert.on_conflict_do_update(
+        index_elements=keys, set_=values(insert.excluded)
     )
+
+
+_STATEMENTS = {
+    "mysql": _Statements(mysql.insert, _on_duplicate_key),
+    "postgresql": _Statements(postgresql.insert, _on_conflict),
+    "sqlite": _Statements(sqlite.insert, _on_conflict),
+}
 
 
 # The stamp: the number of catalog changes committed so far (only grows).
