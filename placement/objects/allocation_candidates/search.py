@@ -87,6 +87,18 @@ def _one_subtree(ancestors: _Ancestors, rps: Sequence[int]) -> bool:
     return False
 
 
+def _may_share(groups: Sequence[tuple[Sequence[int], bool]]) -> bool:
+    """Some class is asked twice where one provider may serve both:
+    ``groups`` are (classes asked, isolated) per group."""
+    for j, (classes, isolated) in enumerate(groups):
+        if len(set(classes)) != len(classes):
+            return True
+        for others, also_isolated in groups[j + 1 :]:
+            if not (isolated and also_isolated) and not set(classes).isdisjoint(others):
+                return True
+    return False
+
+
 class _Layout:
     """What a walk needs that depends on the slot layout, not the anchor."""
 
@@ -115,9 +127,15 @@ class _Layout:
         self.checked = [i for i, checks in enumerate(self.checks) if checks]
         # Each option fits alone, so only a pair two groups can both
         # allocate from needs its sum judged: none when no class is asked
-        # by two groups (a spread group's slots are of different classes).
-        classes = [rc for g in group_slots for rc, _ in groups[g].resources]
-        self.shares_classes = len(classes) != len(set(classes))
+        # by two slots that may pick one provider (a spread group's slots
+        # are of different classes; isolated slots pick different ones).
+        self.shares_classes = _may_share(
+            [
+                ([rc for rc, _ in groups[g].resources], self.isolating[i])
+                for g, indexes in group_slots.items()
+                for i in indexes[-1:]
+            ]
+        )
         # (suffix, its one slot or None, its slots) per group, by suffix.
         self.mappings = [
             (suffix, indexes[0] if len(indexes) == 1 else None, indexes)
@@ -125,6 +143,14 @@ class _Layout:
                 (groups[g].suffix, indexes) for g, indexes in group_slots.items()
             )
         ]
+        # Per slot: None, or (the group's place in the mappings, {provider:
+        # its mapping} for a one-slot group or None, the group's slots)
+        # when the slot closes a group: the walk sets the group's mapping
+        # once per pick there, not once per candidate.
+        self.closing: list[tuple | None] = [None] * len(slots)
+        for place, (_, one, indexes) in enumerate(self.mappings):
+            known = {} if one is not None else None
+            self.closing[indexes[-1]] = (place, known, indexes)
 
     def holds(self, i, picked):
         """The constraints judged at slot ``i`` hold for ``picked``."""
@@ -203,6 +229,7 @@ class Search:
             _one_subtree, _Ancestors(self.snap.providers)
         )
         self._layouts = {}
+        self._triples = {}  # option -> ((provider, class, amount), ...)
         # The walk meets each pair many times.
         self._room = _Room(self.snap.inventories) if sums else _Unbounded()
 
@@ -284,13 +311,19 @@ class Search:
     def _walk(self, options, layout, summed):
         """Depth-first over the slots with an explicit stack (one iterator
         per slot): no generator per level, and no self-referencing closure
-        left for the cyclic collector per anchor."""
+        left for the cyclic collector per anchor. A candidate is made of
+        what each pick set once: its (provider, class, amount) triples and,
+        where it closes a group, the group's mapping."""
         holds, checks, isolating = layout.holds, layout.checks, layout.isolating
+        closing = layout.closing
         build = self.build
         room = self._room
+        triples_of = self._triples
         amounts = {}  # (rp, rc) -> summed amount, when summed
         picked = [None] * len(options)  # provider per slot
         chosen = [()] * len(options)  # its allocations per slot
+        triples = [()] * len(options)  # its (rp, rc, amount) per slot
+        mapped = [None] * len(layout.mappings)  # (suffix, providers) per group
         remaining = [iter(options[0])] + [iter(())] * (len(options) - 1)
         isolated = set()  # providers of suffixed groups
         last = len(options) - 1
@@ -327,17 +360,58 @@ class Search:
                 if summed:
                     _subtract(amounts, rp, allocations)
                 continue
+            if build:
+                if not summed:
+                    found = triples_of.get(option)
+                    if found is None:
+                        found = triples_of[option] = tuple(
+                            [(rp, rc, n) for rc, n in allocations]
+                        )
+                    triples[i] = found
+                if closing[i] is not None:
+                    _map(mapped, closing[i], picked, layout.mappings)
             if i < last:
                 if isolating[i]:
                     isolated.add(rp)
                 i += 1
                 remaining[i] = iter(options[i])
                 continue
-            if summed:
-                yield layout.candidate(picked, amounts) if build else None
-                _subtract(amounts, rp, allocations)
+            if not build:
+                yield None
+            elif summed:
+                yield _new(
+                    Candidate,
+                    (
+                        tuple([(k[0], k[1], amounts[k]) for k in sorted(amounts)]),
+                        tuple(mapped),
+                    ),
+                )
             else:
-                yield layout.unsummed(picked, chosen) if build else None
+                # No two picks share a (provider, class): the candidate's
+                # allocations are the picks' own.
+                yield _new(Candidate, (tuple(sorted(_chain(triples))), tuple(mapped)))
+            if summed:
+                _subtract(amounts, rp, allocations)
+
+
+_chain = itertools.chain.from_iterable
+
+
+def _map(mapped, closing, picked, mappings):
+    """Set the mapping of the group whose last slot was just picked."""
+    place, known, indexes = closing
+    if known is not None:  # a one-slot group: one mapping per provider
+        rp = picked[indexes[0]]
+        found = known.get(rp)
+        if found is None:
+            found = known[rp] = (mappings[place][0], (rp,))
+        mapped[place] = found
+    else:
+        rps = {picked[i] for i in indexes}
+        mapped[place] = (
+            mappings[place][0],
+            (rps.pop(),) if len(rps) == 1 else tuple(sorted(rps)),
+        )
 
 
 def _subtract(amounts, rp, allocations):
