@@ -143,14 +143,35 @@ class _Layout:
                 (groups[g].suffix, indexes) for g, indexes in group_slots.items()
             )
         ]
-        # Per slot: None, or (the group's place in the mappings, {provider:
-        # its mapping} for a one-slot group or None, the group's slots)
-        # when the slot closes a group: the walk sets the group's mapping
-        # once per pick there, not once per candidate.
-        self.closing: list[tuple | None] = [None] * len(slots)
-        for place, (_, one, indexes) in enumerate(self.mappings):
-            known = {} if one is not None else None
-            self.closing[indexes[-1]] = (place, known, indexes)
+        # Per slot: the place in the mappings of the group it closes (or
+        # None), and {provider: what picking it adds to a candidate}, kept
+        # as the walk picks (every option of a slot asks the same amounts).
+        self.places: list[int | None] = [None] * len(slots)
+        for place, (_, _, indexes) in enumerate(self.mappings):
+            self.places[indexes[-1]] = place
+        self.picks: list[dict[int, tuple]] = [{} for _ in slots]
+
+    def pick(self, i, rp, allocations):
+        """(the (provider, class, amount) triples, and the group's mapping
+        when slot ``i`` is a one-slot group's, else None) of picking
+        ``rp`` at slot ``i``: the walk sets them once per pick, not once
+        per candidate."""
+        place = self.places[i]
+        mapping = None
+        if place is not None and self.mappings[place][1] is not None:
+            mapping = (self.mappings[place][0], (rp,))
+        found = self.picks[i][rp] = (
+            tuple([(rp, rc, n) for rc, n in allocations]),
+            mapping,
+        )
+        return found
+
+    def spread_mapping(self, place, picked):
+        """The mapping of the spread group at ``place``, once all its
+        slots are picked."""
+        suffix, _, indexes = self.mappings[place]
+        rps = {picked[i] for i in indexes}
+        return (suffix, (rps.pop(),) if len(rps) == 1 else tuple(sorted(rps)))
 
     def holds(self, i, picked):
         """The constraints judged at slot ``i`` hold for ``picked``."""
@@ -229,7 +250,6 @@ class Search:
             _one_subtree, _Ancestors(self.snap.providers)
         )
         self._layouts = {}
-        self._triples = {}  # option -> ((provider, class, amount), ...)
         # The walk meets each pair many times.
         self._room = _Room(self.snap.inventories) if sums else _Unbounded()
 
@@ -315,10 +335,9 @@ class Search:
         what each pick set once: its (provider, class, amount) triples and,
         where it closes a group, the group's mapping."""
         holds, checks, isolating = layout.holds, layout.checks, layout.isolating
-        closing = layout.closing
+        picks, places = layout.picks, layout.places
         build = self.build
         room = self._room
-        triples_of = self._triples
         amounts = {}  # (rp, rc) -> summed amount, when summed
         picked = [None] * len(options)  # provider per slot
         chosen = [()] * len(options)  # its allocations per slot
@@ -361,15 +380,14 @@ class Search:
                     _subtract(amounts, rp, allocations)
                 continue
             if build:
-                if not summed:
-                    found = triples_of.get(option)
-                    if found is None:
-                        found = triples_of[option] = tuple(
-                            [(rp, rc, n) for rc, n in allocations]
-                        )
-                    triples[i] = found
-                if closing[i] is not None:
-                    _map(mapped, closing[i], picked, layout.mappings)
+                known = picks[i].get(rp)
+                if known is None:
+                    known = layout.pick(i, rp, allocations)
+                triples[i], mapping = known
+                if mapping is not None:
+                    mapped[places[i]] = mapping
+                elif places[i] is not None:
+                    mapped[places[i]] = layout.spread_mapping(places[i], picked)
             if i < last:
                 if isolating[i]:
                     isolated.add(rp)
@@ -395,23 +413,6 @@ class Search:
 
 
 _chain = itertools.chain.from_iterable
-
-
-def _map(mapped, closing, picked, mappings):
-    """Set the mapping of the group whose last slot was just picked."""
-    place, known, indexes = closing
-    if known is not None:  # a one-slot group: one mapping per provider
-        rp = picked[indexes[0]]
-        found = known.get(rp)
-        if found is None:
-            found = known[rp] = (mappings[place][0], (rp,))
-        mapped[place] = found
-    else:
-        rps = {picked[i] for i in indexes}
-        mapped[place] = (
-            mappings[place][0],
-            (rps.pop(),) if len(rps) == 1 else tuple(sorted(rps)),
-        )
 
 
 def _subtract(amounts, rp, allocations):
