@@ -144,12 +144,10 @@ class _Layout:
             )
         ]
         # Per slot: the place in the mappings of the group it closes (or
-        # None), and {provider: what picking it adds to a candidate}, kept
-        # as the walk picks (every option of a slot asks the same amounts).
+        # None).
         self.places: list[int | None] = [None] * len(slots)
         for place, (_, _, indexes) in enumerate(self.mappings):
             self.places[indexes[-1]] = place
-        self.picks: list[dict[int, tuple]] = [{} for _ in slots]
 
     def pick(self, i, rp, allocations):
         """(the (provider, class, amount) triples, and the group's mapping
@@ -160,11 +158,7 @@ class _Layout:
         mapping = None
         if place is not None and self.mappings[place][1] is not None:
             mapping = (self.mappings[place][0], (rp,))
-        found = self.picks[i][rp] = (
-            tuple([(rp, rc, n) for rc, n in allocations]),
-            mapping,
-        )
-        return found
+        return (tuple([(rp, rc, n) for rc, n in allocations]), mapping)
 
     def spread_mapping(self, place, picked):
         """The mapping of the spread group at ``place``, once all its
@@ -335,7 +329,11 @@ class Search:
         what each pick set once: its (provider, class, amount) triples and,
         where it closes a group, the group's mapping."""
         holds, checks, isolating = layout.holds, layout.checks, layout.isolating
-        picks, places = layout.picks, layout.places
+        places = layout.places
+        # Per slot, {provider: layout.pick()}, kept for this anchor's walk
+        # (every option of a slot asks the same amounts): memory follows
+        # one tree's providers.
+        picks = [{} for _ in options]
         build = self.build
         room = self._room
         amounts = {}  # (rp, rc) -> summed amount, when summed
@@ -382,7 +380,7 @@ class Search:
             if build:
                 known = picks[i].get(rp)
                 if known is None:
-                    known = layout.pick(i, rp, allocations)
+                    known = picks[i][rp] = layout.pick(i, rp, allocations)
                 triples[i], mapping = known
                 if mapping is not None:
                     mapped[places[i]] = mapping
