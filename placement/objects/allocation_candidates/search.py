@@ -129,13 +129,17 @@ class _Layout:
         # allocate from needs its sum judged: none when no class is asked
         # by two slots that may pick one provider (a spread group's slots
         # are of different classes; isolated slots pick different ones).
-        self.shares_classes = _may_share(
+        self.sums_pairs = _may_share(
             [
                 ([rc for rc, _ in groups[g].resources], self.isolating[i])
                 for g, indexes in group_slots.items()
                 for i in indexes[-1:]
             ]
         )
+        # A class asked by two groups, isolated or not: the anchor's
+        # supply of it may fall short of the demand (Search._feasible).
+        classes = [rc for g in group_slots for rc, _ in groups[g].resources]
+        self.shares_classes = len(classes) != len(set(classes))
         # (suffix, its one slot or None, its slots) per group, by suffix.
         self.mappings = [
             (suffix, indexes[0] if len(indexes) == 1 else None, indexes)
@@ -293,17 +297,16 @@ class Search:
             return iter(self._only(options, layout))
         # The bound only pays off when there is a choice to prune, and can
         # only fail when slots share a class (each option fits alone).
-        summed = self.sums and layout.shares_classes
-        if summed and not self._feasible(options):
+        if self.sums and layout.shares_classes and not self._feasible(options):
             return iter(())
-        return self._walk(options, layout, summed)
+        return self._walk(options, layout, self.sums and layout.sums_pairs)
 
     def _only(self, options, layout):
         """The one combination of slots with one option each (flat
         requests: one slot per anchor), without the walk's machinery."""
         picked = [slot_options[0][0] for slot_options in options]
         chosen = [slot_options[0][1] for slot_options in options]
-        if self.sums and layout.shares_classes:
+        if self.sums and layout.sums_pairs:
             amounts = {}
             for rp, allocations in zip(picked, chosen):
                 for rc, n in allocations:
@@ -318,7 +321,7 @@ class Search:
         for i in layout.checked:
             if not layout.holds(i, picked):
                 return ()
-        if self.sums and layout.shares_classes:
+        if self.sums and layout.sums_pairs:
             return (layout.candidate(picked, amounts),)
         return (layout.unsummed(picked, chosen),)
 
