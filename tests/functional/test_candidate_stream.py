@@ -3,10 +3,14 @@ the answer the materialised path writes (differential), bounded in memory
 however many candidates there are, and stopped when the client goes away.
 """
 
+import contextlib
+import itertools
 import os
 import uuid
 
 import httpx
+import orjson
+import os_resource_classes
 import pytest
 import requests
 
@@ -96,13 +100,22 @@ def _aggregate(client, providers):
         assert resp.status_code == 200, resp.text
 
 
+@contextlib.contextmanager
+def _client(backend):
+    """(an in-process client, the Database) over a fresh ``backend``."""
+    fixtures.require_backend(backend)
+    with fixtures.app(backend) as (app, db):
+        yield (
+            httpx.Client(
+                transport=httpx.WSGITransport(app=app), base_url="http://localhost"
+            ),
+            db,
+        )
+
+
 @pytest.fixture(params=fixtures.BACKENDS)
 def app_db(request):
-    fixtures.require_backend(request.param)
-    with fixtures.app(request.param) as (app, db):
-        client = httpx.Client(
-            transport=httpx.WSGITransport(app=app), base_url="http://localhost"
-        )
+    with _client(request.param) as (client, db):
         hosts = [_pgpu_host(client, "host%d" % i, pgpus=16 - 6 * i) for i in range(2)]
         _create(
             client,
@@ -374,3 +387,139 @@ def test_sharing_layouts_stream_in_bounded_memory(tmp_path):
         assert peak < 512, peak
         assert client.get("/resource_providers", headers=ADMIN).status_code == 200
         assert _workers(server) == [worker]
+
+
+# Wide trees with isolated groups: the body is byte for byte the one built
+# here the straightforward way, one dict per candidate and per summary in
+# the server's order (roots in creation order, then each group's choice of
+# child in creation order), encoded whole with orjson. The service writes
+# it from cached fragments and builds each candidate from what each pick
+# set once: neither may change a byte.
+ROOTS = 3
+CHILDREN = 4
+VGPUS = 4
+ROOT_INVENTORY = {"VCPU": 64, "MEMORY_MB": 262144, "DISK_GB": 4096}
+ASKED = {"VCPU": 1, "MEMORY_MB": 1024, "DISK_GB": 10}
+
+
+def _class_order(name):
+    return os_resource_classes.STANDARDS.index(name)
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def wide(request):
+    """(client, [(root uuid, [child uuid, ...]), ...]) in creation order."""
+    with _client(request.param) as (client, _):
+        trees = []
+        for i in range(ROOTS):
+            root = _create(client, "wide-%d" % i, inventories=ROOT_INVENTORY)
+            children = [
+                _create(
+                    client,
+                    "wide-%d-pgpu%d" % (i, j),
+                    parent=root,
+                    inventories={"VGPU": VGPUS},
+                )
+                for j in range(CHILDREN)
+            ]
+            trees.append((root, children))
+        yield client, trees
+
+
+def _query(groups, shared_vgpu=False):
+    asked = dict(ASKED, **({"VGPU": 1} if shared_vgpu else {}))
+    return "&".join(
+        ["resources=" + ",".join("%s:%d" % item for item in asked.items())]
+        + ["resources%d=VGPU:1" % g for g in range(1, groups + 1)]
+        + ["group_policy=isolate"]
+    )
+
+
+def _choices(children, groups, shared_vgpu):
+    """(the unsuffixed group's VGPU child or None, the groups' children)
+    in the order the server offers them."""
+    spread = children if shared_vgpu else [None]
+    for vgpu in spread:
+        for picked in itertools.permutations(children, groups):
+            yield vgpu, picked
+
+
+def _expected(trees, groups, version, shared_vgpu=False):
+    """The body, built one candidate and one summary at a time."""
+    order = {}
+    for root, children in trees:
+        order[root] = len(order)
+        for child in children:
+            order[child] = len(order)
+    requests = []
+    used = set()
+    for root, children in trees:
+        for vgpu, picked in _choices(children, groups, shared_vgpu):
+            amounts = {root: dict(ASKED)}
+            for child in picked + ((vgpu,) if vgpu else ()):
+                amounts.setdefault(child, {"VGPU": 0})["VGPU"] += 1
+            used.update(amounts)
+            allocations = {
+                rp: {
+                    "resources": {
+                        rc: amounts[rp][rc]
+                        for rc in sorted(amounts[rp], key=_class_order)
+                    }
+                }
+                for rp in sorted(amounts, key=order.get)
+            }
+            candidate = {"allocations": allocations}
+            if version >= (1, 34):
+                unsuffixed = sorted({root, vgpu or root}, key=order.get)
+                candidate["mappings"] = {
+                    "": unsuffixed,
+                    **{str(g + 1): [rp] for g, rp in enumerate(picked)},
+                }
+            requests.append(candidate)
+    summaries = {}
+    for root, children in trees:
+        if root not in used:
+            continue
+        for rp in [root, *children]:
+            inventory = ROOT_INVENTORY if rp == root else {"VGPU": VGPUS}
+            summary = {
+                "resources": {
+                    rc: {"capacity": total, "used": 0}
+                    # by class name
+                    for rc, total in sorted(inventory.items())
+                },
+                "traits": [],
+                "parent_provider_uuid": None if rp == root else root,
+                "root_provider_uuid": root,
+            }
+            summaries[rp] = summary
+    return orjson.dumps(
+        {"allocation_requests": requests, "provider_summaries": summaries}
+    )
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+# Nested-aware (1.29+); before and since mappings (1.34); the latest.
+@pytest.mark.parametrize("version", ["1.29", "1.33", "1.34", "1.39"])
+def test_wide_isolated_body(wide, groups, version):
+    client, trees = wide
+    resp = client.get(
+        "/allocation_candidates?" + _query(groups), headers=_headers(version)
+    )
+    assert resp.status_code == 200, resp.text
+    parsed = tuple(map(int, version.split(".")))
+    assert resp.content == _expected(trees, groups, parsed)
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.39"])
+def test_wide_isolated_with_unsuffixed_share_body(wide, version):
+    """The unsuffixed group also asks VGPU: it may land on an isolated
+    group's child, whose amounts are then summed."""
+    client, trees = wide
+    resp = client.get(
+        "/allocation_candidates?" + _query(2, shared_vgpu=True),
+        headers=_headers(version),
+    )
+    assert resp.status_code == 200, resp.text
+    parsed = tuple(map(int, version.split(".")))
+    assert resp.content == _expected(trees, 2, parsed, shared_vgpu=True)

@@ -615,6 +615,23 @@ def test_consolidated_room_is_capacity_and_max_unit():
         assert list(engine.candidates(trees.Plan(1, slots, options))) == []
 
 
+def test_isolated_groups_past_the_supply_are_not_walked(monkeypatch):
+    """Isolated groups need no sums (they pick different providers), but
+    the anchor's supply still bounds them: more demand than free units
+    under the anchor is known without walking the choices (which, with
+    many children, are factorially many)."""
+    forest = _forest()
+    groups = [trees.Group("_%d" % i, ((VCPU, 2),)) for i in range(4)]
+    engine = search.Search(forest, groups, isolate=True)
+    slots = tuple(trees.Slot(i, True) for i in range(4))
+    options = ((2, ((VCPU, 2),)), (3, ((VCPU, 2),)))
+    walked = []
+    monkeypatch.setattr(search.Search, "_walk", lambda *args: walked.append(args))
+    # 4 x 2 VCPU asked; 4 + 2 free on providers 2 and 3.
+    assert list(engine.candidates(trees.Plan(1, slots, (options,) * 4))) == []
+    assert walked == []
+
+
 @pytest.mark.parametrize(
     "text",
     [

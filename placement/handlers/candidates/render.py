@@ -68,8 +68,9 @@ class _Writer:
         self.with_mappings = form.mappings
         self.quoted = {}  # provider -> b'"uuid"'
         self.resources = {}  # ((class, amount), ...) -> b'{"VCPU":1}'
-        self.allocations = {}  # Candidate.allocations -> bytes; isolated
-        # groups repeat them in every permutation
+        # Candidate.allocations -> bytes; isolated groups repeat them in
+        # every permutation
+        self.allocations = {}
         self.mappings = {}  # (suffix, (provider, ...)) -> bytes
         self.suffixes = {}  # suffix -> b'"_COMPUTE"'
 
@@ -86,15 +87,18 @@ class _Writer:
         return fragment
 
     def entry_of(self, rp, resources):
+        """One provider's entry of its ((class, amount), ...)."""
         resources = tuple(resources)
         fragment = self.resources.get(resources)
         if fragment is None:
+            names = self.names
             fragment = self.resources[resources] = orjson.dumps(
-                [{self.names[rc]: n for rc, n in resources}]
+                [{names[rc]: n for rc, n in resources}]
             )[1:-1]
         return self.entry % (self.uuid(rp), fragment)
 
     def allocations_of(self, allocations):
+        """The "allocations" member of a Candidate's allocations."""
         parts = []
         current, resources = None, []
         for rp, rc, amount in allocations:  # sorted by provider
@@ -105,33 +109,40 @@ class _Writer:
             resources.append((rc, amount))
         if resources:
             parts.append(self.entry_of(current, resources))
-        return self.open + b",".join(parts) + self.close
-
-    def mapping(self, suffix_rps):
-        fragment = self.mappings.get(suffix_rps)
-        if fragment is None:
-            suffix, rps = suffix_rps
-            quoted = self.suffixes.get(suffix)
-            if quoted is None:
-                quoted = self.suffixes[suffix] = _quoted(suffix)
-            fragment = self.mappings[suffix_rps] = b"%s:[%s]" % (
-                quoted,
-                b",".join([self.uuid(rp) for rp in rps]),
-            )
+        fragment = self.allocations[allocations] = (
+            self.open + b",".join(parts) + self.close
+        )
         return fragment
 
-    def candidate(self, candidate):
-        allocations = self.allocations.get(candidate.allocations)
-        if allocations is None:
-            allocations = self.allocations[candidate.allocations] = self.allocations_of(
-                candidate.allocations
-            )
-        if not self.with_mappings:
-            return allocations + b"}"
-        return b'%s,"mappings":{%s}}' % (
-            allocations,
-            b",".join([self.mapping(m) for m in candidate.mappings]),
+    def mapping_of(self, suffix_rps):
+        """A group's member of "mappings"."""
+        suffix, rps = suffix_rps
+        quoted = self.suffixes.get(suffix)
+        if quoted is None:
+            quoted = self.suffixes[suffix] = _quoted(suffix)
+        fragment = self.mappings[suffix_rps] = b"%s:[%s]" % (
+            quoted,
+            b",".join([self.uuid(rp) for rp in rps]),
         )
+        return fragment
+
+    def candidates(self, candidates):
+        """The JSON objects of ``candidates`` (a list of bytes): per
+        candidate, lookups of the cached fragments (a Python call only
+        to write a missing one) and one join."""
+        known, write = self.allocations.get, self.allocations_of
+        if not self.with_mappings:
+            return [(known(c[0]) or write(c[0])) + b"}" for c in candidates]
+        fragment, join = b'%s,"mappings":{%s}}', b",".join
+        mapped, map_ = self.mappings.get, self.mapping_of
+        return [
+            fragment
+            % (
+                known(c[0]) or write(c[0]),
+                join([mapped(m) or map_(m) for m in c[1]]),
+            )
+            for c in candidates
+        ]
 
 
 def _summary_body(summary: Any, form: Form, requested: frozenset | None) -> dict:
@@ -196,7 +207,7 @@ def document_json(result: engine.Result, form: Form) -> bytes:
     return b"".join(
         (
             OPEN,
-            b",".join([writer.candidate(c) for c in result.candidates]),
+            b",".join(writer.candidates(result.candidates)),
             SUMMARIES,
             summaries_json(result, form),
             b"}",
@@ -220,7 +231,7 @@ def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
         head = OPEN
         for batch, uuids in stream.batches(BATCH):
             writer.uuids.update(uuids)
-            yield head + b",".join([writer.candidate(c) for c in batch])
+            yield head + b",".join(writer.candidates(batch))
             head = b","
             for cache in (writer.allocations, writer.mappings):
                 if len(cache) > CACHE_ENTRIES:

@@ -87,6 +87,18 @@ def _one_subtree(ancestors: _Ancestors, rps: Sequence[int]) -> bool:
     return False
 
 
+def _may_share(groups: Sequence[tuple[Sequence[int], bool]]) -> bool:
+    """Some class is asked twice where one provider may serve both:
+    ``groups`` are (classes asked, isolated) per group."""
+    for j, (classes, isolated) in enumerate(groups):
+        if len(set(classes)) != len(classes):
+            return True
+        for others, also_isolated in groups[j + 1 :]:
+            if not (isolated and also_isolated) and not set(classes).isdisjoint(others):
+                return True
+    return False
+
+
 class _Layout:
     """What a walk needs that depends on the slot layout, not the anchor."""
 
@@ -115,7 +127,17 @@ class _Layout:
         self.checked = [i for i, checks in enumerate(self.checks) if checks]
         # Each option fits alone, so only a pair two groups can both
         # allocate from needs its sum judged: none when no class is asked
-        # by two groups (a spread group's slots are of different classes).
+        # by two slots that may pick one provider (a spread group's slots
+        # are of different classes; isolated slots pick different ones).
+        self.sums_pairs = _may_share(
+            [
+                ([rc for rc, _ in groups[g].resources], self.isolating[i])
+                for g, indexes in group_slots.items()
+                for i in indexes[-1:]
+            ]
+        )
+        # A class asked by two groups, isolated or not: the anchor's
+        # supply of it may fall short of the demand (Search._feasible).
         classes = [rc for g in group_slots for rc, _ in groups[g].resources]
         self.shares_classes = len(classes) != len(set(classes))
         # (suffix, its one slot or None, its slots) per group, by suffix.
@@ -125,6 +147,29 @@ class _Layout:
                 (groups[g].suffix, indexes) for g, indexes in group_slots.items()
             )
         ]
+        # Per slot: the place in the mappings of the group it closes (or
+        # None).
+        self.places: list[int | None] = [None] * len(slots)
+        for place, (_, _, indexes) in enumerate(self.mappings):
+            self.places[indexes[-1]] = place
+
+    def pick(self, i, rp, allocations):
+        """(the (provider, class, amount) triples, and the group's mapping
+        when slot ``i`` is a one-slot group's, else None) of picking
+        ``rp`` at slot ``i``: the walk sets them once per pick, not once
+        per candidate."""
+        place = self.places[i]
+        mapping = None
+        if place is not None and self.mappings[place][1] is not None:
+            mapping = (self.mappings[place][0], (rp,))
+        return (tuple([(rp, rc, n) for rc, n in allocations]), mapping)
+
+    def spread_mapping(self, place, picked):
+        """The mapping of the spread group at ``place``, once all its
+        slots are picked."""
+        suffix, _, indexes = self.mappings[place]
+        rps = {picked[i] for i in indexes}
+        return (suffix, (rps.pop(),) if len(rps) == 1 else tuple(sorted(rps)))
 
     def holds(self, i, picked):
         """The constraints judged at slot ``i`` hold for ``picked``."""
@@ -252,17 +297,16 @@ class Search:
             return iter(self._only(options, layout))
         # The bound only pays off when there is a choice to prune, and can
         # only fail when slots share a class (each option fits alone).
-        summed = self.sums and layout.shares_classes
-        if summed and not self._feasible(options):
+        if self.sums and layout.shares_classes and not self._feasible(options):
             return iter(())
-        return self._walk(options, layout, summed)
+        return self._walk(options, layout, self.sums and layout.sums_pairs)
 
     def _only(self, options, layout):
         """The one combination of slots with one option each (flat
         requests: one slot per anchor), without the walk's machinery."""
         picked = [slot_options[0][0] for slot_options in options]
         chosen = [slot_options[0][1] for slot_options in options]
-        if self.sums and layout.shares_classes:
+        if self.sums and layout.sums_pairs:
             amounts = {}
             for rp, allocations in zip(picked, chosen):
                 for rc, n in allocations:
@@ -277,20 +321,29 @@ class Search:
         for i in layout.checked:
             if not layout.holds(i, picked):
                 return ()
-        if self.sums and layout.shares_classes:
+        if self.sums and layout.sums_pairs:
             return (layout.candidate(picked, amounts),)
         return (layout.unsummed(picked, chosen),)
 
     def _walk(self, options, layout, summed):
         """Depth-first over the slots with an explicit stack (one iterator
         per slot): no generator per level, and no self-referencing closure
-        left for the cyclic collector per anchor."""
+        left for the cyclic collector per anchor. A candidate is made of
+        what each pick set once: its (provider, class, amount) triples and,
+        where it closes a group, the group's mapping."""
         holds, checks, isolating = layout.holds, layout.checks, layout.isolating
+        places = layout.places
+        # Per slot, {provider: layout.pick()}, kept for this anchor's walk
+        # (every option of a slot asks the same amounts): memory follows
+        # one tree's providers.
+        picks = [{} for _ in options]
         build = self.build
         room = self._room
         amounts = {}  # (rp, rc) -> summed amount, when summed
         picked = [None] * len(options)  # provider per slot
         chosen = [()] * len(options)  # its allocations per slot
+        triples = [()] * len(options)  # its (rp, rc, amount) per slot
+        mapped = [None] * len(layout.mappings)  # (suffix, providers) per group
         remaining = [iter(options[0])] + [iter(())] * (len(options) - 1)
         isolated = set()  # providers of suffixed groups
         last = len(options) - 1
@@ -327,17 +380,38 @@ class Search:
                 if summed:
                     _subtract(amounts, rp, allocations)
                 continue
+            if build:
+                known = picks[i].get(rp)
+                if known is None:
+                    known = picks[i][rp] = layout.pick(i, rp, allocations)
+                triples[i], mapping = known
+                if mapping is not None:
+                    mapped[places[i]] = mapping
+                elif places[i] is not None:
+                    mapped[places[i]] = layout.spread_mapping(places[i], picked)
             if i < last:
                 if isolating[i]:
                     isolated.add(rp)
                 i += 1
                 remaining[i] = iter(options[i])
                 continue
-            if summed:
-                yield layout.candidate(picked, amounts) if build else None
-                _subtract(amounts, rp, allocations)
+            if not build:
+                yield None
+            elif summed:
+                yield _new(
+                    Candidate,
+                    (
+                        tuple([(k[0], k[1], amounts[k]) for k in sorted(amounts)]),
+                        tuple(mapped),
+                    ),
+                )
             else:
-                yield layout.unsummed(picked, chosen) if build else None
+                # No two picks share a (provider, class): the candidate's
+                # allocations are the picks' own.
+                # (Adding the few small tuples beats chaining them.)
+                yield _new(Candidate, (tuple(sorted(sum(triples, ()))), tuple(mapped)))
+            if summed:
+                _subtract(amounts, rp, allocations)
 
 
 def _subtract(amounts, rp, allocations):
