@@ -64,8 +64,10 @@ class Follower:
             target=self._loop, name="catalog-follower", daemon=True
         )
         self._thread.start()
+        refresh.follow(self.db, True)
 
     def stop(self) -> None:
+        refresh.follow(self.db, False)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
