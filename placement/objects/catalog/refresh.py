@@ -382,7 +382,7 @@ def verify_if_due(db: db_api.Database, ahead: float = 0.0) -> str | None:
     """Compare the catalog of ``db`` with the database (``Cache.verify``)
     if it is on, read, and the last comparison is due within ``ahead``
     seconds: what the follower calls, busy or idle, so that requests
-    rarely find one due. What it found, or None when nothing was done."""
+    need not compare (``follow``). What it found, or None when nothing was done."""
     if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
