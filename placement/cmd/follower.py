@@ -10,11 +10,11 @@ the follower must not take CPU from them. A look costs one statement (the
 stamp); catching up is what the next request would have done.
 
 Busy or idle, it also compares the catalog with the database's
-fingerprint shortly before a request would have to (other writers'
-changes, "Writes by other writers" in doc/architecture.md): the
-comparison is a statement the worker mostly waits for (only a cheap look
-while the catalog's tables are quiet, ``catalog/precheck.py``), and
-requests then rarely wait for one.
+fingerprint when that is due (other writers' changes, "Writes by other
+writers" in doc/architecture.md): the comparison is a statement the
+worker mostly waits for (only a cheap look while the catalog's tables
+are quiet, ``catalog/precheck.py``), and while the follower keeps up, no
+request runs or waits for one (``refresh.FOLLOWED_VERIFY_S``).
 """
 
 import logging
@@ -64,8 +64,10 @@ class Follower:
             target=self._loop, name="catalog-follower", daemon=True
         )
         self._thread.start()
+        refresh.follow(self.db, True)
 
     def stop(self) -> None:
+        refresh.follow(self.db, False)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

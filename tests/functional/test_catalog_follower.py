@@ -13,6 +13,8 @@ from placement.cmd import follower
 from placement.cmd import gate
 from placement.db import api as db_api
 from placement.objects.catalog import changes
+from placement.objects.catalog import fingerprint
+from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
 from tests import fixtures
 from tests import wsgi_client
@@ -137,3 +139,47 @@ def test_a_database_away_is_no_error(tmp_path):
     )
     watcher = follower.Follower(away, gate.Gate(lambda e, s: [b""], 1), idle=0)
     assert watcher.step() is None
+
+
+def test_requests_leave_comparing_to_the_follower_until_it_falls_behind(
+    cloud, monkeypatch
+):
+    """Where a follower compares the catalog with the database, a request
+    does not run the comparison itself (a statement that reads every row
+    of the catalog's tables) while the last one is less than
+    FOLLOWED_VERIFY_S old; past that, or without a follower, it does."""
+    db = cloud.reader_db
+    compared = []
+    real = fingerprint.of_database
+
+    def counted(conn):
+        compared.append(conn)
+        return real(conn)
+
+    monkeypatch.setattr(fingerprint, "of_database", counted)
+    monkeypatch.setattr(precheck, "look", lambda db: None)  # always compare
+
+    def search():
+        resp = wsgi_client.call(
+            cloud.reader, "/allocation_candidates?resources=VCPU:1", **HEADERS
+        )
+        assert resp.status == 200
+
+    watcher = follower.Follower(db, gate.Gate(cloud.reader, 2), idle=60)
+    refresh.follow(db, True)
+    try:
+        watcher.step()  # the first comparison is due
+        assert len(compared) == 1
+        monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 0.0)  # always due
+        search()
+        assert len(compared) == 1  # left to the follower
+        watcher.step()
+        assert len(compared) == 2
+        monkeypatch.setattr(refresh, "FOLLOWED_VERIFY_S", 0.0)  # fallen behind
+        search()
+        assert len(compared) == 3
+    finally:
+        refresh.follow(db, False)
+    monkeypatch.setattr(refresh, "FOLLOWED_VERIFY_S", 60.0)
+    search()  # no follower: the request compares when due
+    assert len(compared) == 4

@@ -37,6 +37,12 @@ CHASES = 3
 # most this long, plus the comparison's own time. See "Writes by other
 # writers" in doc/architecture.md.
 VERIFY_EVERY_S = 0.5
+# The same in a worker whose follower compares every VERIFY_EVERY_S
+# (cmd/follower.py): a request compares first only when the follower has
+# fallen this far behind, and waits for a comparison under way rather
+# than answer without it. Nothing else of the comparison is on a
+# request's path, which only reads the clock.
+FOLLOWED_VERIFY_S = 1.0
 
 
 class Cache:
@@ -52,6 +58,11 @@ class Cache:
         # one comparison at a time.
         self.verified_at = float("-inf")
         self.verifying = threading.Lock()
+        # When a failed claim last doubted the catalog (``doubt``): only a
+        # comparison started after it counts.
+        self.doubted_at = float("-inf")
+        # Whether a follower thread compares the catalog (``follow``).
+        self.followed = False
         # precheck's look taken just before the last comparison's snapshot
         # (None: none to compare a new look with).
         self.looked: precheck.Look | None = None
@@ -61,8 +72,8 @@ class Cache:
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
-        if self.due():
-            self.verify(db)
+        if self.stale():
+            self.verify(db, wait=self.followed)
         if stamp is None:
             stamp = changes.stamp(conn)
         catalog = self.catalog
@@ -126,16 +137,23 @@ class Cache:
         events.catalog_updated(how)
         return how
 
-    def verify(self, db: db_api.Database) -> str | None:
+    def verify(self, db: db_api.Database, wait: bool = False) -> str | None:
         """Compare the catalog with the database's fingerprint in a new
-        snapshot, unless another comparison is under way (None). What it
-        found: "unchanged" (by precheck's look, no table of the catalog
-        changed since the last comparison: no statement read them), "same"
-        (no other writer's change; the catalog is left as it is),
-        "foreign" (another writer's change: the catalog was read whole
-        again) or "full" (the log could not tell: read whole again)."""
+        snapshot, unless another comparison is under way (None; with
+        ``wait``, once it is over, compare only if the catalog is still
+        ``stale``). What it found: "unchanged" (by precheck's look, no
+        table of the catalog changed since the last comparison: no
+        statement read them), "same" (no other writer's change; the
+        catalog is left as it is), "foreign" (another writer's change: the
+        catalog was read whole again) or "full" (the log could not tell:
+        read whole again)."""
         if not self.verifying.acquire(blocking=False):
-            return None
+            if not wait:
+                return None
+            self.verifying.acquire()
+            if not self.stale():
+                self.verifying.release()
+                return None
         try:
             return self._verified(db)
         finally:
@@ -143,12 +161,30 @@ class Cache:
 
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
-        return time.monotonic() + ahead - self.verified_at >= VERIFY_EVERY_S
+        return self._age() + ahead >= VERIFY_EVERY_S
+
+    def stale(self) -> bool:
+        """Whether a request must have the catalog compared before it
+        uses it: the comparison is due, or overdue where a follower
+        compares."""
+        return self._age() >= (FOLLOWED_VERIFY_S if self.followed else VERIFY_EVERY_S)
+
+    def _age(self) -> float:
+        """Since the start of the last comparison that found the catalog
+        right (infinite if a failed claim doubted it since)."""
+        if self.verified_at < self.doubted_at:
+            return float("inf")
+        return time.monotonic() - self.verified_at
 
     def doubt(self) -> None:
         """Have the next request compare the catalog with the database
         first (a claim failed on a host the catalog may have offered)."""
-        self.verified_at = float("-inf")
+        self.doubted_at = time.monotonic()
+
+    def follow(self, followed: bool) -> None:
+        """A follower thread starts (True) or stops (False) comparing the
+        catalog every VERIFY_EVERY_S."""
+        self.followed = followed
 
     def _verified(self, db):
         # Without the reading lock: the statement reads every row of the
@@ -359,13 +395,21 @@ def verify_if_due(db: db_api.Database, ahead: float = 0.0) -> str | None:
     """Compare the catalog of ``db`` with the database (``Cache.verify``)
     if it is on, read, and the last comparison is due within ``ahead``
     seconds: what the follower calls, busy or idle, so that requests
-    rarely find one due. What it found, or None when nothing was done."""
+    need not compare (``follow``). What it found, or None when nothing was done."""
     if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
     if cache is None or not cache.due(ahead):
         return None
     return cache.verify(db)
+
+
+def follow(db: db_api.Database, followed: bool) -> None:
+    """A follower thread of this process starts (True) or stops (False)
+    comparing the catalog of ``db`` with the database every
+    VERIFY_EVERY_S (``verify_if_due``): requests then compare first only
+    when it falls behind (FOLLOWED_VERIFY_S)."""
+    _cache(db).follow(followed)
 
 
 def catch_up(db: db_api.Database) -> str | None:
