@@ -359,13 +359,14 @@ def current(
 
 def held(db: db_api.Database) -> Catalog | None:
     """The catalog this process holds for ``db``, when it is on and no
-    comparison with the database is due; else None. Whether it is the
+    request need compare it with the database first (``Cache.stale``);
+    else None. Whether it is the
     one a transaction reads is for the caller to confirm (``current``
     with the stamp it reads, when it is not)."""
     if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
-    if cache is None or cache.due():
+    if cache is None or cache.stale():
         return None
     return cache.catalog
 
