@@ -185,8 +185,7 @@ def save(
     kept = [w for w in writes if w.uuid in found and w.allocations]
     emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
     if at_commit and not kept and not emptied and db_api.holds_for_commit(conn):
-        _create_at_commit(conn, new)
-        return []
+        return _create_at_commit(conn, new)
 
     projects, learned = common.ensure_ids(
         conn, PROJECTS, "external_id", [w.project_id for w in writes]
@@ -229,12 +228,12 @@ def save(
     return learned
 
 
-def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> None:
+def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> common.Learned:
     """The rows of the ``new`` consumers, and of the projects, users and
     types they name that are not known to exist, all held for the COMMIT:
-    the consumers take the ids by name. (No id is read back, so none is
-    remembered: a project named again is inserted (ignored) again, in
-    the same round trip.)"""
+    the consumers take the ids by name. Returns the names inserted, to
+    remember (once committed) as existing, their ids not known."""
+    learned: common.Learned = []
     for table, column, names in (
         (PROJECTS, "external_id", [w.project_id for w in new]),
         (USERS, "external_id", [w.user_id for w in new]),
@@ -244,6 +243,7 @@ def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> None:
         if missing:
             insert = db_api.insert_ignore(conn.dialect.name, table)
             db_api.at_commit(conn, insert, [{column: n} for n in missing])
+            learned.append((table, dict.fromkeys(missing)))
     if new:
         db_api.at_commit(
             conn,
@@ -258,6 +258,7 @@ def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> None:
                 for w in new
             ],
         )
+    return learned
 
 
 def _swap(conn, statement, rows):
