@@ -332,6 +332,17 @@ def _send_with_commit(engine):
 
     # The dialect is this engine's own; no event can replace the COMMIT.
     dialect.do_commit = do_commit
+    _SENDING.add(dialect)
+
+
+# The dialects of the engines ``_send_with_commit`` set up.
+_SENDING: "weakref.WeakSet[sa.Dialect]" = weakref.WeakSet()
+
+
+def holds_for_commit(conn: sa.Connection) -> bool:
+    """Whether ``at_commit`` statements on ``conn`` are held back and sent
+    with the COMMIT (rather than run at once)."""
+    return conn.dialect in _SENDING
 
 
 def at_commit(

@@ -16,12 +16,14 @@ generation.
 """
 
 import dataclasses
+import functools
 import random
 import time
 import typing
 from collections.abc import Callable
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 
 from placement import events
 from placement import exception
@@ -66,7 +68,7 @@ def replace_allocations(
 
     def attempt(conn):
         prepared = prepare(conn, writes, check_generation, with_state=True)
-        return write_in(conn, prepared, retries).learned
+        return write_in(conn, prepared, retries, last=True).learned
 
     try:
         learned = run_write(
@@ -126,8 +128,15 @@ def run_write(
 
 @db_api.retry_on_deadlock
 def _transaction(db, attempt):
-    with db.writer() as conn:
-        return attempt(conn)
+    try:
+        with db.writer() as conn:
+            return attempt(conn)
+    except sa_exc.IntegrityError as e:
+        # Raised by the statement, or on MySQL by the COMMIT it was sent
+        # with (``write_in``): nothing was written either way.
+        if consumer_obj.is_created_concurrently(e):
+            raise consumer_obj.ConsumerRace("consumer created concurrently") from e
+        raise
 
 
 @dataclasses.dataclass
@@ -209,7 +218,10 @@ _INSERT = ALLOC.insert()
 
 
 def write_in(
-    conn: sa.Connection, prepared: _Prepared, retries: Retries | None = None
+    conn: sa.Connection,
+    prepared: _Prepared,
+    retries: Retries | None = None,
+    last: bool = False,
 ) -> Written:
     """Steps 2-5 of the write inside the caller's transaction; returns the
     ids of the providers whose generation it moved and the ids it
@@ -217,7 +229,10 @@ def write_in(
     changed nothing) reads and checks again in this transaction: under
     READ COMMITTED the read sees the winner's commit, which the swap's
     UPDATE waited for. Only PUT and POST /allocations may: the reshaper
-    wrote before."""
+    wrote before. ``last``: nothing but ``db_api.at_commit`` statements
+    follows in the transaction, so what comes after the swaps (the
+    consumer and allocation rows, nothing of which is read) is sent with
+    the COMMIT."""
     writes = prepared.writes
     rc_ids = prepared.class_ids or _class_ids(conn, writes)
     new_rows = [
@@ -258,15 +273,16 @@ def write_in(
             break
         if swapped or retries is None or not retries.take():
             raise ProviderRace()
-    learned = consumer_obj.save(conn, writes, prepared.consumers)
+    learned = consumer_obj.save(conn, writes, prepared.consumers, at_commit=last)
+    execute = functools.partial(db_api.at_commit, conn) if last else conn.execute
     # Only consumers seen holding allocations can hold any now: another
     # writer giving some to one of the others first creates or swaps its
-    # consumer row, which made the save above fail.
+    # consumer row, which makes the save above (or the commit) fail.
     holding = [u for u in uuids if u in prepared.held]
     if holding:
-        conn.execute(_DELETE, {"uuids": holding})
+        execute(_DELETE, {"uuids": holding})
     if new_rows:
-        conn.execute(_INSERT, new_rows)
+        execute(_INSERT, new_rows)
     return Written(touched, learned)
 
 

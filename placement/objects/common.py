@@ -178,7 +178,8 @@ def bump_held(conn: sa.Connection, provider: sa.RowMapping) -> int:
 # Per-engine memory of rows that never change once committed: standard
 # resource classes and traits (synced at start-up, never renamed or
 # deleted), and aggregates, projects, users and consumer types (created on
-# first reference, never deleted). Saves the lookups on every write.
+# first reference, never deleted). Saves the lookups on every write. A
+# name remembered with the value None is known to exist, its id not known.
 _KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _KNOWN_MAX = 50000  # per table; forgotten all at once past that
 CUSTOM_CLASS_ID_START = 10000
@@ -199,7 +200,7 @@ def _remembered(conn, table, names):
     """(memory of ``table``, {name: value} it holds of ``names``, the
     names it doesn't)."""
     cache = known(conn, table)
-    found = {name: cache[name] for name in names if name in cache}
+    found = {name: cache[name] for name in names if cache.get(name) is not None}
     return cache, found, set(names) - set(found)
 
 

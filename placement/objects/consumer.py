@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 
@@ -133,20 +134,59 @@ def check_generations(
 _INSERT = CONSUMERS.insert()
 
 
+def _id_of(table: sa.Table, column: str, name: str) -> sa.ScalarSelect[Any]:
+    """The id of the row of ``table`` whose ``column`` is bound as
+    ``name``: NULL when there is none (no consumer type given)."""
+    return (
+        sa.select(table.c.id)
+        .where(table.c[column] == sa.bindparam(name))
+        .scalar_subquery()
+    )
+
+
+# A new consumer naming its project, user and type by their external ids
+# and name, for a write that does not read their ids back.
+_INSERT_NAMED = CONSUMERS.insert().values(
+    uuid=sa.bindparam("b_uuid"),
+    generation=1,
+    project_id=_id_of(PROJECTS, "external_id", "b_project"),
+    user_id=_id_of(USERS, "external_id", "b_user"),
+    consumer_type_id=_id_of(TYPES, "name", "b_type"),
+)
+
+
+def is_created_concurrently(error: sa_exc.IntegrityError) -> bool:
+    """Whether ``error`` is a new consumer's uuid taken by another writer
+    since it was read (a ``ConsumerRace``)."""
+    text = str(error.orig)
+    return "uniq_consumers0uuid" in text or "consumers.uuid" in text
+
+
 def save(
     conn: sa.Connection,
     writes: list[ConsumerWrite],
     found: dict[str, sa.RowMapping],
+    at_commit: bool = False,
 ) -> common.Learned:
     """Create, update or delete the consumer record of every write;
     returns the project, user and type ids learned (``common.remember``
-    them after commit).
+    them after commit). ``at_commit``: a write that only creates consumers
+    sends it all with the COMMIT (``db_api.at_commit``), nothing read,
+    where that saves round trips (``db_api.holds_for_commit``): elsewhere
+    the ids are looked up, and remembered, as for other writes.
 
     Consumers keeping allocations get generation + 1 (new ones start at 0,
     so they read back 1) and the sent project/user/type; consumers left
     without allocations are deleted; a write emptying a consumer that does
-    not exist leaves nothing behind.
+    not exist leaves nothing behind. A new consumer's uuid taken meanwhile
+    fails the write (``is_created_concurrently``), at the latest at commit.
     """
+    new = [w for w in writes if w.uuid not in found and w.allocations]
+    kept = [w for w in writes if w.uuid in found and w.allocations]
+    emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
+    if at_commit and not kept and not emptied and db_api.holds_for_commit(conn):
+        return _create_at_commit(conn, new)
+
     projects, learned = common.ensure_ids(
         conn, PROJECTS, "external_id", [w.project_id for w in writes]
     )
@@ -168,19 +208,8 @@ def save(
             row["consumer_type_id"] = types[write.consumer_type]
         return row
 
-    new = [
-        dict(values(w), uuid=w.uuid, generation=1)
-        for w in writes
-        if w.uuid not in found and w.allocations
-    ]
-    kept = [w for w in writes if w.uuid in found and w.allocations]
-    emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
-
     if new:
-        try:
-            conn.execute(_INSERT, new)
-        except sa_exc.IntegrityError:
-            raise ConsumerRace("consumer created concurrently")
+        conn.execute(_INSERT, [dict(values(w), uuid=w.uuid, generation=1) for w in new])
     # One UPDATE per distinct (project, user, type): usually a single one.
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for write in kept:
@@ -196,6 +225,39 @@ def save(
         )
     if emptied:
         _swap(conn, CONSUMERS.delete(), emptied)
+    return learned
+
+
+def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> common.Learned:
+    """The rows of the ``new`` consumers, and of the projects, users and
+    types they name that are not known to exist, all held for the COMMIT:
+    the consumers take the ids by name. Returns the names inserted, to
+    remember (once committed) as existing, their ids not known."""
+    learned: common.Learned = []
+    for table, column, names in (
+        (PROJECTS, "external_id", [w.project_id for w in new]),
+        (USERS, "external_id", [w.user_id for w in new]),
+        (TYPES, "name", [w.consumer_type for w in new if w.consumer_type]),
+    ):
+        missing = set(names) - common.known(conn, table).keys()
+        if missing:
+            insert = db_api.insert_ignore(conn.dialect.name, table)
+            db_api.at_commit(conn, insert, [{column: n} for n in missing])
+            learned.append((table, dict.fromkeys(missing)))
+    if new:
+        db_api.at_commit(
+            conn,
+            _INSERT_NAMED,
+            [
+                {
+                    "b_uuid": w.uuid,
+                    "b_project": w.project_id,
+                    "b_user": w.user_id,
+                    "b_type": w.consumer_type,
+                }
+                for w in new
+            ],
+        )
     return learned
 
 

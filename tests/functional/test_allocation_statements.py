@@ -2,13 +2,15 @@
 PostgreSQL: a claim (PUT /allocations of a new consumer, as nova's
 scheduler makes one per instance) reads the consumers and the providers'
 generations, inventories and usage in one statement, then swaps the
-generations and writes; a write that empties a consumer reads the state of
-the providers it held as well, and moves their generations."""
+generations and writes (on MySQL the writes go with the COMMIT: three round
+trips); a write that empties a consumer reads the state of the providers it
+held as well, and moves their generations."""
 
 import dataclasses
 
 import pytest
 
+from placement import exception
 from placement.objects import allocation as alloc_obj
 from placement.objects import usage as usage_obj
 from tests.functional.test_allocation_retry import _claim
@@ -16,6 +18,8 @@ from tests.functional.test_allocation_retry import _new_provider
 from tests.functional.test_allocation_retry import db  # noqa: F401
 from tests.functional.test_resource_provider_objects import _queries
 from tests.functional.test_resource_provider_objects import statements
+from tests.functional.test_write_round_trips import trips  # noqa: F401
+from tests.functional.test_write_round_trips import watched
 
 
 def _write(rp_uuid, consumer_uuid=None, amount=2, generation=None):
@@ -35,15 +39,18 @@ def _generation(database, rp_uuid):
         return alloc_obj.common.get_provider(conn, rp_uuid)["generation"]
 
 
-def test_a_claim_reads_once_before_it_swaps(db):  # noqa: F811
+def test_a_claim_reads_once_before_it_swaps(db, trips):  # noqa: F811
     rp = _new_provider(db)
-    # The first claim learns the project's and user's ids.
+    # The first claim learns the project's and user's ids (on MySQL only
+    # that they exist: no id is read, the new consumer takes them by name).
     alloc_obj.replace_allocations(db, [_write(rp)], check_generation=True)
     claim = _write(rp, amount=3)
     before = _generation(db, rp)
-    with statements(db) as seen:
+    with watched(db, trips) as (seen, sent):
         alloc_obj.replace_allocations(db, [claim], check_generation=True)
     assert _heads(seen) == ["SELECT", "UPDATE", "INSERT", "INSERT"]
+    # The read, the swap, the rest with the COMMIT.
+    assert sent is None or len(sent) == 3
     assert _generation(db, rp) == before + 1
     found = alloc_obj.for_consumer(db, claim.uuid)
     assert found.allocations[rp]["resources"] == {"VCPU": 3}
@@ -84,3 +91,40 @@ def test_emptying_a_consumer_reads_and_moves_the_providers_it_held(db):  # noqa:
         before[1] + 1,
     )
     assert alloc_obj.for_consumer(db, leaving.uuid).allocations == {}
+
+
+def test_a_consumer_created_meanwhile_fails_the_claim_whole(db, monkeypatch):  # noqa: F811
+    """Another writer creates the consumer between the claim's read and
+    its commit: the claim writes nothing (on MySQL its consumer INSERT
+    fails with the COMMIT, after its swap), runs again, and is refused as
+    a consumer generation conflict, as when it reads the consumer."""
+    if db.dialect == "sqlite":
+        pytest.skip("a SQLite writer holds the database: no one writes meanwhile")
+    rp, elsewhere = _new_provider(db), _new_provider(db)
+    claim = _write(rp, amount=3)
+    original = alloc_obj._existing_with_state
+    reads = []
+
+    def read_then_created(conn, *args):
+        found = original(conn, *args)
+        reads.append(found)
+        if len(reads) == 1:  # another connection, committed
+            rival = _write(elsewhere, claim.uuid, amount=5)
+            alloc_obj.replace_allocations(db, [rival], check_generation=True)
+        return found
+
+    monkeypatch.setattr(alloc_obj, "_existing_with_state", read_then_created)
+    before = _generation(db, rp)
+    with pytest.raises(
+        exception.ConcurrentUpdate,
+        match="consumer generation conflict - expected 1 but got None",
+    ):
+        alloc_obj.replace_allocations(db, [claim], check_generation=True)
+    # The claim's, the rival's, the claim's again after its failed commit.
+    assert len(reads) == 3
+    assert _generation(db, rp) == before
+    assert alloc_obj.for_provider(db, rp).allocations == {}
+    found = alloc_obj.for_consumer(db, claim.uuid)
+    assert found.allocations[elsewhere]["resources"] == {"VCPU": 5}
+    assert list(found.allocations) == [elsewhere]
+    assert found.generation == 1
