@@ -854,3 +854,30 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
     cloud.call(cloud.writer, "/traits/CUSTOM_NEWER", "PUT", status=201)
     newer = cloud.call(cloud.reader, path + "&required=CUSTOM_NEWER", status=200)
     assert _count(newer.json()) == 0
+
+
+def test_a_search_that_found_the_catalog_behind_reads_the_stamp_first(
+    cloud, monkeypatch
+):
+    """Under a stream of other workers' writes nearly every search from the
+    held catalog would find it behind and search twice: after one does,
+    searches read the stamp first (two statements) for
+    UNCONFIRMED_PAUSE_S, then answer from the held catalog again (one)."""
+    cloud.inventories(cloud.provider("one"), VCPU=8)
+    cloud.check()
+    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)
+    monkeypatch.setattr(refresh, "UNCONFIRMED_PAUSE_S", 3600.0)
+    path = "/allocation_candidates?resources=VCPU:1&limit=5"
+    cloud.call(cloud.reader, path, status=200)
+    cloud.inventories(cloud.provider("two"), VCPU=8)  # another worker's
+    behind = cloud.call(cloud.reader, path, status=200).json()
+    assert _count(behind) == 2
+    with rp_objects.statements(cloud.reader_db) as seen:
+        paused = cloud.call(cloud.reader, path, status=200).json()
+    assert len(rp_objects._queries(seen)) == 2
+    assert _count(paused) == 2
+    monkeypatch.setattr(refresh, "UNCONFIRMED_PAUSE_S", 0.0)
+    with rp_objects.statements(cloud.reader_db) as seen:
+        again = cloud.call(cloud.reader, path, status=200).json()
+    assert len(rp_objects._queries(seen)) == 1
+    assert _count(again) == 2

@@ -24,6 +24,7 @@ from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import refresh
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,7 @@ def find(
             index.confirm()
             return found
         except catalog_index.Behind as behind:
+            refresh.found_behind(db)
             return _answer(
                 catalog_index.index(db, conn, behind.stamp), request, options
             )

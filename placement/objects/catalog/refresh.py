@@ -44,6 +44,12 @@ VERIFY_EVERY_S = 0.5
 # request's path, which only reads the clock.
 FOLLOWED_VERIFY_S = 1.0
 
+# After a search that answered from the held catalog found it behind the
+# database (and so searched twice), searches read the stamp first for this
+# long: under a steady stream of writes nearly every such answer would be
+# thrown away, and a wasted search costs far more than the statement saved.
+UNCONFIRMED_PAUSE_S = 1.0
+
 
 class Cache:
     """One database's catalog in this process."""
@@ -66,6 +72,8 @@ class Cache:
         # precheck's look taken just before the last comparison's snapshot
         # (None: none to compare a new look with).
         self.looked: precheck.Look | None = None
+        # When a search last found the held catalog behind (``found_behind``).
+        self.behind_at = float("-inf")
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
@@ -359,16 +367,26 @@ def current(
 
 def held(db: db_api.Database) -> Catalog | None:
     """The catalog this process holds for ``db``, when it is on and no
-    request need compare it with the database first (``Cache.stale``);
-    else None. Whether it is the
-    one a transaction reads is for the caller to confirm (``current``
-    with the stamp it reads, when it is not)."""
+    request need compare it with the database first (``Cache.stale``)
+    and no search found it behind in the last UNCONFIRMED_PAUSE_S; else
+    None. Whether it is the one a transaction reads is for the caller to
+    confirm (``current`` with the stamp it reads, when it is not)."""
     if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
     if cache is None or cache.stale():
         return None
+    if time.monotonic() - cache.behind_at < UNCONFIRMED_PAUSE_S:
+        return None
     return cache.catalog
+
+
+def found_behind(db: db_api.Database) -> None:
+    """A search answering from ``held``'s catalog found it behind: the
+    next ones read the stamp first for a while (UNCONFIRMED_PAUSE_S)."""
+    cache = _CACHES.get(db)
+    if cache is not None:
+        cache.behind_at = time.monotonic()
 
 
 def warm(db: db_api.Database) -> int | None:
