@@ -38,6 +38,20 @@ PROVIDER_COLUMNS = (
 )
 
 
+def text_exactly(
+    db: db_api.Database, column: sa.ColumnElement[Any], value: str
+) -> sa.ColumnElement[bool]:
+    """``column == value`` byte for byte on every backend (doc/api.md
+    "Names and ids"). MySQL's utf8mb4_bin compares with PAD SPACE, where
+    'a' equals 'a ': there the bytes are compared too (after the plain
+    comparison, which the index serves)."""
+    clause = db_api.text_equals(db, column, value)
+    if db.dialect == "mysql":
+        exact = value.encode("utf-8", "surrogatepass")
+        clause = sa.and_(clause, sa.cast(column, sa.LargeBinary) == exact)
+    return clause
+
+
 def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
     row = (

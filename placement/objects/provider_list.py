@@ -64,7 +64,7 @@ def list_providers(
     """
     clauses = []
     if name is not None:
-        clauses.append(db_api.text_equals(db, RP.c.name, name))
+        clauses.append(common.text_exactly(db, RP.c.name, name))
     if uuid is not None:
         clauses.append(RP.c.uuid == uuid)
     if member_of:

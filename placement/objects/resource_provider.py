@@ -86,15 +86,31 @@ _ROOT_IS_SELF = (
 )
 
 
+# The longest provider name (the column, and the schema's maxLength).
+NAME_LENGTH = 200
+# Backends whose unique key on the name already counts names that differ
+# only by trailing spaces as one (MySQL's utf8mb4_bin pads); elsewhere a
+# new name is compared with its padded forms once inserted.
+_PADDED_UNIQUE_NAMES = frozenset({"mysql"})
+
+
+def same_names(name: str) -> list[str]:
+    """``name`` and every name that differs from it only by trailing
+    spaces: one name to upstream's MySQL schema, so one name to placement
+    on every backend (doc/api.md "Names and ids")."""
+    base = name.rstrip(" ")
+    return [base + " " * n for n in range(max(NAME_LENGTH, len(name)) - len(base) + 1)]
+
+
 def _clashes(conn, name, uuid):
     """The "column: value" parts of ``name``/``uuid`` already taken."""
     taken = conn.execute(
         sa.select(RP.c.name, RP.c.uuid).where(
-            sa.or_(RP.c.name == name, RP.c.uuid == uuid)
+            sa.or_(RP.c.name.in_(same_names(name)), RP.c.uuid == uuid)
         )
     ).all()
     parts = []
-    if any(row.name == name for row in taken):
+    if any(row.name.rstrip(" ") == name.rstrip(" ") for row in taken):
         parts.append("name: %s" % name)
     if any(row.uuid == uuid for row in taken):
         parts.append("uuid: %s" % uuid)
@@ -141,6 +157,8 @@ def create(
             raise
         key: Any = result.inserted_primary_key  # one row inserted
         new_id = key[0]
+        if conn.dialect.name not in _PADDED_UNIQUE_NAMES:
+            _check_name_free(conn, name, new_id)
         changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
             db_api.at_commit(conn, _ROOT_IS_SELF, {"b_id": new_id})
@@ -171,7 +189,9 @@ def _check_unique(conn, name, uuid):
 
 def _check_name_free(conn, name, provider_id):
     if conn.scalar(
-        sa.select(sa.exists().where(RP.c.name == name, RP.c.id != provider_id))
+        sa.select(
+            sa.exists().where(RP.c.name.in_(same_names(name)), RP.c.id != provider_id)
+        )
     ):
         raise exception.DuplicateName(
             "Conflicting resource provider %s already exists." % name

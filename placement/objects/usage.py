@@ -75,9 +75,10 @@ def _usages(db, project_id, user_id, group, *conditions):
         .join(RC, RC.c.id == ALLOC.c.resource_class_id)
         .outerjoin(TYPES, TYPES.c.id == CONSUMERS.c.consumer_type_id)
     )
-    where = [tables.projects.c.external_id == project_id, *conditions]
+    where = [common.text_exactly(db, tables.projects.c.external_id, project_id)]
+    where += conditions
     if user_id is not None:
-        where.append(tables.users.c.external_id == user_id)
+        where.append(common.text_exactly(db, tables.users.c.external_id, user_id))
     with db.reader() as conn:
         sums = conn.execute(
             sa.select(group, RC.c.name, sa.func.sum(ALLOC.c.used))

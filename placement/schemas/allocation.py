@@ -8,7 +8,9 @@ from placement import versions
 CLASS_NAME_PATTERN = "^[A-Z0-9_]+$"
 UUID_KEY_PATTERN = "^[0-9a-fA-F-]{36}$"
 
-_STRING_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+# A project or user id may not end with a space: upstream's MySQL schema
+# cannot tell 'p' from 'p ' (doc/api.md "Names and ids").
+_STRING_ID = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "[^ ]$"}
 CONSUMER_TYPE = {
     "type": "string",
     "pattern": CLASS_NAME_PATTERN,

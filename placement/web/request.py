@@ -7,6 +7,7 @@ which handlers read directly: ``req.context.ctx``, ``req.context.version``.
 
 import datetime
 import email.utils
+import json
 import urllib.parse
 from collections.abc import Callable
 from collections.abc import Collection
@@ -186,7 +187,20 @@ def render(resp: falcon.Response, body: Any, status: int = 200) -> None:
     """``body``: a JSON-able object, or bytes already encoded as JSON."""
     resp.status = status
     resp.content_type = "application/json"
-    resp.data = body if isinstance(body, bytes) else orjson.dumps(body)
+    resp.data = body if isinstance(body, bytes) else dumps(body)
+
+
+def dumps(body: Any) -> bytes:
+    """``body`` as compact JSON. Integers past 64 bits (a query's amount
+    of 2**64 or more, echoed by explain) are written out as they are, by
+    the standard library: orjson refuses them, and the contract sets no
+    upper bound on a requested amount."""
+    try:
+        return orjson.dumps(body)
+    except TypeError as e:
+        if "64-bit" not in str(e):
+            raise
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def render_stream(

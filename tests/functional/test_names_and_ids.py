@@ -1,0 +1,176 @@
+"""Names, ids and amounts the databases disagree about (doc/api.md "Names
+and ids"), the same answer on SQLite, MySQL and PostgreSQL:
+
+* a provider name is stored and matched byte for byte, and one that
+  differs from a taken name only by trailing spaces is taken (409 on
+  create and rename: upstream's MySQL unique key counts them as one);
+* a project or user id ending with a space is a 400; ids are matched
+  byte for byte (``/usages``);
+* an amount of 2**63, 2**64 or more is a valid amount nothing can hold:
+  200 on the three candidate routes alike, with every suffix.
+"""
+
+import json
+import urllib.parse
+import uuid
+
+import pytest
+
+from tests import fixtures
+from tests import wsgi_client
+
+HEADERS = {
+    "x-auth-token": "admin",
+    "accept": "application/json",
+    "content-type": "application/json",
+    "openstack-api-version": "placement 1.39",
+}
+
+
+class Client:
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, method, path, body=None, query=""):
+        raw = b"" if body is None else json.dumps(body).encode()
+        r = wsgi_client.call(self.app, path, method, raw, query=query, headers=HEADERS)
+        return r.status, json.loads(r.body) if r.body else None
+
+
+@pytest.fixture(scope="module", params=fixtures.BACKENDS)
+def client(request):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, _db):
+        yield Client(app)
+
+
+def _provider(client, name, **more):
+    status, body = client("POST", "/resource_providers", dict(name=name, **more))
+    assert status == 200, body
+    return body["uuid"]
+
+
+def _names(client, name):
+    status, body = client("GET", "/resource_providers", query="name=" + name)
+    assert status == 200, body
+    return [rp["name"] for rp in body["resource_providers"]]
+
+
+def _error(status, body, expected, code):
+    assert status == expected, body
+    assert body["errors"][0]["code"] == code, body
+
+
+@pytest.mark.parametrize("taken,sent", [("padtest", "padtest "), ("pad2  ", "pad2")])
+def test_a_name_that_differs_by_trailing_spaces_is_taken(client, taken, sent):
+    _provider(client, taken)
+    status, body = client("POST", "/resource_providers", {"name": sent})
+    _error(status, body, 409, "placement.duplicate_name")
+    other = _provider(client, "other-" + taken.strip())
+    status, body = client("PUT", "/resource_providers/" + other, {"name": sent})
+    _error(status, body, 409, "placement.duplicate_name")
+    # Nothing was written by either.
+    assert _names(client, urllib.parse.quote(sent)) == []
+    assert _names(client, urllib.parse.quote(taken)) == [taken]
+
+
+def test_names_are_stored_and_matched_exactly(client):
+    _provider(client, "lonely  ")
+    _provider(client, "  lead")
+    _provider(client, "lead")  # leading spaces count everywhere
+    assert _names(client, "lonely%20%20") == ["lonely  "]
+    assert _names(client, "lonely") == []
+    assert _names(client, "lonely%20") == []
+    assert _names(client, "lead") == ["lead"]
+    assert _names(client, "%20%20lead") == ["  lead"]
+    # Renaming a provider to its own name with other padding is no clash.
+    rp = _provider(client, "self")
+    status, body = client("PUT", "/resource_providers/" + rp, {"name": "self "})
+    assert status == 200 and body["name"] == "self ", body
+
+
+def _allocate(client, project, user="u"):
+    rp = _provider(client, "host-%s" % uuid.uuid4())
+    status, body = client(
+        "PUT",
+        "/resource_providers/%s/inventories" % rp,
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
+    assert status == 200, body
+    consumer = str(uuid.uuid4())
+    return consumer, client(
+        "PUT",
+        "/allocations/" + consumer,
+        {
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": project,
+            "user_id": user,
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "project,user", [("padproj ", "u"), ("p", "paduser "), (" ", "u")]
+)
+def test_an_id_ending_with_a_space_is_refused(client, project, user):
+    consumer, (status, body) = _allocate(client, project, user)
+    _error(status, body, 400, "placement.undefined_code")
+    assert client("GET", "/allocations/" + consumer)[1]["allocations"] == {}
+    status, body = client(
+        "POST",
+        "/allocations",
+        {
+            consumer: {
+                "allocations": {},
+                "project_id": project,
+                "user_id": user,
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            }
+        },
+    )
+    _error(status, body, 400, "placement.undefined_code")
+
+
+def test_ids_are_matched_exactly(client):
+    _, (status, body) = _allocate(client, "exactproj", "exactuser")
+    assert status == 204, body
+    _, (status, body) = _allocate(client, "  exactproj", "exactuser")
+    assert status == 204, body
+
+    def usages(query):
+        status, body = client("GET", "/usages", query=query)
+        assert status == 200, body
+        return body["usages"].get("INSTANCE", {}).get("VCPU", 0)
+
+    assert usages("project_id=exactproj") == 1
+    assert usages("project_id=%20%20exactproj") == 1
+    assert usages("project_id=exactproj%20") == 0
+    assert usages("project_id=exactproj&user_id=exactuser%20") == 0
+    assert usages("project_id=exactproj&user_id=exactuser") == 1
+
+
+HUGE = [2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**23]
+SUFFIXES = ["", "1", "_X"]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_huge_amounts_find_nothing_on_every_candidate_route(client, suffix):
+    rp = _provider(client, "big-%s" % uuid.uuid4())
+    status, body = client(
+        "PUT",
+        "/resource_providers/%s/inventories" % rp,
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
+    assert status == 200, body
+    for amount in HUGE:
+        query = "resources%s=VCPU:%d" % (suffix, amount)
+        status, body = client("GET", "/allocation_candidates", query=query)
+        assert status == 200 and body["allocation_requests"] == [], (query, body)
+        status, body = client("GET", "/allocation_candidates/explain", query=query)
+        assert status == 200, (query, body)
+        assert str(amount) in json.dumps(body), (query, body)
+        status, body = client("GET", "/allocation_candidates/capacity", query=query)
+        assert status == 200, (query, body)
