@@ -83,13 +83,21 @@ def _registered(db):
     return rp
 
 
+_NAME_CHECK = {"mysql": [], "sqlite": ["SELECT"], "postgresql": ["SELECT"]}
+
+
 def test_registering_a_host(db, trips):
     _registered(db)  # standard names and the aggregate are known now
     rp = str(uuid.uuid4())
     with watched(db, trips) as (seen, sent):
         rp_obj.create(db, rp, rp)
-    # The row, its root (itself), the change count and log.
-    assert _heads(seen) == ["INSERT", "UPDATE", "INSERT", "INSERT"]
+    # The row, (but on MySQL, whose unique key does it) whether a name
+    # differing only by trailing spaces is taken, its root (itself), the
+    # change count and log.
+    assert _heads(seen) == ["INSERT", *_NAME_CHECK[db.dialect], "UPDATE"] + [
+        "INSERT",
+        "INSERT",
+    ]
     assert sent is None or len(sent) == 2
     for write, heads in (
         (
@@ -118,7 +126,10 @@ def test_a_child_reads_its_parent_first(db, trips):
     child = str(uuid.uuid4())
     with watched(db, trips) as (seen, sent):
         rp_obj.create(db, child, child, parent)
-    assert _heads(seen) == ["SELECT", "INSERT", "INSERT", "INSERT"]
+    assert _heads(seen) == ["SELECT", "INSERT", *_NAME_CHECK[db.dialect]] + [
+        "INSERT",
+        "INSERT",
+    ]
     assert sent is None or len(sent) == 3
     assert rp_obj.get(db, child)["root_provider_uuid"] == parent
 
