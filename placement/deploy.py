@@ -115,9 +115,11 @@ def log_summary(conf, serving=""):
     )
     if conf.api.auth_strategy == "noauth2":
         LOG.warning(
-            "auth_strategy is noauth2: requests are NOT authenticated, "
-            "X-Auth-Token is trusted as user[:project]; use keystone in "
-            "production"
+            "auth_strategy is noauth2: requests are NOT authenticated; "
+            "the client's headers are trusted as sent: X-Auth-Token as "
+            "user[:project], X-Roles as its roles (X-Roles: admin opens "
+            "every call), X-User-Id/X-Project-Id/X-Tenant-Id as its "
+            "identity; use keystone in production"
         )
 
 

@@ -347,7 +347,11 @@ def test_one_log_format_and_request_ids(tmp_path):
         r"\(2 active per worker\), listening on 127.0.0.1:\d+$",
         summary["message"],
     )
-    assert [m["level"] for m in parsed if "noauth2: requests are NOT" in m["message"]]
+    (warning,) = [m for m in parsed if "noauth2: requests are NOT" in m["message"]]
+    assert warning["level"] == "WARNING"
+    # It says plainly which headers are trusted.
+    for header in ("X-Auth-Token", "X-Roles", "X-User-Id", "X-Project-Id"):
+        assert header in warning["message"], warning
     assert [m for m in parsed if m["logger"].startswith("gunicorn")]
     requests_logged = [m for m in parsed if m["logger"] == "placement.requestlog"]
     for m in requests_logged:
