@@ -94,20 +94,33 @@ NAME_LENGTH = 200
 _PADDED_UNIQUE_NAMES = frozenset({"mysql"})
 
 
-def same_names(name: str) -> list[str]:
-    """``name`` and every name that differs from it only by trailing
+def _padded(name: str) -> dict[str, str]:
+    """Bounds of the names that differ from ``name`` only by trailing
     spaces: one name to upstream's MySQL schema, so one name to placement
-    on every backend (doc/api.md "Names and ids")."""
+    on every backend (doc/api.md "Names and ids"). Each is a prefix of the
+    next, so every collation orders them between ``name`` without its
+    trailing spaces and the longest."""
     base = name.rstrip(" ")
-    return [base + " " * n for n in range(max(NAME_LENGTH, len(name)) - len(base) + 1)]
+    spaces = max(NAME_LENGTH, len(name)) - len(base)
+    return {"b_base": base, "b_longest": base + " " * spaces}
+
+
+# The provider's name is _padded's: the bounds let the unique index find
+# the few rows between them.
+_SAME_NAME = sa.and_(
+    RP.c.name >= sa.bindparam("b_base"),
+    RP.c.name <= sa.bindparam("b_longest"),
+    sa.func.rtrim(RP.c.name) == sa.bindparam("b_base"),
+)
 
 
 def _clashes(conn, name, uuid):
     """The "column: value" parts of ``name``/``uuid`` already taken."""
     taken = conn.execute(
         sa.select(RP.c.name, RP.c.uuid).where(
-            sa.or_(RP.c.name.in_(same_names(name)), RP.c.uuid == uuid)
-        )
+            sa.or_(_SAME_NAME, RP.c.uuid == sa.bindparam("b_uuid"))
+        ),
+        dict(_padded(name), b_uuid=uuid),
     ).all()
     parts = []
     if any(row.name.rstrip(" ") == name.rstrip(" ") for row in taken):
@@ -187,12 +200,12 @@ def _check_unique(conn, name, uuid):
         )
 
 
+# Whether a provider other than b_id has the name (_padded).
+_NAME_TAKEN = sa.select(sa.exists().where(_SAME_NAME, RP.c.id != sa.bindparam("b_id")))
+
+
 def _check_name_free(conn, name, provider_id):
-    if conn.scalar(
-        sa.select(
-            sa.exists().where(RP.c.name.in_(same_names(name)), RP.c.id != provider_id)
-        )
-    ):
+    if conn.scalar(_NAME_TAKEN, dict(_padded(name), b_id=provider_id)):
         raise exception.DuplicateName(
             "Conflicting resource provider %s already exists." % name
         )
