@@ -123,7 +123,11 @@ def _clashes(conn, name, uuid):
         dict(_padded(name), b_uuid=uuid),
     ).all()
     parts = []
-    if any(row.name.rstrip(" ") == name.rstrip(" ") for row in taken):
+    # A row the uuid did not find was found by its name, as the database's
+    # collation compares (a case-insensitive one included).
+    if any(
+        row.uuid != uuid or row.name.rstrip(" ") == name.rstrip(" ") for row in taken
+    ):
         parts.append("name: %s" % name)
     if any(row.uuid == uuid for row in taken):
         parts.append("uuid: %s" % uuid)

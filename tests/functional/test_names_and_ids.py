@@ -16,6 +16,10 @@ import uuid
 
 import pytest
 
+from placement import deploy
+from placement.db import api as db_api
+from placement.db import schema
+from placement.objects import standard_names
 from tests import fixtures
 from tests import wsgi_client
 
@@ -174,3 +178,35 @@ def test_huge_amounts_find_nothing_on_every_candidate_route(client, suffix):
         assert str(amount) in json.dumps(body), (query, body)
         status, body = client("GET", "/allocation_candidates/capacity", query=query)
         assert status == 200, (query, body)
+
+
+@pytest.fixture
+def case_insensitive_app():
+    """MySQL with the provider names in a case-insensitive collation, as a
+    database whose tables another tool created may have them."""
+    fixtures.require_backend("mysql")
+    with fixtures.database_url("mysql") as url:
+        conf = fixtures.configure()
+        engine = db_api.create_engine(url, conf)
+        try:
+            schema.upgrade(engine)
+            with engine.begin() as conn:
+                conn.exec_driver_sql(
+                    "ALTER TABLE resource_providers MODIFY name VARCHAR(200)"
+                    " CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
+                )
+            db = db_api.Database(engine, conf)
+            standard_names.sync_standard_names(db)
+            yield deploy.build_app(conf, db=db, sync_schema=False)
+        finally:
+            engine.dispose()
+
+
+def test_a_name_the_collation_takes_for_another_is_taken(case_insensitive_app):
+    client = Client(case_insensitive_app)
+    _provider(client, "CaseTest")
+    for sent in ("casetest", "CASETEST ", "CaseTest"):
+        status, body = client("POST", "/resource_providers", {"name": sent})
+        _error(status, body, 409, "placement.duplicate_name")
+    assert _names(client, "CaseTest") == ["CaseTest"]
+    assert _names(client, "casetest") == []
