@@ -150,6 +150,7 @@ class _Planner:
         self.version: dict[int, int] = {}
         self.shapes: dict[tuple, _Shape] = {}
         self.planned: dict[int, int] = {}  # class id -> amount moved
+        self.heaps: dict[tuple, list] = {}  # classes -> the first heap made
 
     def run(self):
         carried = self._carried_traits()
@@ -326,11 +327,7 @@ class _Planner:
         """Spread or pack: the first tree in the shape's order of usage
         that takes it; a tree that does not leaves the order for good."""
         if shape.heap is None:
-            shape.heap = [
-                (self.key(anchor, shape.classes), anchor, self.version.get(anchor, 0))
-                for anchor in self.order
-            ]
-            heapq.heapify(shape.heap)
+            shape.heap = self._heap(shape.classes)
         heap = shape.heap
         while heap:
             _, anchor, version = heap[0]
@@ -343,6 +340,25 @@ class _Planner:
             heapq.heappop(heap)
             shape.full.add(anchor)
         return None
+
+    def _heap(self, classes):
+        """A new heap of every tree for a shape asking ``classes``: a copy
+        of the first one made for those classes (shapes of one flavor
+        family share them), with the trees moved into since at their
+        current key."""
+        classes = tuple(classes)
+        made = self.heaps.get(classes)
+        if made is None:
+            made = self.heaps[classes] = [
+                (self.key(anchor, classes), anchor, self.version.get(anchor, 0))
+                for anchor in self.order
+            ]
+            heapq.heapify(made)
+            return list(made)
+        heap = list(made)
+        for anchor, version in self.version.items():
+            heapq.heappush(heap, (self.key(anchor, classes), anchor, version))
+        return heap
 
     def key(self, anchor, classes):
         """Where a tree comes in the order of a shape asking ``classes``:
