@@ -2,8 +2,11 @@
 its equivalent request, judged on the cloud as the plan leaves it (the
 drained trees left out, the plan's own moves counted as usage)."""
 
+import sqlalchemy as sa
+
 from placement.objects.allocation_candidates import explain
 from placement.objects.allocation_candidates import providers
+from placement.objects.allocation_candidates import request as ac_request
 
 # When every filter leaves something: the trees that take the request
 # alone were filled by the consumers planned before it.
@@ -51,7 +54,13 @@ class _Explainer(explain._Explainer):
         return narrowed(self.plan_snapshot, set(class_ids.values()), self.allowed)
 
 
-def explained(conn, index, request, snapshot, allowed) -> dict:
+def explained(
+    conn: sa.Connection,
+    index: providers.Index,
+    request: ac_request.Request,
+    snapshot: providers.Snapshot,
+    allowed: set,
+) -> dict:
     """Explain's document (no ``candidates``) for ``request`` on
     ``snapshot`` narrowed to the trees of ``allowed``."""
     try:

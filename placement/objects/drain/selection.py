@@ -14,7 +14,7 @@ RPA, AGG = tables.resource_provider_aggregates, tables.placement_aggregates
 def roots_of_providers(conn: sa.Connection, uuids: list[str]) -> list[int]:
     """The root ids of the providers ``uuids``, in the order named (each
     root once); NotFound naming the first unknown uuid."""
-    found = dict(
+    found: dict[str, int] = dict(
         conn.execute(
             sa.select(RP.c.uuid, RP.c.root_provider_id).where(
                 RP.c.uuid.in_(sa.bindparam("uuids", expanding=True))
