@@ -365,20 +365,34 @@ class _Planner:
         least used first (spread) or most used first (pack), used being
         the mean over those classes of the tree's used share of its
         capacity; then by root id."""
-        if self.sums is None:
-            self.sums = {}
-            every = self.snapshot.providers
-            for (rp, rc), inventory in self.snapshot.inventories.items():
-                entry = self.sums.setdefault((every[rp].root_id, rc), [0, 0])
-                entry[0] += inventory.capacity
-                entry[1] += inventory.used
-        shares = []
+        sums = self.sums if self.sums is not None else self._sums()
+        shares = 0.0
+        counted = 0
         for rc in classes:
-            entry = self.sums.get((anchor, rc))
+            entry = sums.get((anchor, rc))
             if entry and entry[0]:
-                shares.append(entry[1] / entry[0])
-        share = sum(shares) / len(shares) if shares else 0.0
+                shares += entry[1] / entry[0]
+                counted += 1
+        share = shares / counted if counted else 0.0
         return (share if self.asked.strategy == "spread" else -share, anchor)
+
+    def _sums(self):
+        """{(root, class): [capacity, used]} of every tree (once)."""
+        sums: dict[tuple[int, int], list[int]] = {}
+        every = self.snapshot.providers
+        for (rp, rc), inventory in self.snapshot.inventories.items():
+            # Inventory.capacity without a call per inventory.
+            total, reserved, ratio, _, _, _, used = inventory
+            capacity = int((total - reserved) * ratio)
+            key = (every[rp].root_id, rc)
+            entry = sums.get(key)
+            if entry is None:
+                sums[key] = [capacity, used]
+            else:
+                entry[0] += capacity
+                entry[1] += used
+        self.sums = sums
+        return sums
 
     def _count(self, amounts):
         """Count a move's amounts as usage: in the snapshot (the engine's
