@@ -387,3 +387,30 @@ def test_manage_drain_plan(app):
         urllib.parse.quote(cloud.names["CN1"]) in result.stdout
         or "CN1" in result.stdout
     )
+
+
+def test_member_of_drains_an_aggregate_with_its_storage(app):
+    """member_of drains every tree with a member in the aggregate: CN1,
+    CN2 and the storage pool. The consumer with a disk on the pool needs
+    DISK_GB in the request now (a third role) and fits nowhere; the
+    others go to CN3 and CN4, in plan order (CN1's consumers, then
+    CN2's)."""
+    cloud = app
+    _rack(cloud)
+    plan = cloud.plan("member_of=" + AGG_STORAGE)
+    assert [d["name"] for d in plan["drained"]] == ["CN1", "CN2", "STORE"]
+    assert [(m["consumer"], m["target"]["name"]) for m in plan["moves"]] == [
+        (consumer(2), "CN3"),
+        (consumer(3), "CN3"),
+        (consumer(90), "CN4"),
+    ]
+    (left,) = plan["unplaced"]
+    assert left["consumer"] == consumer(1)
+    assert "resources2=DISK_GB:100" in left["query"]
+    assert "group_policy=none" in left["query"]
+    assert left["reason"] == (
+        "group '2', resources:DISK_GB: no provider has DISK_GB inventory"
+    )
+    for move in plan["moves"]:
+        assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
