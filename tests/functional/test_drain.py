@@ -414,3 +414,28 @@ def test_member_of_drains_an_aggregate_with_its_storage(app):
     for move in plan["moves"]:
         assert cloud.apply(move)[0] == 204
     assert cloud.over_capacity() == []
+
+
+def test_a_target_with_sharing_storage(app):
+    """The drained host's disk is local; the target has none but a
+    sharing pool in its aggregate serves it: the plan uses the pool, as
+    GET /allocation_candidates would."""
+    cloud = app
+    cloud.provider("CN1", inventories={"VCPU": {"total": 8}, "DISK_GB": {"total": 100}})
+    cloud.provider("CN2", inventories={"VCPU": {"total": 8}}, aggregates=[AGG_RACK2])
+    cloud.provider(
+        "POOL",
+        inventories={"DISK_GB": {"total": 1000}},
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+        aggregates=[AGG_RACK2],
+    )
+    cloud.allocate(consumer(1), {"CN1": {"VCPU": 1, "DISK_GB": 10}})
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    (move,) = plan["moves"]
+    assert move["target"]["name"] == "CN2"
+    assert move["allocations"] == {
+        cloud.names["CN2"]: {"resources": {"VCPU": 1}},
+        cloud.names["POOL"]: {"resources": {"DISK_GB": 10}},
+    }
+    assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []

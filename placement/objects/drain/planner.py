@@ -229,6 +229,7 @@ class _Planner:
         self.sharing = [
             rp for rp in snapshot.serves if every[rp].root_id not in drained
         ]
+        self.sharing_roots = {every[rp].root_id for rp in self.sharing}
         self.allowed = set(roots) - drained
         self.order = sorted(self.allowed)
         self.loaded = 0  # trees of ``order`` whose usage is read
@@ -277,8 +278,11 @@ class _Planner:
     def _try(self, shape, anchor):
         """The amounts of the engine's first candidate under ``anchor``
         for ``shape``, {(provider, class): amount}, or None."""
-        forest = trees.Trees(self._tree(anchor), roots={anchor})
-        plans = forest.plans(shape.groups)
+        # The sharing providers' trees are the forest's too (a provider
+        # serves only under the roots the forest holds), but only
+        # ``anchor``'s plan is judged.
+        forest = trees.Trees(self._tree(anchor), roots={anchor, *self.sharing_roots})
+        plans = [p for p in forest.plans(shape.groups) if p.anchor == anchor]
         if not plans:
             return None
         walker = search.Search(forest, shape.groups, shape.same_subtree, shape.isolate)
