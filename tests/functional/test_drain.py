@@ -439,3 +439,18 @@ def test_a_target_with_sharing_storage(app):
     }
     assert cloud.apply(move)[0] == 204
     assert cloud.over_capacity() == []
+
+
+def test_first_fit_by_pages_answers_the_same(app, monkeypatch):
+    """First fit reads usage page by page of trees: with pages of one
+    tree (it stops before CN4 and the pool, so the capacity left comes
+    from the cloud's usage by class) the plan is the one read whole."""
+    from placement.objects.drain import planner
+
+    cloud = app
+    _rack(cloud)
+    whole = cloud.plan("providers=" + cloud.names["CN1"])
+    monkeypatch.setattr(planner, "PAGE", 1)
+    paged = cloud.plan("providers=" + cloud.names["CN1"])
+    assert paged == whole
+    assert paged["capacity_left"]["VCPU"] == {"capacity": 24, "used": 14, "free": 10}

@@ -488,22 +488,42 @@ class _Planner:
     def _capacity_left(self):
         """Per class the consumers ask for, over the trees not drained:
         capacity, usage with the plan's moves, and what is free. Usage
-        is the cloud's (one grouped statement) less the drained trees'
-        (every allocation there is a drained consumer's)."""
+        is the snapshot's when the plan read every tree's (spread, pack,
+        a first fit that went through the cloud); else the cloud's (one
+        grouped statement) less the drained trees' (every allocation
+        there is a drained consumer's) plus the plan's moves."""
         if not self.classes:
             return {}
-        capacity = dict.fromkeys(self.classes, 0)
-        for (_rp, rc), inventory in self.snapshot.inventories.items():
-            # Inventory.capacity, without a call per inventory.
-            total, reserved, ratio = inventory[:3]
-            capacity[rc] += int((total - reserved) * ratio)
         inventories = self.snapshot.inventories
+        capacity = dict.fromkeys(self.classes, 0)
+        used = dict.fromkeys(self.classes, 0)
+        for (_rp, rc), inventory in inventories.items():
+            # Inventory.capacity, without a call per inventory.
+            total, reserved, ratio, _, _, _, in_use = inventory
+            capacity[rc] += int((total - reserved) * ratio)
+            used[rc] += in_use
         for root in self.roots:
             for rp in (root, *self.below.get(root, ())):
                 for rc in self.classes:
                     if (rp, rc) in inventories:
                         capacity[rc] -= inventories[rp, rc].capacity
-        used = dict(
+                        used[rc] -= inventories[rp, rc].used
+        if self.loaded < len(self.order):
+            used = self._used_elsewhere()
+        out = {}
+        for rc in sorted(self.classes, key=self.class_names.get):
+            out[self.class_names[rc]] = {
+                "capacity": capacity[rc],
+                "used": used[rc],
+                "free": capacity[rc] - used[rc],
+            }
+        return out
+
+    def _used_elsewhere(self):
+        """{class: usage of the trees not drained, the plan's moves
+        included}, from the cloud's usage by class."""
+        used = dict.fromkeys(self.classes, 0)
+        used.update(
             self.conn.execute(USED_BY_CLASS, {"classes": sorted(self.classes)}).all()
         )
         ids = {n: i for i, n in self.class_names.items()}
@@ -512,15 +532,9 @@ class _Planner:
                 for name, n in holding.allocations[rp].items():
                     if name in ids:
                         used[ids[name]] -= n
-        out = {}
-        for rc in sorted(self.classes, key=self.class_names.get):
-            now = used.get(rc, 0) + self.planned.get(rc, 0)
-            out[self.class_names[rc]] = {
-                "capacity": capacity[rc],
-                "used": now,
-                "free": capacity[rc] - now,
-            }
-        return out
+        for rc, n in self.planned.items():
+            used[rc] += n
+        return used
 
 
 def _consumer(holding, request, names):
