@@ -2,7 +2,8 @@
 
 Commands: ``sync``, ``downgrade <revision>``, ``version``,
 ``stamp <revision>`` and ``online_data_migrations [--max-count N]``; and
-``placement-manage capacity --resources ...`` (doc/capacity.md).
+``placement-manage capacity --resources ...`` (doc/capacity.md) and
+``placement-manage drain-plan --providers ...`` (doc/drain.md).
 """
 
 import json
@@ -15,6 +16,7 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement import versions
 from placement.db import schema
+from placement.handlers import drain as drain_handler
 from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
@@ -162,6 +164,91 @@ def _add_capacity_parser(parser):
     parser.set_defaults(func=capacity)
 
 
+def drain_plan(conf, db):
+    """Where the consumers of some trees would go if they were emptied:
+    the moves and the consumers left, as a table, or (``--json``) the
+    answer of GET /maintenance/drain."""
+    args = conf.category
+    pairs = [("providers", ",".join(args.providers))] if args.providers else []
+    pairs += [("in_tree", args.in_tree)] if args.in_tree else []
+    pairs += [("member_of", args.member_of)] if args.member_of else []
+    pairs += [("strategy", args.strategy)]
+    pairs += [("required", r) for r in args.required or ()]
+    pairs += [("target_member_of", m) for m in args.target_member_of or ()]
+    found = drain_handler.plan(db, pairs)
+    if args.json:
+        print(json.dumps(found, indent=2, sort_keys=True))
+        return 0
+    moves = prettytable.PrettyTable(["Consumer", "From", "To", "Allocations"])
+    for move in found["moves"]:
+        moves.add_row(
+            [
+                move["consumer"],
+                move["source"]["name"],
+                move["target"]["name"],
+                _amounts(move["allocations"]),
+            ]
+        )
+    print(moves)
+    if found["unplaced"]:
+        left = prettytable.PrettyTable(["Consumer", "From", "Why it fits nowhere"])
+        for entry in found["unplaced"]:
+            left.add_row([entry["consumer"], entry["source"]["name"], entry["reason"]])
+        print(left)
+    totals = found["totals"]
+    print(
+        "Placed %d of %d consumers, %d left. Free after the plan: %s"
+        % (
+            totals["placed"],
+            totals["consumers"],
+            totals["left"],
+            ", ".join(
+                "%s %d of %d" % (rc, c["free"], c["capacity"])
+                for rc, c in found["capacity_left"].items()
+            ),
+        )
+    )
+    return 0
+
+
+def _amounts(allocations):
+    return "; ".join(
+        "%s %s"
+        % (rp, ",".join("%s:%d" % (rc, n) for rc, n in held["resources"].items()))
+        for rp, held in allocations.items()
+    )
+
+
+def _add_drain_parser(parser):
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument(
+        "--providers", nargs="+", help="Drain the trees of these provider uuids."
+    )
+    chosen.add_argument("--in-tree", dest="in_tree", help="Drain this tree.")
+    chosen.add_argument(
+        "--member-of",
+        dest="member_of",
+        help="Drain the trees with a provider in this aggregate.",
+    )
+    parser.add_argument(
+        "--strategy", choices=("first", "spread", "pack"), default="first"
+    )
+    parser.add_argument(
+        "--required",
+        action="append",
+        help="As required=: traits a consumer keeps where its providers carry "
+        "them; !T forbids (may repeat).",
+    )
+    parser.add_argument(
+        "--target-member-of",
+        dest="target_member_of",
+        action="append",
+        help="As member_of=, for the targets (may repeat).",
+    )
+    parser.add_argument("--json", action="store_true", help="The API's JSON answer.")
+    parser.set_defaults(func=drain_plan)
+
+
 def _add_db_parsers(db_parser):
     _PARSERS["db"] = db_parser
     commands = db_parser.add_subparsers(dest="db_command")
@@ -212,6 +299,11 @@ def add_command_parsers(subparsers):
             "capacity", help="How many more instances of a request fit."
         )
     )
+    _add_drain_parser(
+        subparsers.add_parser(
+            "drain-plan", help="Where the consumers of some trees would go."
+        )
+    )
 
 
 command_opt = cfg.SubCommandOpt(
@@ -228,7 +320,9 @@ DESCRIPTION = (
     "no further down than %s), db version, db stamp REVISION, "
     "db online_data_migrations [--max-count N] (default: batches of %d "
     "until done); capacity --resources RC:N,... [--required T] "
-    "[--member-of AGG] [--top N] [--json]; placement-manage db --help "
+    "[--member-of AGG] [--top N] [--json]; drain-plan (--providers UUID... "
+    "| --in-tree UUID | --member-of AGG) [--strategy first|spread|pack] "
+    "[--json]; placement-manage db --help "
     "tells more. "
     % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP

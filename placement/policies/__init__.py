@@ -269,6 +269,17 @@ _API = [
     ),
 ]
 
+# Beyond upstream's API.
+_API.append(
+    (
+        "maintenance:drain",
+        "rule:admin_api",
+        "GET",
+        "/maintenance/drain",
+        "Plan where the consumers of some trees would go if they were emptied.",
+    )
+)
+
 API_RULES = [
     policy.DocumentedRuleDefault(
         "placement:" + name,

@@ -296,6 +296,7 @@ async function providerView(view, root) {
     return;
   }
   view.append(el("h2", { text: "Tree of " + rootProvider.name }));
+  view.append(el("p", {}, el("a", { id: "drain-link", href: "#/drain?providers=" + root, text: "Plan a drain of this host" })));
   const tree = treeOf(providers, root);
   const info = new Map();
   await each(tree, async (p) => {
@@ -575,6 +576,96 @@ function barChart(id, rows) {
   );
 }
 
+// ---- drain ----
+
+// A drain plan (GET /maintenance/drain, doc/drain.md): where every consumer
+// of some hosts would go if they were emptied, and why the ones that fit
+// nowhere do not.
+async function drainView(view, params) {
+  const form = el(
+    "form",
+    { id: "drain-form", class: "filters" },
+    el("label", {}, "Hosts (provider uuids, comma separated)",
+      el("input", { name: "providers", type: "text", size: 70, value: params.get("providers") || "" })),
+    el("label", {}, "or aggregate", el("input", { name: "member_of", type: "text", value: params.get("member_of") || "" })),
+    el("label", {}, "Strategy", el("select", { name: "strategy" },
+      ...["first", "spread", "pack"].map((s) => el("option", { value: s, text: s })))),
+    el("button", { type: "submit", text: "Plan the drain" })
+  );
+  form.elements.strategy.value = params.get("strategy") || "first";
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const next = new URLSearchParams();
+    for (const key of ["providers", "member_of"]) {
+      const value = form.elements[key].value.replace(/\s+/g, "");
+      if (value) next.set(key, value);
+    }
+    next.set("strategy", form.elements.strategy.value);
+    location.hash = "#/drain?" + next.toString();
+  });
+  view.append(el("h2", { text: "Drain" }), form);
+  const query = new URLSearchParams();
+  for (const key of ["providers", "member_of", "strategy"]) {
+    if (params.get(key)) query.set(key, params.get(key));
+  }
+  if (!query.get("providers") && !query.get("member_of")) return;
+  const out = el("div", { id: "drain-result" });
+  view.append(out);
+  const providers = await allProviders();
+  const nameOf = (uuid) => (providers.get(uuid) || { name: uuid }).name;
+  let plan;
+  try {
+    plan = await api("/maintenance/drain?" + query.toString().replace(/%2C/g, ","));
+  } catch (error) {
+    const text = error.status === 403
+      ? "Refused (403): a drain plan needs the admin role (rule placement:maintenance:drain)."
+      : error.message;
+    out.append(el("p", { class: "error", id: "drain-error", text }));
+    return;
+  }
+  const totals = plan.totals;
+  out.append(el("p", { id: "drain-totals", text:
+    "Draining " + plan.drained.map((d) => d.name || d.uuid).join(", ") + " (" + plan.strategy + "): " +
+    totals.placed + " of " + totals.consumers + " consumers placed, " + totals.left + " left." }));
+  const moves = el(
+    "table",
+    { id: "drain-moves" },
+    el("tr", {}, el("th", { text: "#" }), el("th", { text: "Consumer" }), el("th", { text: "From" }),
+      el("th", { text: "To" }), el("th", { text: "Allocations there" }))
+  );
+  plan.moves.forEach((move, i) => {
+    const parts = Object.entries(move.allocations).map(
+      ([uuid, a]) => nameOf(uuid) + ": " + Object.entries(a.resources).map(([rc, n]) => rc + " " + n).join(", ") +
+        (move.kept.includes(uuid) ? " (kept)" : "")
+    );
+    moves.append(el("tr", { class: "drain-move", "data-consumer": move.consumer },
+      el("td", { text: String(i + 1) }),
+      el("td", { text: move.consumer }),
+      el("td", { text: move.source.name || move.source.uuid }),
+      el("td", {}, el("a", { href: "#/provider/" + move.target.uuid, text: move.target.name || move.target.uuid })),
+      el("td", { text: parts.join(" · ") })));
+  });
+  out.append(el("h3", { text: "Moves (" + plan.moves.length + ")" }), moves);
+  if (plan.unplaced.length) {
+    const left = el(
+      "table",
+      { id: "drain-unplaced" },
+      el("tr", {}, el("th", { text: "Consumer" }), el("th", { text: "From" }), el("th", { text: "Why it fits nowhere" }),
+        el("th", { text: "Equivalent query" }))
+    );
+    for (const entry of plan.unplaced) {
+      left.append(el("tr", { class: "drain-unplaced", "data-consumer": entry.consumer },
+        el("td", { text: entry.consumer }),
+        el("td", { text: entry.source.name || entry.source.uuid }),
+        el("td", { class: "reason", text: entry.reason }),
+        el("td", {}, el("a", { href: "#/query?" + new URLSearchParams({ q: entry.query }).toString(), text: entry.query }))));
+    }
+    out.append(el("h3", { text: "Fit nowhere (" + plan.unplaced.length + ")" }), left);
+  }
+  out.append(el("h3", { text: "Left on the rest of the cloud" }),
+    el("div", { id: "drain-capacity" }, ...Object.entries(plan.capacity_left).map(([rc, c]) => usageBar(rc, c))));
+}
+
 // ---- routing ----
 
 async function route() {
@@ -590,6 +681,7 @@ async function route() {
   try {
     if (path.startsWith("/provider/")) await providerView(view, decodeURIComponent(path.slice(10)));
     else if (path === "/query") await queryView(view, params);
+    else if (path === "/drain") await drainView(view, params);
     else await cloudView(view, params);
     view.setAttribute("data-ready", "1");
   } catch (error) {

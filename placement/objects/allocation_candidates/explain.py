@@ -74,6 +74,17 @@ class _Explainer:
             return "%s:%s" % (name[0], self.classes[name[1]])
         return name
 
+    def snapshot(self, class_ids, trait_ids, aggregate_ids):
+        """What the explanation looks at: the index's providers with
+        today's usage (a drain plan's explainer gives its own)."""
+        return providers.load_snapshot(
+            self.index,
+            class_ids.values(),
+            set(trait_ids.values()),
+            aggregate_ids,
+            whole_trees=True,
+        )
+
     def run(self):
         groups, class_ids, trait_ids, aggregate_ids = engine._resolve(
             self.index, self.request
@@ -92,13 +103,7 @@ class _Explainer:
             ).items()
         }
         self.traits = {i: n for n, i in trait_ids.items()}
-        snapshot = providers.load_snapshot(
-            self.index,
-            class_ids.values(),
-            set(trait_ids.values()),
-            aggregate_ids,
-            whole_trees=True,
-        )
+        snapshot = self.snapshot(class_ids, trait_ids, aggregate_ids)
         self.root_required = frozenset(trait_ids[t] for t in self.request.root_required)
         self.root_forbidden = frozenset(
             trait_ids[t] for t in self.request.root_forbidden
@@ -676,6 +681,26 @@ def _nearness(entry):
     return (1, 0)
 
 
+def unmatched(e: providers.NoCandidates) -> dict:
+    """The explain document (without ``candidates``) of a request whose
+    ``in_tree`` or ``member_of`` names nothing that exists."""
+    suffix, name = e.args
+    return {
+        "groups": {suffix: [{"filter": name, "providers": 0}]},
+        "request": [],
+        "closest": [],
+        "truncated": False,
+        "reason": "group '%s': %s names %s"
+        % (
+            suffix,
+            name,
+            "no existing provider"
+            if name == "in_tree"
+            else "only aggregates no provider is in",
+        ),
+    }
+
+
 def explain(
     db: db_api.Database, request: ac_request.Request, options: engine.Options
 ) -> dict:
@@ -686,21 +711,7 @@ def explain(
         try:
             document = _Explainer(conn, index, request).run()
         except providers.NoCandidates as e:
-            suffix, name = e.args
-            document = {
-                "groups": {suffix: [{"filter": name, "providers": 0}]},
-                "request": [],
-                "closest": [],
-                "truncated": False,
-                "reason": "group '%s': %s names %s"
-                % (
-                    suffix,
-                    name,
-                    "no existing provider"
-                    if name == "in_tree"
-                    else "only aggregates no provider is in",
-                ),
-            }
+            document = unmatched(e)
     count = len(real.candidates)
     document = {"candidates": count, **document}
     if count:

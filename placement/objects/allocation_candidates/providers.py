@@ -348,6 +348,7 @@ def load_snapshot(
     whole_trees: bool = False,
     roots: list[int] | None = None,
     sparse: bool = False,
+    read_usage: bool = True,
 ) -> Snapshot:
     """One consistent read of everything the search looks at.
 
@@ -359,11 +360,15 @@ def load_snapshot(
     it, so its trees are those whose root id is between its first and
     last; sharing providers of other trees are then not looked for);
     ``sparse``: ``roots`` are not consecutive in ``root_ids``, only
-    ascending (a search narrowed to some trees).
+    ascending (a search narrowed to some trees). ``read_usage`` False:
+    no usage is read (every inventory's ``used`` is 0; a drain plan reads
+    it tree page by tree page as it goes).
     """
     providers, inventories = index.holders(class_ids, roots)
     stamp = index.confirm if index.unconfirmed else None
-    if roots is None:
+    if not read_usage:
+        used = {}
+    elif roots is None:
         used = usage(index.conn, classes=class_ids, stamp=stamp)
     elif roots and sparse:
         used = usage(index.conn, classes=class_ids, roots=roots, stamp=stamp)

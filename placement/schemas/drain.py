@@ -1,0 +1,80 @@
+"""Query string and answer of GET /maintenance/drain (doc/drain.md)."""
+
+import typing
+
+from placement.schemas import responses
+
+_UUID = (
+    "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+)
+_TEXT = {"type": "string", "minLength": 1}
+
+QUERY: dict[str, typing.Any] = {
+    "type": "object",
+    "properties": {
+        # The drained trees: exactly one of these three.
+        "providers": {"type": "string", "pattern": "^%s(,%s)*$" % (_UUID, _UUID)},
+        "in_tree": {"type": "string", "pattern": "^%s$" % _UUID},
+        "member_of": {"type": "string", "pattern": "^%s$" % _UUID},
+        "strategy": {"type": "string", "enum": ["first", "spread", "pack"]},
+        # As GET /allocation_candidates' required and member_of (1.39).
+        "required": _TEXT,
+        "target_member_of": _TEXT,
+    },
+    "additionalProperties": False,
+}
+# May repeat, each occurrence counting (the others: the last wins).
+REPEATED = ("required", "target_member_of")
+SELECTORS = ("providers", "in_tree", "member_of")
+
+_S = {"type": "string"}
+_NULLABLE = {"type": ["string", "null"]}
+_PROVIDER = responses.obj({"uuid": responses._UUID, "name": _NULLABLE})
+_CONSUMER = {
+    "consumer": _S,
+    "consumer_generation": {"type": ["integer", "null"]},
+    "project_id": _NULLABLE,
+    "user_id": _NULLABLE,
+    "consumer_type": _NULLABLE,
+    "source": _PROVIDER,
+    "query": _S,
+}
+ANSWER = responses.obj(
+    {
+        "strategy": _S,
+        "drained": responses.array(_PROVIDER),
+        "moves": responses.array(
+            responses.obj(
+                dict(
+                    _CONSUMER,
+                    target=_PROVIDER,
+                    allocations=responses.keyed(
+                        responses.obj({"resources": responses.AMOUNTS}), ".*"
+                    ),
+                    kept=responses.array(responses._UUID),
+                )
+            )
+        ),
+        "unplaced": responses.array(
+            responses.obj(
+                dict(_CONSUMER, reason=_S, explain={"type": "object"}),
+            )
+        ),
+        "totals": responses.obj(
+            {
+                "consumers": {"type": "integer"},
+                "placed": {"type": "integer"},
+                "left": {"type": "integer"},
+            }
+        ),
+        "capacity_left": responses.keyed(
+            responses.obj(
+                {
+                    "capacity": {"type": "integer"},
+                    "used": {"type": "integer"},
+                    "free": {"type": "integer"},
+                }
+            )
+        ),
+    }
+)

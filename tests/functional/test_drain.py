@@ -1,0 +1,456 @@
+"""GET /maintenance/drain (doc/drain.md) on SQLite, MySQL and PostgreSQL:
+a plan is feasible (every move applied as a real PUT /allocations, in
+plan order, succeeds and leaves nothing over capacity), accounts for
+itself (two consumers never get one last slot), keeps a consumer's part
+outside the drained trees in place, says why a consumer fits nowhere
+(and GET /allocation_candidates agrees), its strategies differ, it reads
+in sets (its statements do not grow with the consumers), and
+``placement-manage drain-plan`` prints it."""
+
+import json
+import urllib.parse
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from tests import fixtures
+from tests import helpers
+from tests import wsgi_client
+
+ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+AGG_STORAGE = "5a000000-0000-4000-8000-0000000000a1"
+AGG_RACK2 = "5a000000-0000-4000-8000-0000000000a2"
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def app(request):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, db):
+        yield Cloud(app, db)
+
+
+class Cloud:
+    def __init__(self, app, db):
+        self.app = app
+        self.db = db
+        self.names = {}
+
+    def call(self, path, method="GET", body=None, headers=ADMIN):
+        return wsgi_client.call(
+            self.app, path, method=method, body=body, headers=headers
+        )
+
+    def provider(self, name, parent=None, inventories=None, traits=(), aggregates=()):
+        rp = str(uuid.uuid4())
+        body = {"name": name, "uuid": rp}
+        if parent:
+            body["parent_provider_uuid"] = self.names[parent]
+        resp = self.call("/resource_providers", "POST", body)
+        assert resp.status == 200, resp.body
+        generation = resp.json()["generation"]
+        if inventories:
+            resp = self.call(
+                "/resource_providers/%s/inventories" % rp,
+                "PUT",
+                {
+                    "resource_provider_generation": generation,
+                    "inventories": inventories,
+                },
+            )
+            assert resp.status == 200, resp.body
+            generation = resp.json()["resource_provider_generation"]
+        for trait in traits:
+            self.call("/traits/" + trait, "PUT")
+        if traits:
+            resp = self.call(
+                "/resource_providers/%s/traits" % rp,
+                "PUT",
+                {"resource_provider_generation": generation, "traits": list(traits)},
+            )
+            assert resp.status == 200, resp.body
+            generation = resp.json()["resource_provider_generation"]
+        if aggregates:
+            resp = self.call(
+                "/resource_providers/%s/aggregates" % rp,
+                "PUT",
+                {
+                    "resource_provider_generation": generation,
+                    "aggregates": list(aggregates),
+                },
+            )
+            assert resp.status == 200, resp.body
+        self.names[name] = rp
+        return rp
+
+    def allocate(self, consumer, allocations):
+        resp = self.call(
+            "/allocations/" + consumer,
+            "PUT",
+            {
+                "allocations": {
+                    self.names[name]: {"resources": resources}
+                    for name, resources in allocations.items()
+                },
+                "project_id": "p-drain",
+                "user_id": "u-drain",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
+        assert resp.status == 204, resp.body
+
+    def plan(self, query, status=200, headers=ADMIN):
+        resp = self.call("/maintenance/drain?" + query, headers=headers)
+        assert resp.status == status, resp.body
+        return resp.json()
+
+    def over_capacity(self):
+        """(provider, class, used, capacity) of every provider used past
+        its capacity, as the API reports them."""
+        over = []
+        for name, rp in self.names.items():
+            inventories = self.call("/resource_providers/%s/inventories" % rp).json()
+            usages = self.call("/resource_providers/%s/usages" % rp).json()["usages"]
+            for rc, inv in inventories["inventories"].items():
+                capacity = int(
+                    (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
+                )
+                if usages.get(rc, 0) > capacity:
+                    over.append((name, rc, usages[rc], capacity))
+        return over
+
+    def apply(self, move):
+        """One move as a real write: the planned allocation replaces the
+        consumer's, with its generation."""
+        resp = self.call(
+            "/allocations/" + move["consumer"],
+            "PUT",
+            {
+                "allocations": move["allocations"],
+                "project_id": move["project_id"],
+                "user_id": move["user_id"],
+                "consumer_generation": move["consumer_generation"],
+                "consumer_type": move["consumer_type"],
+            },
+        )
+        return resp.status, resp.body
+
+
+def consumer(n):
+    """Consumer uuids that sort in ``n`` order (plan order is by uuid)."""
+    return "c0000000-0000-4000-8000-%012d" % n
+
+
+def _rack(cloud):
+    """CN1 (drained) with a PF child; targets: CN2 (flat, 4 VCPU free
+    after its own consumer), CN3 (nested, its PF has 1 VF), CN4 (8 VCPU,
+    no PF); a sharing storage pool serving CN1 and CN2."""
+    cloud.provider(
+        "CN1",
+        inventories={"VCPU": {"total": 32}, "MEMORY_MB": {"total": 16384}},
+        traits=["HW_CPU_X86_AVX2"],
+        aggregates=[AGG_STORAGE],
+    )
+    cloud.provider("CN1-PF", "CN1", {"SRIOV_NET_VF": {"total": 4}})
+    cloud.provider(
+        "CN2",
+        inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}},
+        aggregates=[AGG_STORAGE],
+    )
+    cloud.provider(
+        "CN3",
+        inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}},
+        traits=["HW_CPU_X86_AVX2"],
+        aggregates=[AGG_RACK2],
+    )
+    cloud.provider("CN3-PF", "CN3", {"SRIOV_NET_VF": {"total": 1}})
+    cloud.provider(
+        "CN4",
+        inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}},
+        aggregates=[AGG_RACK2],
+    )
+    cloud.provider(
+        "STORE",
+        inventories={"DISK_GB": {"total": 1000}},
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+        aggregates=[AGG_STORAGE],
+    )
+    cloud.allocate(consumer(90), {"CN2": {"VCPU": 4, "MEMORY_MB": 1024}})
+    # On CN1: a VM with a VF and a disk on the shared pool; two VMs of 4
+    # VCPU (one last 4-VCPU slot on CN2, the other must go elsewhere).
+    cloud.allocate(
+        consumer(1),
+        {
+            "CN1": {"VCPU": 2, "MEMORY_MB": 2048},
+            "CN1-PF": {"SRIOV_NET_VF": 1},
+            "STORE": {"DISK_GB": 100},
+        },
+    )
+    cloud.allocate(consumer(2), {"CN1": {"VCPU": 4, "MEMORY_MB": 1024}})
+    cloud.allocate(consumer(3), {"CN1": {"VCPU": 4, "MEMORY_MB": 1024}})
+
+
+def test_plan_applied_move_by_move_succeeds(app):
+    cloud = app
+    _rack(cloud)
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    assert plan["totals"] == {"consumers": 3, "placed": 3, "left": 0}
+    assert plan["drained"] == [{"uuid": cloud.names["CN1"], "name": "CN1"}]
+    moves = {m["consumer"]: m for m in plan["moves"]}
+    assert [m["consumer"] for m in plan["moves"]] == [consumer(n) for n in (1, 2, 3)]
+    # The VF's consumer needs a tree with a VF: CN3, its PF child
+    # included; its disk stays on the shared pool.
+    first = moves[consumer(1)]
+    assert first["target"]["name"] == "CN3"
+    assert first["allocations"] == {
+        cloud.names["CN3"]: {"resources": {"VCPU": 2, "MEMORY_MB": 2048}},
+        cloud.names["CN3-PF"]: {"resources": {"SRIOV_NET_VF": 1}},
+        cloud.names["STORE"]: {"resources": {"DISK_GB": 100}},
+    }
+    assert first["kept"] == [cloud.names["STORE"]]
+    assert first["source"]["name"] == "CN1"
+    # First fit: CN2's last 4 VCPU to the first, the second to CN3 (4
+    # left after the first move there), never both to CN2.
+    assert moves[consumer(2)]["target"]["name"] == "CN2"
+    assert moves[consumer(3)]["target"]["name"] == "CN3"
+    assert plan["capacity_left"]["VCPU"] == {"capacity": 24, "used": 14, "free": 10}
+    for move in plan["moves"]:
+        status, body = cloud.apply(move)
+        assert status == 204, (move["consumer"], body)
+    assert cloud.over_capacity() == []
+    for name in ("CN1", "CN1-PF"):
+        allocations = cloud.call(
+            "/resource_providers/%s/allocations" % cloud.names[name]
+        ).json()["allocations"]
+        assert allocations == {}
+    assert cloud.plan("providers=" + cloud.names["CN1"])["totals"]["consumers"] == 0
+
+
+def test_a_consumer_that_fits_nowhere_has_no_candidate(app):
+    cloud = app
+    _rack(cloud)
+    cloud.allocate(consumer(4), {"CN1": {"VCPU": 12, "MEMORY_MB": 1024}})
+    plan = cloud.plan("in_tree=" + cloud.names["CN1-PF"])
+    assert plan["totals"] == {"consumers": 4, "placed": 3, "left": 1}
+    (left,) = plan["unplaced"]
+    assert left["consumer"] == consumer(4)
+    assert left["query"] == "resources=MEMORY_MB:1024,VCPU:12"
+    assert left["reason"] == left["explain"]["reason"]
+    assert left["reason"].startswith("group '', capacity:VCPU:")
+    assert {"filter": "capacity:VCPU", "providers": 0} in left["explain"]["groups"][""]
+    # Outside the drained tree, GET /allocation_candidates has nothing
+    # for it either.
+    found = cloud.call("/allocation_candidates?" + left["query"]).json()
+    roots = {
+        s["root_provider_uuid"]
+        for rp, s in found["provider_summaries"].items()
+        if any(rp in r["allocations"] for r in found["allocation_requests"])
+    }
+    assert roots <= {cloud.names["CN1"]}
+
+
+def test_the_last_slot_goes_to_one_consumer(app):
+    """CN2 takes one more consumer of 4 VCPU; three ask for it: the plan
+    puts one there, one on CN3 and one on CN4, and a fourth is left."""
+    cloud = app
+    _rack(cloud)
+    cloud.allocate(consumer(4), {"CN1": {"VCPU": 4, "MEMORY_MB": 1024}})
+    cloud.allocate(consumer(5), {"CN1": {"VCPU": 6, "MEMORY_MB": 1024}})
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    targets = {m["consumer"]: m["target"]["name"] for m in plan["moves"]}
+    assert targets == {
+        consumer(1): "CN3",
+        consumer(2): "CN2",
+        consumer(3): "CN3",
+        consumer(4): "CN4",
+    }
+    assert [u["consumer"] for u in plan["unplaced"]] == [consumer(5)]
+    assert plan["unplaced"][0]["reason"].startswith("group '', capacity:VCPU")
+    for move in plan["moves"]:
+        assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
+
+
+def _targets(cloud, strategy):
+    plan = cloud.plan("providers=%s&strategy=%s" % (cloud.names["CN1"], strategy))
+    return [m["target"]["name"] for m in plan["moves"]]
+
+
+def test_strategies_differ(app):
+    """Three hosts of 8 VCPU, used 0 (H1), 1 (H2) and 6 (H3); consumers
+    of 2 and 1 VCPU on the drained host: first fit takes H1 for both
+    (lowest root id); spread the least used, H1 then H2 (H1 at 25% after
+    the first); pack the most used, H3 then (H3 full) H2."""
+    cloud = app
+    cloud.provider("CN1", inventories={"VCPU": {"total": 8}})
+    for name in ("H1", "H2", "H3"):
+        cloud.provider(name, inventories={"VCPU": {"total": 8}})
+    cloud.allocate(consumer(80), {"H2": {"VCPU": 1}})
+    cloud.allocate(consumer(81), {"H3": {"VCPU": 6}})
+    cloud.allocate(consumer(1), {"CN1": {"VCPU": 2}})
+    cloud.allocate(consumer(2), {"CN1": {"VCPU": 1}})
+    assert _targets(cloud, "first") == ["H1", "H1"]
+    assert _targets(cloud, "spread") == ["H1", "H2"]
+    assert _targets(cloud, "pack") == ["H3", "H2"]
+
+
+def test_required_traits_where_the_provider_carries_them(app):
+    """required=HW_CPU_X86_AVX2: the consumer on an AVX2 host keeps it
+    (CN3, not CN2 nor CN4); target_member_of narrows the targets."""
+    cloud = app
+    _rack(cloud)
+    plan = cloud.plan("providers=%s&required=HW_CPU_X86_AVX2" % cloud.names["CN1"])
+    moves = {m["consumer"]: m for m in plan["moves"]}
+    assert moves[consumer(2)]["target"]["name"] == "CN3"
+    assert "required=HW_CPU_X86_AVX2" in moves[consumer(2)]["query"]
+    plan = cloud.plan(
+        "providers=%s&target_member_of=%s" % (cloud.names["CN1"], AGG_RACK2)
+    )
+    assert [m["target"]["name"] for m in plan["moves"]] == ["CN3", "CN3", "CN4"]
+    assert plan["capacity_left"]["VCPU"]["free"] == 10
+
+
+def test_statements_do_not_grow_with_consumers(app):
+    """One read of the consumers' allocations, not one per consumer: a
+    plan of 2 consumers and one of 12 (each of another shape) run as many
+    statements, through the SQL index (the catalog off: no lookup is
+    answered from memory, and no catalog comparison runs by the clock)."""
+    cloud = app
+    cloud.provider("CN1", inventories={"VCPU": {"total": 128}})
+    cloud.provider("H1", inventories={"VCPU": {"total": 128}})
+    counted = []
+
+    def count(conn, cursor, statement, *_args):
+        counted.append(statement)
+
+    def statements():
+        counted.clear()
+        sa.event.listen(cloud.db.engine, "before_cursor_execute", count)
+        try:
+            with fixtures.overrides(**{"placement.provider_catalog": False}):
+                plan = cloud.plan("providers=" + cloud.names["CN1"])
+        finally:
+            sa.event.remove(cloud.db.engine, "before_cursor_execute", count)
+        assert plan["totals"]["left"] == 0
+        return list(counted)
+
+    for n in (1, 2):
+        cloud.allocate(consumer(n), {"CN1": {"VCPU": 1}})
+    few = statements()
+    for n in range(3, 13):
+        cloud.allocate(consumer(n), {"CN1": {"VCPU": n}})
+    many = statements()
+    assert len(many) == len(few), (few, many)
+
+
+def test_bad_input_and_policy(app):
+    cloud = app
+    cloud.provider("CN1", inventories={"VCPU": {"total": 8}})
+    rp = cloud.names["CN1"]
+    for query, text in [
+        ("", "exactly one of providers, in_tree or member_of"),
+        ("providers=%s&in_tree=%s" % (rp, rp), "exactly one"),
+        ("providers=nope", "does not match"),
+        ("providers=%s&strategy=best" % rp, "is not one of"),
+        ("providers=%s" % uuid.uuid4(), "No resource provider with uuid"),
+        ("providers=%s&required=CUSTOM_NOPE" % rp, "CUSTOM_NOPE"),
+        ("providers=%s&bogus=1" % rp, "bogus"),
+    ]:
+        body = cloud.plan(query, status=400)
+        assert text in body["errors"][0]["detail"], (query, body)
+    member = {"x-auth-token": "someone", "openstack-api-version": "placement 1.39"}
+    cloud.plan("providers=" + rp, status=403, headers=member)
+
+
+def test_manage_drain_plan(app):
+    cloud = app
+    _rack(cloud)
+    url = cloud.db.engine.url.render_as_string(hide_password=False)
+    env = {"OS_PLACEMENT_DATABASE__CONNECTION": url}
+    cmd = [
+        helpers.script("placement-manage"),
+        "drain-plan",
+        "--providers",
+        cloud.names["CN1"],
+    ]
+    result = helpers.run(cmd + ["--json"], env)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["totals"]["placed"] == 3
+    api = cloud.plan("providers=" + cloud.names["CN1"])
+    assert plan == api
+    result = helpers.run(cmd, env)
+    assert result.returncode == 0, result.stderr
+    assert "CN3" in result.stdout and "Placed 3 of 3" in result.stdout
+    assert (
+        urllib.parse.quote(cloud.names["CN1"]) in result.stdout
+        or "CN1" in result.stdout
+    )
+
+
+def test_member_of_drains_an_aggregate_with_its_storage(app):
+    """member_of drains every tree with a member in the aggregate: CN1,
+    CN2 and the storage pool. The consumer with a disk on the pool needs
+    DISK_GB in the request now (a third role) and fits nowhere; the
+    others go to CN3 and CN4, in plan order (CN1's consumers, then
+    CN2's)."""
+    cloud = app
+    _rack(cloud)
+    plan = cloud.plan("member_of=" + AGG_STORAGE)
+    assert [d["name"] for d in plan["drained"]] == ["CN1", "CN2", "STORE"]
+    assert [(m["consumer"], m["target"]["name"]) for m in plan["moves"]] == [
+        (consumer(2), "CN3"),
+        (consumer(3), "CN3"),
+        (consumer(90), "CN4"),
+    ]
+    (left,) = plan["unplaced"]
+    assert left["consumer"] == consumer(1)
+    assert "resources2=DISK_GB:100" in left["query"]
+    assert "group_policy=none" in left["query"]
+    assert left["reason"] == (
+        "group '2', resources:DISK_GB: no provider has DISK_GB inventory"
+    )
+    for move in plan["moves"]:
+        assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
+
+
+def test_a_target_with_sharing_storage(app):
+    """The drained host's disk is local; the target has none but a
+    sharing pool in its aggregate serves it: the plan uses the pool, as
+    GET /allocation_candidates would."""
+    cloud = app
+    cloud.provider("CN1", inventories={"VCPU": {"total": 8}, "DISK_GB": {"total": 100}})
+    cloud.provider("CN2", inventories={"VCPU": {"total": 8}}, aggregates=[AGG_RACK2])
+    cloud.provider(
+        "POOL",
+        inventories={"DISK_GB": {"total": 1000}},
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+        aggregates=[AGG_RACK2],
+    )
+    cloud.allocate(consumer(1), {"CN1": {"VCPU": 1, "DISK_GB": 10}})
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    (move,) = plan["moves"]
+    assert move["target"]["name"] == "CN2"
+    assert move["allocations"] == {
+        cloud.names["CN2"]: {"resources": {"VCPU": 1}},
+        cloud.names["POOL"]: {"resources": {"DISK_GB": 10}},
+    }
+    assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
+
+
+def test_first_fit_by_pages_answers_the_same(app, monkeypatch):
+    """First fit reads usage page by page of trees: with pages of one
+    tree (it stops before CN4 and the pool, so the capacity left comes
+    from the cloud's usage by class) the plan is the one read whole."""
+    from placement.objects.drain import planner
+
+    cloud = app
+    _rack(cloud)
+    whole = cloud.plan("providers=" + cloud.names["CN1"])
+    monkeypatch.setattr(planner, "PAGE", 1)
+    paged = cloud.plan("providers=" + cloud.names["CN1"])
+    assert paged == whole
+    assert paged["capacity_left"]["VCPU"] == {"capacity": 24, "used": 14, "free": 10}
