@@ -2,7 +2,8 @@
 
 Commands: ``sync``, ``downgrade <revision>``, ``version``,
 ``stamp <revision>`` and ``online_data_migrations [--max-count N]``; and
-``placement-manage capacity --resources ...`` (doc/capacity.md).
+``placement-manage capacity --resources ...`` (doc/capacity.md) and
+``placement-manage audit`` (doc/audit.md).
 """
 
 import json
@@ -14,6 +15,7 @@ from oslo_config import cfg
 from placement import conf as placement_conf
 from placement import deploy
 from placement import versions
+from placement.cmd import audit as audit_cmd
 from placement.db import schema
 from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
@@ -212,6 +214,7 @@ def add_command_parsers(subparsers):
             "capacity", help="How many more instances of a request fit."
         )
     )
+    audit_cmd.add_parser(subparsers)
 
 
 command_opt = cfg.SubCommandOpt(
@@ -228,7 +231,9 @@ DESCRIPTION = (
     "no further down than %s), db version, db stamp REVISION, "
     "db online_data_migrations [--max-count N] (default: batches of %d "
     "until done); capacity --resources RC:N,... [--required T] "
-    "[--member-of AGG] [--top N] [--json]; placement-manage db --help "
+    "[--member-of AGG] [--top N] [--json]; audit [--kind K] [--json] "
+    "(what in the database is wrong, doc/audit.md; exit 1 when anything "
+    "is); placement-manage db --help "
     "tells more. "
     % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP

@@ -267,6 +267,13 @@ _API = [
         "/reshaper",
         "Reshape Inventory and Allocations.",
     ),
+    (
+        "maintenance:audit",
+        "rule:admin_api",
+        "GET",
+        "/maintenance/audit",
+        "Audit the database: what is wrong in it and how to fix it (read-only).",
+    ),
 ]
 
 API_RULES = [
