@@ -4,6 +4,7 @@ audit`` (exit status, text and --json) and by GET /maintenance/audit;
 a clean database passes with exit 0, information alone included."""
 
 import json
+import random
 import uuid
 
 import pytest
@@ -11,7 +12,10 @@ import sqlalchemy as sa
 
 from tests import fixtures
 from tests import helpers
+from tests import ports
 from tests import wsgi_client
+from tests.functional import live_server
+from tests.functional import test_reference
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 PROJECT = "p-audit"
@@ -337,3 +341,143 @@ def test_admin_only_and_bad_kind():
         assert "unknown kind nothing" in resp.json()["errors"][0]["detail"]
         resp = _call(app, "/maintenance/audit?limit=3")
         assert resp.status == 400, resp.body
+
+
+# The reference's claims at once on few hosts: as the shared bench's claims
+# scenario (each claim asks for candidates, picks one at random and writes
+# it; a 409 asks again).
+REF_HOSTS = 12
+REF_VCPU = 4
+REF_CLAIMS = 144
+REF_THREADS = 16
+REF_ROUNDS = 3
+
+
+def _reference_claims(api):
+    def claim(i):
+        consumer = str(uuid.uuid4())
+        for _ in range(3):
+            found = api.call(
+                "GET", "/allocation_candidates?resources=VCPU:1&limit=5"
+            ).json()["allocation_requests"]
+            if not found:
+                return
+            body = {
+                "allocations": random.choice(found)["allocations"],
+                "consumer_generation": None,
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_type": "BENCH",
+            }
+            resp = api.call("PUT", "/allocations/" + consumer, body, expect=None)
+            if resp.status_code != 409:
+                assert resp.status_code == 204, resp.text
+                return
+
+    per_thread = REF_CLAIMS // REF_THREADS
+    helpers.run_together(
+        lambda t: [claim(t * per_thread + i) for i in range(per_thread)],
+        REF_THREADS,
+    )
+
+
+def _over_capacity_from_rows(engine):
+    """The providers whose use exceeds their capacity, from the rows,
+    summed here (not by the audit's SQL)."""
+    with engine.connect() as conn:
+        used = {}
+        for rp, rc, amount in conn.execute(
+            sa.text(
+                "SELECT resource_provider_id, resource_class_id, used FROM allocations"
+            )
+        ):
+            used[rp, rc] = used.get((rp, rc), 0) + amount
+        inventories = conn.execute(
+            sa.text(
+                "SELECT p.uuid, i.resource_provider_id, i.resource_class_id,"
+                " i.total, i.reserved, i.allocation_ratio FROM inventories i"
+                " JOIN resource_providers p ON p.id = i.resource_provider_id"
+            )
+        ).all()
+    return {
+        uuid_
+        for uuid_, rp, rc, total, reserved, ratio in inventories
+        if used.get((rp, rc), 0) > (total - reserved) * ratio
+    }
+
+
+@pytest.mark.slow
+def test_names_what_the_reference_over_allocated(tmp_path):
+    """The reference's claims run at once on MariaDB (16 threads, two
+    gunicorn workers of 10 threads, as the shared bench runs it) put some
+    hosts over capacity; the audit names exactly those."""
+    fixtures.require_backend("mysql")
+    with fixtures.database_url("mysql") as url:
+        env = helpers.clean_env(
+            OS_PLACEMENT_DATABASE__CONNECTION=url, OS_API__AUTH_STRATEGY="noauth2"
+        )
+        reference_env = dict(env, PYTHONPATH="")
+        synced = helpers.run(
+            [test_reference._reference("placement-manage"), "db", "sync"],
+            reference_env,
+        )
+        assert synced.returncode == 0, synced.stderr
+        port = ports.free_port()
+        command = [
+            test_reference._reference("gunicorn"),
+            "-b",
+            "127.0.0.1:%d" % port,
+            "-w",
+            "2",
+            "--threads",
+            "10",
+            "placement.wsgi.api:application",
+        ]
+        with live_server.running(
+            command,
+            reference_env,
+            str(tmp_path / "reference.log"),
+            "http://127.0.0.1:%d/" % port,
+            cwd=str(tmp_path),
+        ):
+            api = test_reference.Api("http://127.0.0.1:%d" % port)
+            engine = sa.create_engine(url)
+            try:
+                for round_ in range(REF_ROUNDS):
+                    for i in range(REF_HOSTS):
+                        rp = api.call(
+                            "POST",
+                            "/resource_providers",
+                            {"name": "ref-%d-%d" % (round_, i)},
+                        ).json()["uuid"]
+                        api.call(
+                            "PUT",
+                            "/resource_providers/%s/inventories" % rp,
+                            {
+                                "resource_provider_generation": 0,
+                                "inventories": {"VCPU": {"total": REF_VCPU}},
+                            },
+                        )
+                    _reference_claims(api)
+                    expected = _over_capacity_from_rows(engine)
+                    if expected:
+                        break
+            finally:
+                engine.dispose()
+        synced = helpers.run([helpers.script("placement-manage"), "db", "sync"], env)
+        assert synced.returncode == 0, synced.stderr
+        result = helpers.run(
+            [helpers.script("placement-manage"), "audit", "--json"], env
+        )
+    print("the reference put %d hosts over capacity" % len(expected))
+    assert expected, "the reference over-allocated nothing in %d rounds" % REF_ROUNDS
+    found = _by_kind(json.loads(result.stdout))
+    assert {
+        item["resource_provider"] for item in found["over_capacity"]["items"]
+    } == expected
+    assert result.returncode == 1
+    for item in found["over_capacity"]["items"]:
+        assert item["used"] > item["capacity"] == REF_VCPU
+        assert sum(c["used"] for c in item["consumers"]) == item["used"]
+    others = {k: c["count"] for k, c in found.items() if k != "over_capacity"}
+    assert others == dict.fromkeys(others, 0), others
