@@ -218,23 +218,23 @@ def test_each_defect_is_named(backend):
                         "resource_provider": hosts["units"],
                         "name": "units",
                         "resource_class": "MEMORY_MB",
-                        "consumer": units,
-                        "used": 1000,
                         "min_unit": 1,
                         "max_unit": 2147483647,
                         "step_size": 512,
-                        "violates": ["step_size"],
+                        "consumers": [
+                            {"consumer": units, "used": 1000, "violates": ["step_size"]}
+                        ],
                     },
                     {
                         "resource_provider": hosts["units"],
                         "name": "units",
                         "resource_class": "VCPU",
-                        "consumer": units,
-                        "used": 3,
                         "min_unit": 1,
                         "max_unit": 2,
                         "step_size": 1,
-                        "violates": ["max_unit"],
+                        "consumers": [
+                            {"consumer": units, "used": 3, "violates": ["max_unit"]}
+                        ],
                     },
                 ],
                 key=lambda i: i["resource_class"],
@@ -250,9 +250,7 @@ def test_each_defect_is_named(backend):
                 }
             ],
             "empty_consumers": [{"consumer": empty, "project": PROJECT, "user": USER}],
-            "missing_consumers": [
-                {"consumer": dangling, "allocations": 1, "resource_providers": 1}
-            ],
+            "missing_consumers": [{"consumer": dangling, "allocations": 1}],
             "missing_owners": [
                 {
                     "consumer": ownerless,
