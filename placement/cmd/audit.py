@@ -53,8 +53,7 @@ def audit(conf, db):
 def add_parser(subparsers):
     parser = subparsers.add_parser(
         "audit",
-        help="What in the database is wrong and what to do about it "
-        "(read-only; exit 1 when anything is wrong).",
+        help="What in the database is wrong, and the fixes.",
     )
     parser.add_argument(
         "--kind",

@@ -231,9 +231,8 @@ DESCRIPTION = (
     "no further down than %s), db version, db stamp REVISION, "
     "db online_data_migrations [--max-count N] (default: batches of %d "
     "until done); capacity --resources RC:N,... [--required T] "
-    "[--member-of AGG] [--top N] [--json]; audit [--kind K] [--json] "
-    "(what in the database is wrong, doc/audit.md; exit 1 when anything "
-    "is); placement-manage db --help "
+    "[--member-of AGG] [--top N] [--json]; audit [--kind K] [--json]; "
+    "placement-manage db --help "
     "tells more. "
     % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP
