@@ -8,6 +8,7 @@ import falcon
 
 from placement.handlers import aggregate
 from placement.handlers import allocation
+from placement.handlers import audit
 from placement.handlers import drain
 from placement.handlers import inventory
 from placement.handlers import reshaper
@@ -121,6 +122,7 @@ ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
     ("/usages", [("GET", usage.get_total_usages)]),
     ("/reshaper", [("POST", reshaper.reshape)]),
     ("/maintenance/drain", [("GET", drain.drain)]),
+    ("/maintenance/audit", [("GET", audit.audit)]),
 ]
 
 

@@ -4,6 +4,7 @@ Commands: ``sync``, ``downgrade <revision>``, ``version``,
 ``stamp <revision>`` and ``online_data_migrations [--max-count N]``; and
 ``placement-manage capacity --resources ...`` (doc/capacity.md) and
 ``placement-manage drain-plan --providers ...`` (doc/drain.md).
+``placement-manage audit`` (doc/audit.md).
 """
 
 import json
@@ -15,6 +16,7 @@ from oslo_config import cfg
 from placement import conf as placement_conf
 from placement import deploy
 from placement import versions
+from placement.cmd import audit as audit_cmd
 from placement.db import schema
 from placement.handlers import drain as drain_handler
 from placement.handlers.candidates import query as candidate_query
@@ -304,6 +306,7 @@ def add_command_parsers(subparsers):
             "drain-plan", help="Where the consumers of some trees would go."
         )
     )
+    audit_cmd.add_parser(subparsers)
 
 
 command_opt = cfg.SubCommandOpt(
@@ -322,7 +325,7 @@ DESCRIPTION = (
     "until done); capacity --resources RC:N,... [--required T] "
     "[--member-of AGG] [--top N] [--json]; drain-plan (--providers UUID... "
     "| --in-tree UUID | --member-of AGG) [--strategy first|spread|pack] "
-    "[--json]; placement-manage db --help "
+    "[--json]; audit [--kind K] [--json]; placement-manage db --help "
     "tells more. "
     % (schema.REFERENCE_HEAD, DEFAULT_BATCH)
     + placement_conf.DEFAULT_CONFIG_HELP

@@ -22,7 +22,7 @@ def _missing_root():
     return sa.select(RP.c.id).where(RP.c.root_provider_id.is_(None))
 
 
-def _consumerless():
+def consumerless() -> sa.Select:
     """Distinct allocation consumer ids that have no consumer row."""
     return (
         sa.select(ALLOC.c.consumer_id)
@@ -43,7 +43,7 @@ def count_missing_root_ids(db: db_api.Database) -> int:
 
 def count_incomplete_consumers(db: db_api.Database) -> int:
     with db.reader() as conn:
-        return _count(conn, _consumerless())
+        return _count(conn, consumerless())
 
 
 def set_root_provider_ids(db: db_api.Database, batch_size: int) -> tuple[int, int]:
@@ -65,8 +65,8 @@ def create_incomplete_consumers(
     """Consumer rows, owned by the configured "incomplete" project and user,
     for allocations written before consumers were recorded."""
     with db.writer() as conn:
-        found = _count(conn, _consumerless())
-        uuids = conn.scalars(_consumerless().limit(batch_size)).all()
+        found = _count(conn, consumerless())
+        uuids = conn.scalars(consumerless().limit(batch_size)).all()
         if uuids:
             project = db.conf.placement.incomplete_consumer_project_id
             user = db.conf.placement.incomplete_consumer_user_id

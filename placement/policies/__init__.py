@@ -267,18 +267,21 @@ _API = [
         "/reshaper",
         "Reshape Inventory and Allocations.",
     ),
-]
-
-# Beyond upstream's API.
-_API.append(
+    (
+        "maintenance:audit",
+        "rule:admin_api",
+        "GET",
+        "/maintenance/audit",
+        "Audit the database: what is wrong in it and how to fix it (read-only).",
+    ),
     (
         "maintenance:drain",
         "rule:admin_api",
         "GET",
         "/maintenance/drain",
         "Plan where the consumers of some trees would go if they were emptied.",
-    )
-)
+    ),
+]
 
 API_RULES = [
     policy.DocumentedRuleDefault(

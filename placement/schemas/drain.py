@@ -49,7 +49,7 @@ ANSWER = responses.obj(
                     _CONSUMER,
                     target=_PROVIDER,
                     allocations=responses.keyed(
-                        responses.obj({"resources": responses.AMOUNTS}), ".*"
+                        responses.obj({"resources": responses.AMOUNTS}), "^%s$" % _UUID
                     ),
                     kept=responses.array(responses._UUID),
                 )

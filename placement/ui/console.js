@@ -268,7 +268,42 @@ async function cloudView(view, params) {
   if (page + 1 < pages) pager.append(pageLink(params, page + 1, "next ›"));
   status.textContent =
     roots.length + " root providers" + (full ? "; nearly full on this page: " + listed.length : "");
+  await flagOverCapacity(table);
   view.append(pager, table);
+}
+
+// ---- the audit's over-capacity flag (doc/audit.md) ----
+
+// Marks the rows of the cloud view whose tree the data audit finds over
+// capacity (a class used beyond (total - reserved) * allocation_ratio,
+// as rows written by another placement can leave it): one call to GET
+// /maintenance/audit?kind=over_capacity. The audit is admin only: a
+// token it refuses leaves the rows unmarked.
+async function flagOverCapacity(table) {
+  let found;
+  try {
+    found = await api("/maintenance/audit?kind=over_capacity");
+  } catch (error) {
+    if (error.status === 403) return;
+    throw error;
+  }
+  const byRoot = new Map();
+  for (const item of found.checks[0].items) {
+    const root = item.root_provider || item.resource_provider;
+    byRoot.set(root, (byRoot.get(root) || []).concat([item]));
+  }
+  for (const row of table.querySelectorAll("tr.root")) {
+    const items = byRoot.get(row.getAttribute("data-uuid"));
+    if (!items) continue;
+    const what = items.map(
+      (i) => i.resource_class + " " + i.used + " / " + i.capacity +
+        (i.resource_provider === i.root_provider ? "" : " on " + i.name)
+    );
+    row.classList.add("over-capacity");
+    row.cells[0].append(
+      el("div", { class: "over-capacity-flag", text: "Over capacity: " + what.join(", ") + " (see placement-manage audit)" })
+    );
+  }
 }
 
 // The name filter: a whole uuid (with or without dashes) matches that

@@ -59,9 +59,17 @@ REQUESTS = {
         None,
     ),
     "reshaper:reshape": ("POST", "/reshaper", {}),
+    "maintenance:audit": ("GET", "/maintenance/audit", None),
+    "maintenance:drain": (
+        "GET",
+        "/maintenance/drain?in_tree=" + RP.rsplit("/", 1)[1],
+        None,
+    ),
 }
 ALL = sorted(REQUESTS)
 SERVICE_ONLY = {"reshaper:reshape"}
+# Operator tools: rule admin_api (role:admin), which a service is not.
+ADMIN_ONLY = {"maintenance:audit", "maintenance:drain"}
 
 # Callers under noauth2: token "user:project", X-Roles, system scope.
 CALLERS = {
@@ -127,7 +135,7 @@ def default_app():
 def test_defaults(default_app):
     callers = list(CALLERS)
     expected = {
-        "service": lambda rule: True,
+        "service": lambda rule: rule not in ADMIN_ONLY,
         "admin+service": lambda rule: True,
         "admin": lambda rule: rule not in SERVICE_ONLY,
         "reader": lambda rule: rule == "usages",
@@ -175,7 +183,9 @@ def test_legacy_defaults_add_admin():
     assert found == expect(
         callers,
         lambda rule, caller: (
-            caller in ("admin", "service") or (caller == "reader" and rule == "usages")
+            caller == "admin"
+            or (caller == "service" and rule not in ADMIN_ONLY)
+            or (caller == "reader" and rule == "usages")
         ),
     )
 
