@@ -237,6 +237,7 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
         if row and row[1] == "ON":
             # Galera reports a certification failure as a deadlock at
             # COMMIT: retry_on_deadlock runs the whole transaction again.
+            record.info[_GALERA] = True
             cur.execute(
                 "SET SESSION sql_mode = %s, wsrep_sync_wait = %s",
                 (sql_mode, sync_wait),
@@ -252,6 +253,14 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
 # connection's info key of the SQL held back (sent with the COMMIT).
 _AT_COMMIT = "placement_at_commit"
 _HELD = "placement_held"
+# The connection's info key saying it is to a Galera node. Nothing is held
+# back there: when a transaction is aborted by a write set replicated from
+# another node (a "brute force" abort) between the statements of a
+# multi-statement query, MariaDB Galera runs the statements that follow
+# outside the transaction, each committed on its own, and reports the abort
+# on one of them or (wsrep_retry_autocommit) not at all: half a write
+# committed, answered as failed or as done.
+_GALERA = "placement_galera"
 
 
 def _send_with_commit(engine):
@@ -274,6 +283,8 @@ def _send_with_commit(engine):
         if not options.get("placement_writer"):
             return None  # at_commit is for write transactions
         info = context.root_connection.info
+        if info.get(_GALERA):
+            return None
         if options.get(_AT_COMMIT):
             return info.setdefault(_HELD, [])
         if info.get(_HELD):
@@ -342,7 +353,7 @@ _SENDING: "weakref.WeakSet[sa.Dialect]" = weakref.WeakSet()
 def holds_for_commit(conn: sa.Connection) -> bool:
     """Whether ``at_commit`` statements on ``conn`` are held back and sent
     with the COMMIT (rather than run at once)."""
-    return conn.dialect in _SENDING
+    return conn.dialect in _SENDING and not conn.info.get(_GALERA)
 
 
 def at_commit(
@@ -518,6 +529,13 @@ class Database:
         self.engine = engine
         self.dialect = engine.dialect.name
         self.conf = conf
+        # A test's fault at the COMMIT of every write transaction:
+        # ``fault(conn, BEFORE_COMMIT)`` just before it is sent (raising
+        # there, the COMMIT is not sent: nothing is written),
+        # ``fault(conn, AFTER_COMMIT)`` once it succeeded (raising there, the
+        # write is done but reported failed, as a connection lost while the
+        # COMMIT's answer was on its way would be).
+        self.commit_fault: Callable[[sa.Connection, str], None] | None = None
 
     @contextlib.contextmanager
     def reader(self) -> Iterator[sa.Connection]:
@@ -534,16 +552,60 @@ class Database:
             notes: dict[str, Any] = {}
             conn.info[_WRITE] = notes
             try:
-                with conn.begin():
+                transaction = conn.begin()
+                try:
                     yield conn
                     for hook in _BEFORE_COMMIT:
                         hook(conn, notes)
+                except BaseException:
+                    transaction.rollback()
+                    raise
+                self._commit(conn, transaction)
             finally:
                 del conn.info[_WRITE]
+
+    def _commit(self, conn: sa.Connection, transaction: sa.RootTransaction) -> None:
+        """COMMIT; an error met on the way (sending it, or the statements
+        held for it, or reading their answers) is marked as such
+        (``maybe_committed``)."""
+        fault = self.commit_fault
+        try:
+            if fault is not None:
+                fault(conn, BEFORE_COMMIT)
+            transaction.commit()
+            if fault is not None:
+                fault(conn, AFTER_COMMIT)
+        except Exception as e:
+            setattr(e, _FAILED_AT_COMMIT, True)
+            if transaction.is_active:
+                # Its own failure (the connection lost) must not hide e.
+                with contextlib.suppress(Exception):
+                    transaction.rollback()
+            raise
 
     def insert_ignore(self, table: sa.Table) -> sa.Insert:
         """An INSERT that skips rows whose unique key already exists."""
         return insert_ignore(self.dialect, table)
+
+
+# The two points of ``Database.commit_fault``.
+BEFORE_COMMIT = "before commit"
+AFTER_COMMIT = "after commit"
+_FAILED_AT_COMMIT = "placement_failed_at_commit"
+
+
+# Errors of a statement the server refused: one held for the COMMIT stops
+# the query there, before the COMMIT, which then never runs.
+_REFUSED = (sa_exc.IntegrityError, sa_exc.DataError, sa_exc.ProgrammingError)
+
+
+def maybe_committed(error: BaseException) -> bool:
+    """Whether ``error``, which ended a write transaction, may have come
+    after its COMMIT was done: it was met at the COMMIT (in the round trip
+    that sent it, statements held for it included), and is not a statement
+    refused before it (a lost connection, a deadlock or certification
+    failure, anything else). Errors before the COMMIT wrote nothing."""
+    return getattr(error, _FAILED_AT_COMMIT, False) and not isinstance(error, _REFUSED)
 
 
 class PerDatabase(weakref.WeakKeyDictionary):
