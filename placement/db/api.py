@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import random
+import struct
 import threading
 import time
 import weakref
@@ -270,12 +271,7 @@ def _send_with_commit(engine):
     first that fails, before the COMMIT; the error is raised from the
     commit, which then rolls the transaction back."""
     dialect = engine.dialect
-    multi = dialect.loaded_dbapi.constants.CLIENT.MULTI_STATEMENTS
     _INSERT_VALUES = dialect.loaded_dbapi.cursors.RE_INSERT_VALUES
-
-    @event.listens_for(engine, "do_connect")
-    def _allow_many(dialect, record, cargs, cparams):
-        cparams["client_flag"] = cparams.get("client_flag", 0) | multi
 
     def _held(context):
         """The list to hold the statement in, or None to run it now."""
@@ -333,17 +329,45 @@ def _send_with_commit(engine):
             plain_commit(dbapi_connection)
             return
         held.append("COMMIT")
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(";\n".join(held))
-            while cursor.nextset():
-                pass
-        finally:
-            cursor.close()
+        _send_several(dbapi_connection.dbapi_connection, ";\n".join(held))
 
     # The dialect is this engine's own; no event can replace the COMMIT.
     dialect.do_commit = do_commit
     _SENDING.add(dialect)
+
+
+# COM_SET_OPTION packets (length 3, sequence 0; the command and the
+# option): MySQL's multi-statement queries allowed, then refused again.
+_COM_QUERY = 0x03
+_COM_SET_OPTION = 0x1B
+_SEVERAL_ON = struct.pack("<iBH", 3, _COM_SET_OPTION, 0)
+_SEVERAL_OFF = struct.pack("<iBH", 3, _COM_SET_OPTION, 1)
+
+
+def _send_several(conn: Any, sql: str) -> None:
+    """Run ``sql``, several statements, on the PyMySQL connection ``conn``
+    and read all their answers; raises the first statement's error.
+
+    The connections are opened without CLIENT.MULTI_STATEMENTS: a query
+    with a ``;`` in it (an injection) runs nothing. This query alone is
+    allowed several: multi-statement queries are switched on just before
+    it and off just after it (COM_SET_OPTION), the three commands written
+    together and their answers read after, in the query's round trip."""
+    conn._write_bytes(_SEVERAL_ON)
+    conn._execute_command(_COM_QUERY, sql)
+    conn._write_bytes(_SEVERAL_OFF)
+    try:
+        conn._read_packet()  # switched on (each command's answer starts at 1)
+        conn._next_seq_id = 1
+        conn._read_query_result()
+        while conn._result.has_next:
+            conn.next_result()
+    finally:
+        # Read even after a statement's error, which ends the query but
+        # not the switch; a lost connection has nothing more to read.
+        if conn._sock is not None:
+            conn._next_seq_id = 1
+            conn._read_packet()  # switched off
 
 
 # The dialects of the engines ``_send_with_commit`` set up.
