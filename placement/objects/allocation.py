@@ -17,6 +17,7 @@ generation.
 
 import dataclasses
 import functools
+import logging
 import random
 import time
 import typing
@@ -32,6 +33,8 @@ from placement.db import tables
 from placement.objects import common
 from placement.objects import consumer as consumer_obj
 from placement.objects.catalog import refresh
+
+LOG = logging.getLogger(__name__)
 
 ALLOC = tables.allocations
 INV = tables.inventories
@@ -128,15 +131,82 @@ def run_write(
 
 @db_api.retry_on_deadlock
 def _transaction(db, attempt):
+    """``attempt(conn)`` in one write transaction. When its COMMIT failed
+    (``db_api.maybe_committed``: sent, maybe done, the answer lost or an
+    error) what it would have left (``_expect``) is read back first: if
+    that is there the write was done and its result is returned; only
+    otherwise is the error raised (and, a deadlock, retried)."""
+    expected = None
     try:
         with db.writer() as conn:
-            return attempt(conn)
-    except sa_exc.IntegrityError as e:
-        # Raised by the statement, or on MySQL by the COMMIT it was sent
-        # with (``write_in``): nothing was written either way.
-        if consumer_obj.is_created_concurrently(e):
+            result = attempt(conn)
+            expected = _expected(conn)
+    except Exception as e:
+        if expected is not None and db_api.maybe_committed(e):
+            if _written(db, expected):
+                LOG.warning(
+                    "a write's COMMIT failed (%s) but it was written: "
+                    "answered as written",
+                    e,
+                )
+                return result
+        concurrent = isinstance(e, sa_exc.IntegrityError) and (
+            consumer_obj.is_created_concurrently(e)
+        )
+        if concurrent:
+            # Raised by the statement, or on MySQL by the COMMIT it was
+            # sent with (``write_in``): nothing was written either way.
             raise consumer_obj.ConsumerRace("consumer created concurrently") from e
         raise
+    return result
+
+
+# The key of the write notes (``db_api.write_notes``) holding what an
+# allocation write leaves once committed.
+_EXPECTED = "allocation_outcome"
+
+
+def _expect(conn: sa.Connection, outcome: dict) -> None:
+    """Note what this transaction leaves once committed: {consumer uuid:
+    (its generation, or None for no record; its allocation rows as
+    {(provider id, class id, used)})}. The consumer generations tell one
+    write from another: each write moves them (a new consumer's is 1)."""
+    notes = db_api.write_notes(conn)
+    assert notes is not None, "not in a write transaction"
+    notes.setdefault(_EXPECTED, {}).update(outcome)
+
+
+def _expected(conn: sa.Connection) -> dict | None:
+    notes = db_api.write_notes(conn)
+    return notes.get(_EXPECTED) if notes else None
+
+
+def _written(db: db_api.Database, expected: dict) -> bool:
+    """Whether the database holds what ``expected`` (``_expect``) says:
+    the consumer records' generations and the allocation rows."""
+    uuids = list(expected)
+    with db.reader() as conn:
+        generations: dict[str, int] = dict(
+            conn.execute(
+                sa.select(CONSUMERS.c.uuid, CONSUMERS.c.generation).where(
+                    CONSUMERS.c.uuid.in_(uuids)
+                )
+            ).all()
+        )
+        rows: dict[str, set] = {}
+        for uuid, rp, rc, used in conn.execute(
+            sa.select(
+                ALLOC.c.consumer_id,
+                ALLOC.c.resource_provider_id,
+                ALLOC.c.resource_class_id,
+                ALLOC.c.used,
+            ).where(ALLOC.c.consumer_id.in_(uuids))
+        ):
+            rows.setdefault(uuid, set()).add((rp, rc, used))
+    return all(
+        generations.get(uuid) == generation and rows.get(uuid, set()) == allocations
+        for uuid, (generation, allocations) in expected.items()
+    )
 
 
 @dataclasses.dataclass
@@ -273,6 +343,7 @@ def write_in(
             break
         if swapped or retries is None or not retries.take():
             raise ProviderRace()
+    _expect(conn, _outcome(prepared, new_rows))
     learned = consumer_obj.save(conn, writes, prepared.consumers, at_commit=last)
     execute = functools.partial(db_api.at_commit, conn) if last else conn.execute
     # Only consumers seen holding allocations can hold any now: another
@@ -284,6 +355,24 @@ def write_in(
     if new_rows:
         execute(_INSERT, new_rows)
     return Written(touched, learned)
+
+
+def _outcome(prepared: _Prepared, new_rows: list[dict]) -> dict:
+    """What ``write_in`` leaves (``_expect``): a consumer keeping
+    allocations has generation + 1 (a new one 1), an emptied one no
+    record, each exactly its new rows."""
+    outcome: dict = {}
+    for write in prepared.writes:
+        found = prepared.consumers.get(write.uuid)
+        generation = None
+        if write.allocations:
+            generation = found["generation"] + 1 if found is not None else 1
+        outcome[write.uuid] = (generation, set())
+    for row in new_rows:
+        outcome[row["consumer_id"]][1].add(
+            (row["resource_provider_id"], row["resource_class_id"], row["used"])
+        )
+    return outcome
 
 
 @dataclasses.dataclass
@@ -496,11 +585,11 @@ def _check_capacity(new_rows, capacity, rc_names, rp_uuids):
 # ------------------------------------------------------------- the delete
 
 
-@db_api.retry_on_deadlock
 def delete_consumer_allocations(db: db_api.Database, consumer_uuid: str) -> None:
     """Remove every allocation of a consumer and its record; provider
     generations do not move. ConsumerNotFound when it has none."""
-    with db.writer() as conn:
+
+    def attempt(conn):
         deleted = conn.execute(
             ALLOC.delete().where(ALLOC.c.consumer_id == consumer_uuid)
         ).rowcount
@@ -509,6 +598,9 @@ def delete_consumer_allocations(db: db_api.Database, consumer_uuid: str) -> None
                 "No allocations for consumer '%s'" % consumer_uuid
             )
         consumer_obj.delete_records(conn, [consumer_uuid])
+        _expect(conn, {consumer_uuid: (None, set())})
+
+    _transaction(db, attempt)
 
 
 # -------------------------------------------------------------- the reads

@@ -15,11 +15,13 @@ Run with ``-s`` to see claims/s and 409 counts.
 
 import collections
 import contextlib
+import dataclasses
 import os
 import random
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 import pytest
 import requests
@@ -40,6 +42,34 @@ CAPACITY = {"VCPU": 24, "MEMORY_MB": 4096}
 THREADS = 8
 CLAIMS_PER_THREAD = 40
 DELETE_CHANCE = 0.2
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    """The shape of a claims check: how many providers of what capacity,
+    how many client threads making how many claims each (of ``amount``
+    VCPU, or of random sizes), and how often a client deletes one of its
+    own claims instead."""
+
+    providers: int = PROVIDERS
+    capacity: Mapping[str, int] = dataclasses.field(default_factory=lambda: CAPACITY)
+    threads: int = THREADS
+    claims_per_thread: int = CLAIMS_PER_THREAD
+    delete_chance: float = DELETE_CHANCE
+    amount: int | None = None  # VCPU of every claim; None: random sizes
+
+
+# Hot: every claim of 1 VCPU on one of only 2 providers with room for all,
+# from 16 threads, no deletes: nearly every claim races another for a
+# provider generation (and on Galera fails certification now and then).
+HOT = Mode(
+    providers=2,
+    capacity={"VCPU": 1000},
+    threads=16,
+    claims_per_thread=50,
+    delete_chance=0.0,
+    amount=1,
+)
 HEADERS = {
     "x-auth-token": "admin",
     "accept": "application/json",
@@ -48,14 +78,14 @@ HEADERS = {
 }
 
 
-def _create_providers(url):
-    """Schema, standard names and PROVIDERS providers with CAPACITY."""
+def _create_providers(url, count=PROVIDERS, capacity=CAPACITY):
+    """Schema, standard names and ``count`` providers with ``capacity``."""
     engine = db_api.create_engine(url)
     try:
         schema.upgrade(engine)
         db = db_api.Database(engine, fixtures.configure())
         standard_names.sync_standard_names(db)
-        uuids = [str(uuid.uuid4()) for _ in range(PROVIDERS)]
+        uuids = [str(uuid.uuid4()) for _ in range(count)]
         with db.writer() as conn:
             # Rows written directly: every catalog reads them whole.
             changes.record(conn, changes.EVERYTHING)
@@ -63,7 +93,7 @@ def _create_providers(url):
                 conn.execute(
                     sa.select(
                         tables.resource_classes.c.name, tables.resource_classes.c.id
-                    ).where(tables.resource_classes.c.name.in_(CAPACITY))
+                    ).where(tables.resource_classes.c.name.in_(capacity))
                 ).all()
             )
             for n, rp_uuid in enumerate(uuids):
@@ -90,7 +120,7 @@ def _create_providers(url):
                             "step_size": 1,
                             "allocation_ratio": 1.0,
                         }
-                        for c, total in CAPACITY.items()
+                        for c, total in capacity.items()
                     ],
                 )
         return uuids
@@ -119,6 +149,7 @@ class Tally:
     def __init__(self):
         self.lock = threading.Lock()
         self.claims = {}  # consumer uuid -> (provider uuid, resources)
+        self.generations = collections.Counter()  # provider -> claims made
         self.refused = []  # consumer uuids whose claim was refused
         self.statuses = collections.Counter()
         self.conflicts = collections.Counter()  # 409 error code -> count
@@ -137,12 +168,19 @@ class Tally:
                 self.problems.append((what, response.status_code, response.text[:300]))
 
 
-def random_claim(session, base, providers, rnd, timeout=None):
-    """PUT a claim of random size on a random provider of ``providers``
-    for a new consumer; (consumer, provider, resources, response)."""
+def random_claim(session, base, providers, rnd, timeout=None, amount=None):
+    """PUT a claim of random size (or of ``amount`` VCPU) on a random
+    provider of ``providers`` for a new consumer; (consumer, provider,
+    resources, response)."""
     consumer = str(uuid.uuid4())
     rp = rnd.choice(providers)
-    resources = {"VCPU": rnd.randint(1, 4), "MEMORY_MB": rnd.choice((256, 512, 1024))}
+    if amount is None:
+        resources = {
+            "VCPU": rnd.randint(1, 4),
+            "MEMORY_MB": rnd.choice((256, 512, 1024)),
+        }
+    else:
+        resources = {"VCPU": amount}
     response = session.put(
         base + "/allocations/" + consumer,
         json={
@@ -157,14 +195,14 @@ def random_claim(session, base, providers, rnd, timeout=None):
     return consumer, rp, resources, response
 
 
-def _client(base_urls, providers, tally, seed):
+def _client(base_urls, providers, tally, seed, mode):
     rnd = random.Random(seed)
     mine = []
     with requests.Session() as session:
         session.headers.update(HEADERS)
-        for n in range(CLAIMS_PER_THREAD):
+        for n in range(mode.claims_per_thread):
             base = base_urls[n % len(base_urls)]
-            if mine and rnd.random() < DELETE_CHANCE:
+            if mine and rnd.random() < mode.delete_chance:
                 consumer = mine.pop(rnd.randrange(len(mine)))
                 response = session.delete(base + "/allocations/" + consumer)
                 if response.status_code == 204:
@@ -173,11 +211,12 @@ def _client(base_urls, providers, tally, seed):
                 tally.record("delete", response)
                 continue
             consumer, rp, resources, response = random_claim(
-                session, base, providers, rnd
+                session, base, providers, rnd, amount=mode.amount
             )
             with tally.lock:
                 if response.status_code == 204:
                     tally.claims[consumer] = (rp, resources)
+                    tally.generations[rp] += 1
                 else:
                     tally.refused.append(consumer)
             if response.status_code == 204:
@@ -185,18 +224,23 @@ def _client(base_urls, providers, tally, seed):
             tally.record("claim", response)
 
 
-def _check_through_api(base, providers, tally):
+def _check_through_api(base, providers, tally, capacity=CAPACITY):
     expected = {rp: collections.Counter() for rp in providers}
     for rp, resources in tally.claims.values():
         expected[rp].update(resources)
     with requests.Session() as session:
         session.headers.update(HEADERS)
         for rp in providers:
+            # Each claim answered 204 moved its provider's generation once
+            # (deletes move none), and nothing else did: a claim written
+            # in part (its rows without its generation move) shows here.
+            got = session.get(base + "/resource_providers/%s" % rp).json()
+            assert got["generation"] == tally.generations[rp], (rp, got)
             usages = session.get(base + "/resource_providers/%s/usages" % rp)
             assert usages.status_code == 200, usages.text
             usages = usages.json()["usages"]
-            for rc, capacity in CAPACITY.items():
-                assert usages[rc] <= capacity, (rp, rc, usages)
+            for rc, total in capacity.items():
+                assert usages[rc] <= total, (rp, rc, usages)
                 assert usages[rc] == expected[rp][rc], (rp, rc, usages)
             allocations = session.get(
                 base + "/resource_providers/%s/allocations" % rp
@@ -221,11 +265,11 @@ def test_concurrent_claims_never_over_allocate(backend, tmp_path):
         claim_and_check(backend, [db_url] * servers, workers, str(tmp_path))
 
 
-def claim_and_check(label, server_db_urls, workers, workdir):
-    """Run the claiming clients against one server per URL of
+def claim_and_check(label, server_db_urls, workers, workdir, mode=Mode()):
+    """Run the claiming clients (``mode``) against one server per URL of
     ``server_db_urls`` (providers created through the first), check the
     outcome through the API and return claims per second."""
-    providers = _create_providers(server_db_urls[0])
+    providers = _create_providers(server_db_urls[0], mode.providers, mode.capacity)
     with contextlib.ExitStack() as stack:
         bases = [
             stack.enter_context(_server(db_url, workers, workdir))
@@ -233,8 +277,8 @@ def claim_and_check(label, server_db_urls, workers, workdir):
         ]
         tally = Tally()
         threads = [
-            threading.Thread(target=_client, args=(bases, providers, tally, seed))
-            for seed in range(THREADS)
+            threading.Thread(target=_client, args=(bases, providers, tally, seed, mode))
+            for seed in range(mode.threads)
         ]
         started = time.monotonic()
         for thread in threads:
@@ -250,7 +294,7 @@ def claim_and_check(label, server_db_urls, workers, workdir):
                 label,
                 len(bases),
                 workers,
-                THREADS,
+                mode.threads,
                 claims,
                 elapsed,
                 claims / elapsed,
@@ -266,5 +310,5 @@ def claim_and_check(label, server_db_urls, workers, workdir):
         }
         assert not any(status >= 500 for _, status in tally.statuses)
         assert tally.claims, "no claim succeeded at all"
-        _check_through_api(bases[-1], providers, tally)
+        _check_through_api(bases[-1], providers, tally, mode.capacity)
         return claims / elapsed

@@ -9,12 +9,20 @@ answer 5xx. Run with ``-s`` for claims/s and the cluster's certification
 failure count.
 """
 
+import random
+import threading
+import uuid
+
 import pymysql
 import pytest
 import requests
 import sqlalchemy as sa
 
 from placement.db import api as db_api
+from placement.db import errors
+from placement.db import schema
+from placement.db import tables
+from placement.objects.catalog import changes
 from tests import fixtures
 from tests.functional import test_candidate_catalog
 from tests.functional import test_concurrency
@@ -50,6 +58,132 @@ def test_claims_on_two_nodes_never_over_allocate(tmp_path):
         "[galera] %.1f claims/s, %d certification failures retried"
         % (rate, _cert_failures(nodes) - before)
     )
+
+
+# Runs of the hot mode: on the main of issue 40, 2 runs in 7 ended with a
+# claim answered 409 yet written; 6 runs catch that with 87% likelihood
+# (the test below catches its cause in every run).
+HOT_RUNS = 6
+
+
+def test_hot_claims_are_answered_as_written(tmp_path):
+    """The hot mode (test_concurrency.HOT: 16 threads claiming 1 VCPU on 2
+    providers, 800 claims), through two servers on two nodes, HOT_RUNS
+    times: a transaction aborted by another node's write set must never
+    leave part of a claim behind (a 409 with rows, a 204 without its
+    consumer or its generation move)."""
+    fixtures.require_backend("galera")
+    nodes = fixtures.galera_urls()
+    before = _cert_failures(nodes)
+    for run in range(HOT_RUNS):
+        with fixtures.database_url("galera", node=0) as first:
+            name = sa.engine.make_url(first).database
+            urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
+            workdir = tmp_path / str(run)
+            workdir.mkdir()
+            test_concurrency.claim_and_check(
+                "galera hot %d" % run, urls, 2, str(workdir), test_concurrency.HOT
+            )
+    print("[galera hot] %d certification failures" % (_cert_failures(nodes) - before))
+
+
+class _Lost(Exception):
+    pass
+
+
+def test_writes_held_for_the_commit_are_all_or_nothing():
+    """Racing write transactions on two nodes, each moving a provider's
+    generation then writing two rows given to ``at_commit``: every one
+    answered done wrote its three changes and every one that failed
+    (a certification failure, or another node's write set aborting it
+    midway) wrote none. (Sent with the COMMIT as one multi-statement
+    query, a transaction aborted between its statements had the rest run
+    outside it, each committed on its own: some dozens per run.)"""
+    fixtures.require_backend("galera")
+    nodes = fixtures.galera_urls()
+    conf = fixtures.configure()
+    with fixtures.database_url("galera", node=0) as first:
+        name = sa.engine.make_url(first).database
+        urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
+        engines = [db_api.create_engine(url, conf) for url in urls]
+        try:
+            schema.create_at_head(engines[0])
+            dbs = [db_api.Database(engine, conf) for engine in engines]
+            rp = tables.resource_providers
+            with dbs[0].writer() as conn:
+                changes.record(conn, changes.EVERYTHING)
+                conn.execute(
+                    rp.insert(),
+                    [{"uuid": u, "name": u, "generation": 0} for u in ("a", "b")],
+                )
+            done, failed = _race_held_writes(dbs, threads=16, each=250)
+            with dbs[1].reader() as conn:
+                moves = conn.execute(sa.select(sa.func.sum(rp.c.generation))).scalar()
+                projects = set(
+                    conn.execute(sa.select(tables.projects.c.external_id)).scalars()
+                )
+                users = set(
+                    conn.execute(sa.select(tables.users.c.external_id)).scalars()
+                )
+        finally:
+            for engine in engines:
+                engine.dispose()
+    print("[galera held] %d written, %d failed" % (len(done), len(failed)))
+    assert failed, "no transaction was aborted: the race did not happen"
+    assert projects - done == set(), "failed, yet written: %d" % len(projects - done)
+    assert users - done == set(), "failed, yet written: %d" % len(users - done)
+    assert done - projects == set(), "done, but not written: %d" % len(done - projects)
+    assert done - users == set(), "done, but not written: %d" % len(done - users)
+    assert moves == len(done)
+
+
+def _race_held_writes(dbs, threads, each):
+    """``threads`` threads (on the ``dbs`` in turn) making ``each`` tries;
+    the tags of the transactions answered done and failed."""
+    rp = tables.resource_providers
+    done, failed = set(), set()
+    lock = threading.Lock()
+
+    def client(db, seed):
+        rnd = random.Random(seed)
+        for _ in range(each):
+            tag = str(uuid.uuid4())
+            try:
+                with db.writer() as conn:
+                    row = rnd.choice(("a", "b"))
+                    seen = conn.execute(
+                        sa.select(rp.c.generation).where(rp.c.uuid == row)
+                    ).scalar()
+                    moved = conn.execute(
+                        rp.update()
+                        .where(rp.c.uuid == row, rp.c.generation == seen)
+                        .values(generation=seen + 1)
+                    ).rowcount
+                    if not moved:
+                        raise _Lost()
+                    db_api.at_commit(
+                        conn, tables.projects.insert(), {"external_id": tag}
+                    )
+                    db_api.at_commit(conn, tables.users.insert(), {"external_id": tag})
+            except _Lost:
+                continue
+            except sa.exc.DBAPIError as e:
+                assert errors.is_deadlock(e), e
+                with lock:
+                    failed.add(tag)
+                continue
+            with lock:
+                done.add(tag)
+
+    workers = [
+        threading.Thread(target=client, args=(dbs[n % len(dbs)], n))
+        for n in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return done, failed
 
 
 def test_sessions_wait_for_the_cluster(tmp_path):

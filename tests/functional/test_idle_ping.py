@@ -7,6 +7,7 @@ import time
 import pytest
 
 from placement.db import api as db_api
+from placement.db import engine as db_engine
 from tests import fixtures
 
 
@@ -59,7 +60,7 @@ def test_idle_connection_closed_by_the_server_is_replaced(engine, pings, monkeyp
     backend, eng, admin = engine
     with eng.connect() as conn:
         session = _session_id(backend, conn)
-    monkeypatch.setattr(db_api, "PING_AFTER_IDLE_S", 0.05)
+    monkeypatch.setattr(db_engine, "PING_AFTER_IDLE_S", 0.05)
     _kill(backend, admin, session)
     time.sleep(0.1)
     with eng.connect() as conn:

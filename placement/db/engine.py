@@ -1,0 +1,272 @@
+"""Engines and their dialects' set-up.
+
+On SQLite a writer starts with ``BEGIN IMMEDIATE`` so two writers queue
+on the busy timeout instead of failing on a lock upgrade; on MySQL
+sessions run READ COMMITTED with a strict sql_mode; PostgreSQL runs READ
+COMMITTED too (its default). A connection's reset on return to the pool
+is a ROLLBACK only when its transaction may not have ended.
+"""
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+
+from placement import exception
+from placement.db import held
+from placement.db import sqlite_file
+
+LOG = logging.getLogger(__name__)
+
+
+SQLITE_BUSY_TIMEOUT_MS = 30000
+
+
+def create_engine(
+    url: str | sa.engine.URL, conf: cfg.ConfigOpts | None = None
+) -> sa.Engine:
+    url = sa.engine.make_url(url)
+    dbconf = conf.placement_database if conf is not None else None
+    kwargs: dict[str, Any] = {"future": True}
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            _sqlite_directory(url.database)
+        kwargs["connect_args"] = {
+            "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000,
+            "check_same_thread": False,
+        }
+        engine = sa.create_engine(url, **kwargs)
+        synchronous = dbconf.sqlite_synchronous if dbconf else True
+        _setup_sqlite(engine, synchronous)
+        if url.database and url.database != ":memory:":
+            sqlite_file.watch(engine, url.database)
+        return engine
+    if url.get_backend_name() in ("mysql", "postgresql"):
+        kwargs["isolation_level"] = "READ COMMITTED"
+        # The pool's own rollback-on-return is a round trip per request
+        # after a transaction that already ended; _setup_mysql resets only
+        # connections that may still be inside one.
+        kwargs["pool_reset_on_return"] = None
+        if dbconf is not None:
+            kwargs["pool_recycle"] = dbconf.connection_recycle_time
+            if dbconf.max_pool_size is not None:
+                kwargs["pool_size"] = dbconf.max_pool_size
+            if dbconf.max_overflow is not None:
+                kwargs["max_overflow"] = dbconf.max_overflow
+            if dbconf.pool_timeout is not None:
+                kwargs["pool_timeout"] = dbconf.pool_timeout
+        budget = dbconf.statement_timeout if dbconf is not None else 0
+        if url.get_backend_name() == "postgresql":
+            engine = sa.create_engine(url, **kwargs)
+            _ping_when_idle(engine)
+            _setup_postgresql(engine, budget)
+            return engine
+        # Whatever the URL says (many deployments have ?charset=utf8, the
+        # 3-byte set): text outside the BMP must reach the tables intact.
+        url = url.update_query_dict({"charset": "utf8mb4"})
+        engine = sa.create_engine(url, **kwargs)
+        _ping_when_idle(engine)
+        sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
+        sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
+        _setup_mysql(engine, sql_mode, sync_wait, budget)
+        if engine.dialect.driver == "pymysql":
+            held.send_with_commit(engine)
+        return engine
+    return sa.create_engine(url, **kwargs)
+
+
+def _sqlite_directory(path: str) -> None:
+    """Create the missing directory of a new SQLite file (parents too:
+    ``tools/serve`` needs no set-up), and say so in one line."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+        LOG.info("created the directory %s for the SQLite database %s", directory, path)
+
+
+# A pooled connection idle for longer than this is pinged before use.
+PING_AFTER_IDLE_S = 1.0
+_IDLE_SINCE = "placement_idle_since"
+
+
+def _ping_when_idle(engine):
+    """The pool's pre-ping, but only for a connection that has been idle
+    for a while (or never used): one was just in use and answered, and
+    under load every request would otherwise pay a round trip for the
+    ping. A server that went away since is still found out at once (the
+    request's statement fails, a 503, and the whole pool is renewed), but
+    no longer replaced silently for the first request that meets it."""
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _stamp(dbapi_conn, record):
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn, record, proxy):
+        since = record.info.get(_IDLE_SINCE)
+        if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S:
+            return
+        # As pool_pre_ping does: a connection that does not answer makes
+        # the pool renew every connection it holds, this one first.
+        dialect = engine.dialect
+        try:
+            dialect.do_ping(dbapi_conn)
+        except dialect.loaded_dbapi.Error as e:
+            if dialect.is_disconnect(e, dbapi_conn, None):
+                raise sa_exc.InvalidatePoolError() from e
+            raise
+
+
+def _setup_sqlite(engine, synchronous):
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, record):
+        # Take transaction control away from pysqlite: we emit BEGIN ourselves.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA busy_timeout=%d" % SQLITE_BUSY_TIMEOUT_MS)
+        cur.execute("PRAGMA synchronous=%s" % ("NORMAL" if synchronous else "OFF"))
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        if conn.get_execution_options().get("placement_writer"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def _setup_mysql(engine, sql_mode, sync_wait, budget):
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, record):
+        cur = dbapi_conn.cursor()
+        if budget:
+            cur.execute(_mysql_budget(dbapi_conn, budget))
+        # Empty on servers built without Galera (MySQL), OFF on a MariaDB
+        # that is not in a cluster.
+        cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        row = cur.fetchone()
+        if row and row[1] == "ON":
+            # Galera reports a certification failure as a deadlock at
+            # COMMIT: retry_on_deadlock runs the whole transaction again.
+            record.info[held.GALERA] = True
+            cur.execute(
+                "SET SESSION sql_mode = %s, wsrep_sync_wait = %s",
+                (sql_mode, sync_wait),
+            )
+        else:
+            cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
+        cur.close()
+
+    _track_transaction_end(engine)
+
+
+def _setup_postgresql(engine, budget):
+    _track_transaction_end(engine)
+
+    if budget:
+
+        @event.listens_for(engine, "do_connect")
+        def _budget(dialect, record, cargs, cparams):
+            # A session setting given at connection start: no round trip.
+            setting = "-c statement_timeout=%d" % max(1, round(budget * 1000))
+            cparams["options"] = " ".join(
+                filter(None, (cparams.get("options"), setting))
+            )
+
+    @event.listens_for(engine, "handle_error")
+    def _nul(context):
+        # PostgreSQL text cannot hold NUL; other databases store it. A value
+        # with one is the client's mistake, not a server error.
+        if "cannot contain NUL" in str(context.original_exception):
+            return exception.BadRequest(
+                "Text with a NUL (0x00) character is not accepted."
+            )
+
+
+def _mysql_budget(dbapi_conn, seconds):
+    """The SET of a session's statement time budget (0: none): MariaDB's
+    max_statement_time (seconds), MySQL's max_execution_time
+    (milliseconds, reads only)."""
+    if "mariadb" in dbapi_conn.get_server_info().lower():
+        return "SET SESSION max_statement_time = %f" % seconds
+    return "SET SESSION max_execution_time = %d" % round(seconds * 1000)
+
+
+@contextlib.contextmanager
+def unbounded(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection of ``engine`` without the statement time budget (for
+    schema changes, which may take long on big tables). It is discarded
+    afterwards, never returned to the pool."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":  # no budget there
+            yield conn
+            return
+        try:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET statement_timeout = 0")
+            else:
+                dbapi_conn: Any = conn.connection.dbapi_connection
+                conn.exec_driver_sql(_mysql_budget(dbapi_conn, 0))
+            conn.commit()
+            yield conn
+        finally:
+            conn.invalidate()
+
+
+def _track_transaction_end(engine):
+    # Whether the connection's last transaction ended with a COMMIT or
+    # ROLLBACK that did not fail: then a reset on return has nothing to undo.
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.info[_ENDED] = False
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _end(conn):
+        # Fired just before the driver's commit/rollback: a failing one
+        # reaches handle_error below, which takes this back. A connection
+        # that was lost has nothing to reset (and no info to read).
+        if not conn.invalidated:
+            conn.info[_ENDED] = True
+
+    @event.listens_for(engine, "handle_error")
+    def _error(context):
+        if context.connection is not None:
+            context.connection.info[_ENDED] = False
+
+    @event.listens_for(engine, "reset")
+    def _reset(dbapi_conn, record, state):
+        if not record.info.get(_ENDED):
+            dbapi_conn.rollback()
+        record.info[_ENDED] = False
+
+
+_ENDED = "placement_transaction_ended"
+
+
+def tables_not_utf8mb4(engine: sa.Engine) -> list[str]:
+    """Names of placement's tables whose default or any column's character
+    set is not utf8mb4 (MySQL; none elsewhere)."""
+    if engine.dialect.name != "mysql":
+        return []
+    query = sa.text(
+        "SELECT table_name FROM information_schema.tables"
+        " WHERE table_schema = DATABASE() AND table_collation NOT LIKE 'utf8mb4%'"
+        " UNION SELECT table_name FROM information_schema.columns"
+        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL"
+        " AND character_set_name <> 'utf8mb4'"
+    )
+    # alembic's own table holds only revision ids.
+    skip = "alembic_version"
+    with engine.connect() as conn:
+        return sorted(t for t in conn.execute(query).scalars() if t != skip)

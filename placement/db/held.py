@@ -1,0 +1,155 @@
+"""Statements held back and sent with the COMMIT (``at_commit``).
+
+On PyMySQL (not on a Galera node) the last statements of a write
+transaction, which nothing reads, are held back and sent with its COMMIT
+as one multi-statement query: one round trip for the whole tail of a
+write. Elsewhere ``at_commit`` runs the statement at once.
+"""
+
+import struct
+import weakref
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+# Execution option of a statement that ``at_commit`` holds back; the
+# connection's info key of the SQL held back (sent with the COMMIT).
+_AT_COMMIT = "placement_at_commit"
+_HELD = "placement_held"
+# The connection's info key saying it is to a Galera node. Nothing is held
+# back there: when a transaction is aborted by a write set replicated from
+# another node (a "brute force" abort) between the statements of a
+# multi-statement query, MariaDB Galera runs the statements that follow
+# outside the transaction, each committed on its own, and reports the abort
+# on one of them or (wsrep_retry_autocommit) not at all: half a write
+# committed, answered as failed or as done.
+GALERA = "placement_galera"
+
+
+def send_with_commit(engine: sa.Engine) -> None:
+    """On a PyMySQL engine, ``at_commit`` statements are held back and sent
+    with the COMMIT, as one multi-statement query: one round trip for the
+    whole tail of a write. The server runs them in order and stops at the
+    first that fails, before the COMMIT; the error is raised from the
+    commit, which then rolls the transaction back."""
+    dialect = engine.dialect
+    _INSERT_VALUES = dialect.loaded_dbapi.cursors.RE_INSERT_VALUES
+
+    def _held(context):
+        """The list to hold the statement in, or None to run it now."""
+        options = context.execution_options
+        if not options.get("placement_writer"):
+            return None  # at_commit is for write transactions
+        info = context.root_connection.info
+        if info.get(GALERA):
+            return None
+        if options.get(_AT_COMMIT):
+            return info.setdefault(_HELD, [])
+        if info.get(_HELD):
+            raise RuntimeError("a statement after one held back for the COMMIT")
+        return None
+
+    @event.listens_for(engine, "do_execute")
+    def _hold(cursor, statement, parameters, context):
+        held = _held(context)
+        if held is None:
+            return False
+        held.append(cursor.mogrify(statement, parameters))
+        cursor.lastrowid = None  # nothing inserted yet
+        return True
+
+    @event.listens_for(engine, "do_executemany")
+    def _hold_many(cursor, statement, parameters, context):
+        held = _held(context)
+        if held is None:
+            return False
+        rows = _INSERT_VALUES.match(statement)
+        if rows:
+            # One multi-row INSERT, as PyMySQL's executemany sends.
+            prefix, values, postfix = rows.group(1, 2, 3)
+            held.append(
+                (prefix % ())
+                + ",".join(cursor.mogrify(values.rstrip(), each) for each in parameters)
+                + ((postfix or "") % ())
+            )
+        else:
+            held.extend(cursor.mogrify(statement, each) for each in parameters)
+        cursor.lastrowid = None
+        return True
+
+    @event.listens_for(engine, "begin")
+    @event.listens_for(engine, "rollback")
+    def _drop(conn):
+        if not conn.invalidated:
+            conn.info.pop(_HELD, None)
+
+    plain_commit = dialect.do_commit
+
+    def do_commit(dbapi_connection):
+        held = dbapi_connection.info.pop(_HELD, None)
+        if not held:
+            plain_commit(dbapi_connection)
+            return
+        held.append("COMMIT")
+        _send_several(dbapi_connection.dbapi_connection, ";\n".join(held))
+
+    # The dialect is this engine's own; no event can replace the COMMIT.
+    dialect.do_commit = do_commit  # type: ignore[method-assign]
+    _SENDING.add(dialect)
+
+
+# COM_SET_OPTION packets (length 3, sequence 0; the command and the
+# option): MySQL's multi-statement queries allowed, then refused again.
+_COM_QUERY = 0x03
+_COM_SET_OPTION = 0x1B
+_SEVERAL_ON = struct.pack("<iBH", 3, _COM_SET_OPTION, 0)
+_SEVERAL_OFF = struct.pack("<iBH", 3, _COM_SET_OPTION, 1)
+
+
+def _send_several(conn: Any, sql: str) -> None:
+    """Run ``sql``, several statements, on the PyMySQL connection ``conn``
+    and read all their answers; raises the first statement's error.
+
+    The connections are opened without CLIENT.MULTI_STATEMENTS: a query
+    with a ``;`` in it (an injection) runs nothing. This query alone is
+    allowed several: multi-statement queries are switched on just before
+    it and off just after it (COM_SET_OPTION), the three commands written
+    together and their answers read after, in the query's round trip."""
+    conn._write_bytes(_SEVERAL_ON)
+    conn._execute_command(_COM_QUERY, sql)
+    conn._write_bytes(_SEVERAL_OFF)
+    try:
+        conn._read_packet()  # switched on (each command's answer starts at 1)
+        conn._next_seq_id = 1
+        conn._read_query_result()
+        while conn._result.has_next:
+            conn.next_result()
+    finally:
+        # Read even after a statement's error, which ends the query but
+        # not the switch; a lost connection has nothing more to read.
+        if conn._sock is not None:
+            conn._next_seq_id = 1
+            conn._read_packet()  # switched off
+
+
+# The dialects of the engines ``send_with_commit`` set up.
+_SENDING: "weakref.WeakSet[sa.Dialect]" = weakref.WeakSet()
+
+
+def holds_for_commit(conn: sa.Connection) -> bool:
+    """Whether ``at_commit`` statements on ``conn`` are held back and sent
+    with the COMMIT (rather than run at once)."""
+    return conn.dialect in _SENDING and not conn.info.get(GALERA)
+
+
+def at_commit(
+    conn: sa.Connection, statement: sa.Executable, parameters: Any = None
+) -> None:
+    """Execute ``statement`` as one of the write transaction's last: on
+    MySQL (PyMySQL) it is sent with the COMMIT, in the same round trip,
+    elsewhere at once. Nothing of its result can be read (not even its row
+    count), and only statements given to ``at_commit`` may follow it in
+    the transaction; an error it meets fails the commit (nothing is
+    written)."""
+    conn.execute(statement, parameters, execution_options={_AT_COMMIT: True})

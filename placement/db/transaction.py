@@ -1,0 +1,169 @@
+"""The Database: its read and write transactions, the hooks a write runs
+before its COMMIT, and what an error at the COMMIT means.
+
+Objects open one transaction per operation with ``db.reader()`` or
+``db.writer()``.
+"""
+
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+from typing import Callable
+from typing import TypeVar
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from sqlalchemy import exc as sa_exc
+
+from placement.db import statements
+
+_WRITE = "placement_write"
+# Run by every write transaction just before its COMMIT, in order of
+# registration (``before_commit``).
+_BEFORE_COMMIT: list[Callable[[sa.Connection, dict[str, Any]], None]] = []
+
+H = TypeVar("H", bound=Callable[[sa.Connection, dict[str, Any]], None])
+
+
+def before_commit(hook: H) -> H:
+    """Register ``hook(conn, notes)``: every write transaction runs it as
+    its last statements before COMMIT (not when it rolls back), ``notes``
+    being what was noted on the transaction (``write_notes``). A
+    decorator."""
+    _BEFORE_COMMIT.append(hook)
+    return hook
+
+
+def write_notes(conn: sa.Connection) -> dict[str, Any] | None:
+    """The notes of ``conn``'s write transaction (a dict its
+    ``before_commit`` hooks read; empty when it begins), or None when
+    ``conn`` is not in one."""
+    return conn.info.get(_WRITE)
+
+
+def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
+    """Context for a statement that may break a unique or foreign key when
+    the transaction must go on afterwards (to find out which key): on
+    PostgreSQL a failed statement spoils the whole transaction unless it ran
+    inside a savepoint; elsewhere only the statement is undone."""
+    if conn.dialect.name == "postgresql":
+        return conn.begin_nested()
+    return contextlib.nullcontext()
+
+
+def text_equals(
+    db: "Database", column: sa.ColumnElement[Any], value: str
+) -> sa.ColumnElement[bool]:
+    """``column == value``, except that on PostgreSQL (which cannot store
+    NUL characters) a value with one matches nothing instead of failing."""
+    if db.dialect == "postgresql" and "\x00" in value:
+        return sa.false()
+    return column == value
+
+
+class Database:
+    """The engine plus the two kinds of transaction objects use, and the
+    configuration of the service it serves: the handlers and objects of an
+    app read their options there, when they use them (an app is built for
+    one ConfigOpts and reads no other)."""
+
+    def __init__(self, engine: sa.Engine, conf: cfg.ConfigOpts) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        self.conf = conf
+        # A test's fault at the COMMIT of every write transaction:
+        # ``fault(conn, BEFORE_COMMIT)`` just before it is sent (raising
+        # there, the COMMIT is not sent: nothing is written),
+        # ``fault(conn, AFTER_COMMIT)`` once it succeeded (raising there, the
+        # write is done but reported failed, as a connection lost while the
+        # COMMIT's answer was on its way would be).
+        self.commit_fault: Callable[[sa.Connection, str], None] | None = None
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[sa.Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[sa.Connection]:
+        """A write transaction. The ``before_commit`` hooks run just before
+        it commits (the objects layer's catalog log is one)."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(placement_writer=True)
+            notes: dict[str, Any] = {}
+            conn.info[_WRITE] = notes
+            try:
+                transaction = conn.begin()
+                try:
+                    yield conn
+                    for hook in _BEFORE_COMMIT:
+                        hook(conn, notes)
+                except BaseException:
+                    transaction.rollback()
+                    raise
+                self._commit(conn, transaction)
+            finally:
+                del conn.info[_WRITE]
+
+    def _commit(self, conn: sa.Connection, transaction: sa.RootTransaction) -> None:
+        """COMMIT; an error met on the way (sending it, or the statements
+        held for it, or reading their answers) is marked as such
+        (``maybe_committed``)."""
+        fault = self.commit_fault
+        try:
+            if fault is not None:
+                fault(conn, BEFORE_COMMIT)
+            transaction.commit()
+            if fault is not None:
+                fault(conn, AFTER_COMMIT)
+        except Exception as e:
+            setattr(e, _FAILED_AT_COMMIT, True)
+            if transaction.is_active:
+                # Its own failure (the connection lost) must not hide e.
+                with contextlib.suppress(Exception):
+                    transaction.rollback()
+            raise
+
+    def insert_ignore(self, table: sa.Table) -> sa.Insert:
+        """An INSERT that skips rows whose unique key already exists."""
+        return statements.insert_ignore(self.dialect, table)
+
+
+# The two points of ``Database.commit_fault``.
+BEFORE_COMMIT = "before commit"
+AFTER_COMMIT = "after commit"
+_FAILED_AT_COMMIT = "placement_failed_at_commit"
+
+
+# Errors of a statement the server refused: one held for the COMMIT stops
+# the query there, before the COMMIT, which then never runs.
+_REFUSED = (sa_exc.IntegrityError, sa_exc.DataError, sa_exc.ProgrammingError)
+
+
+def maybe_committed(error: BaseException) -> bool:
+    """Whether ``error``, which ended a write transaction, may have come
+    after its COMMIT was done: it was met at the COMMIT (in the round trip
+    that sent it, statements held for it included), and is not a statement
+    refused before it (a lost connection, a deadlock or certification
+    failure, anything else). Errors before the COMMIT wrote nothing."""
+    return getattr(error, _FAILED_AT_COMMIT, False) and not isinstance(error, _REFUSED)
+
+
+class PerDatabase(weakref.WeakKeyDictionary):
+    """{Database: value}: a process's value per database (a cache), made
+    by ``factory`` on first use, gone with its Database."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        super().__init__()
+        self._factory = factory
+        self._lock = threading.Lock()
+
+    def of(self, db: "Database") -> Any:
+        with self._lock:
+            value = self.get(db)
+            if value is None:
+                value = self[db] = self._factory()
+        return value
