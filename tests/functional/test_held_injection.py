@@ -25,7 +25,7 @@ from tests.functional.test_shared_database import _host
 SHAPES = [
     "p'; DROP TABLE allocations; --",
     'p"; DROP TABLE consumers; #',
-    "p\\'; DROP TABLE projects; -- ",
+    "p\\'; DROP TABLE projects; -- x",
     "p'); DELETE FROM resource_providers; /*",
     "p*/; DROP TABLE users; /*",
     "p;\nDROP TABLE inventories;\n",

@@ -286,7 +286,7 @@ def test_readme_names_every_manage_command():
     offers (its --help lists them as {db,capacity})."""
     result = run("placement-manage", "--help")
     assert result.returncode == 0, result.stderr
-    categories = re.findall(r"\{([a-z_,]+)\}", result.stdout)[0]
+    categories = re.findall(r"\{([a-z_,-]+)\}", result.stdout)[0]
     with open(os.path.join(ROOT, "README.rst")) as f:
         readme = f.read()
     commands = readme.split("\nCommands\n", 1)[1].split("\nRunning in production\n")[0]
