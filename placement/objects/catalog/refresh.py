@@ -43,14 +43,16 @@ VERIFY_EVERY_S = 0.5
 # fallen this far behind, and waits for a comparison under way rather
 # than answer without it. Nothing else of the comparison is on a
 # request's path, which only reads the clock. Where the fingerprint
-# statement itself takes longer (1,000,000 providers), the bound is
-# BOUND_TOOK times its time plus VERIFY_EVERY_S instead (``bound``).
+# comparison itself takes longer (1,000,000 providers, or a database short
+# of CPU), the bound is BOUND_TOOK times its time plus VERIFY_EVERY_S
+# instead (``bound``): the holder's next comparison may start a period
+# after its last one ended, and the others read it up to a look later.
 FOLLOWED_VERIFY_S = 1.0
-BOUND_TOOK = 2
-# A follower whose catalog could not be compared with the published
-# comparison (``currency``: the counts moved on meanwhile) for this long
-# runs the statement itself, on its own thread, rather than leave it to
-# a request at FOLLOWED_VERIFY_S.
+BOUND_TOOK = 3
+# A follower whose catalog could not be compared with the last published
+# comparison (``currency``: its counts moved on meanwhile), and whose last
+# comparison is this old, runs the statement itself, on its own thread,
+# rather than leave it to a request at FOLLOWED_VERIFY_S.
 OWN_AFTER_S = 0.7
 # Fingerprints of the catalogs a process held, by their counts, kept to
 # compare with a published one taken at the same counts.
@@ -97,8 +99,11 @@ class Cache:
         self.found: tuple | None = None
         self.took = 0.0
         self.me = currency.Identity()
-        # Whether this process held the lease at its last look.
+        # Whether this process held the lease at its last look, and whether
+        # its catalog never held the counts of the last published
+        # comparison it read (it compares by itself past OWN_AFTER_S).
         self.holding = False
+        self.unmatched = False
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
@@ -215,7 +220,9 @@ class Cache:
             if not self.followed:
                 return self._verified(db)
             found = self._shared(db)
-            if found is None and (own or self._age() >= OWN_AFTER_S):
+            if found is None and (
+                own or (self.unmatched and self._age() >= OWN_AFTER_S)
+            ):
                 found = self._verified(db)
             return found
         finally:
@@ -282,7 +289,7 @@ class Cache:
         with _own_snapshot(db) as reading:
             taken_at = currency.db_time(reading)
             seqs = changes.counts(reading)
-            found = fingerprint.of_database(reading)
+            found = self._fingerprint(db, reading, looked if look else None)
             self.found = (seqs, found)
             changed = _changed(reading, base.seqs, seqs)
             if changed is not None:
@@ -306,6 +313,23 @@ class Cache:
         self._publish(db, seqs, found, taken_at, started)
         events.catalog_updated(how)
         return how
+
+    def _fingerprint(self, db, reading, looked):
+        """The database's fingerprint in ``reading``'s snapshot: only the
+        parts of the tables a second look (its snapshot is fixed) finds
+        changed since ``looked``, the look before the last statement, whose
+        parts hold for the others."""
+        if looked is None or self.found is None:
+            return fingerprint.of_database(reading)
+        look = precheck.look(db)
+        if look is None:
+            return fingerprint.of_database(reading)
+        changed = look.changed_since(looked)
+        if not changed:
+            return list(self.found[1])
+        if len(changed) == len(precheck.TABLES):
+            return fingerprint.of_database(reading)
+        return fingerprint.of_database(reading, frozenset(changed), self.found[1])
 
     def _reread(self, db, reading, found):
         """Read the catalog whole in ``reading``'s snapshot, whose
@@ -357,6 +381,7 @@ class Cache:
         # The snapshot the row was taken in is no older than this.
         verified = asked - row.age
         mine = self._fingerprint_at(db, row.seqs)
+        self.unmatched = mine is None
         if mine is None:
             return None
         if mine == row.found:
