@@ -231,6 +231,24 @@ def slow_log(database):
         conn.close()
 
 
+def _server_figures(database):
+    """(beat of catalog_currency or None, rows the storage engines handed
+    out so far, Handler_read_*, the whole server's)."""
+    conn = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
+    try:
+        cur = conn.cursor()
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Handler_read_%'")
+        rows = sum(int(value) for _, value in cur.fetchall())
+        try:
+            cur.execute("SELECT beat FROM `%s`.catalog_currency" % database)
+            beat = int(cur.fetchone()[0])
+        except pymysql.err.ProgrammingError:
+            beat = None  # before the table
+        return beat, rows
+    finally:
+        conn.close()
+
+
 def _profiled(url):
     sep = "&" if "?" in url else "?"
     return url + sep + "init_command=" + "SET+SESSION+long_query_time%3D0"
@@ -262,8 +280,15 @@ def day(url, args, paths, summary_ms):
         figures["idle_cores"] = cores(before, watch.sample())
         profile = stack.enter_context(slow_log(database)) if args.profile else None
         before = watch.sample()
+        beat, rows = _server_figures(database)
         times, counts = run_slice(bases, paths, args.day)
         figures["day_cores"] = cores(before, watch.sample())
+        beat_after, rows_after = _server_figures(database)
+        # Comparisons published by the lease holder (one per period for the
+        # whole cloud), and rows the engines handed out (all databases).
+        if beat is not None:
+            figures["published_comparisons"] = beat_after - beat
+        figures["handler_reads_per_s"] = round((rows_after - rows) / args.day)
         figures["counts"] = dict(counts)
         figures["claims_per_s"] = round(counts["claimed"] / args.day, 2)
         shapes = [v for name, v in times.items() if name in paths]
@@ -294,6 +319,10 @@ def day(url, args, paths, summary_ms):
             figures["a_c"]["p99_ms"],
             figures["claims_per_s"],
         )
+    )
+    print(
+        "  published comparisons %s, Handler_read_* %d/s (whole server)"
+        % (figures.get("published_comparisons"), figures["handler_reads_per_s"])
     )
     print("  cores idle: %s" % figures["idle_cores"])
     print("  cores day:  %s" % figures["day_cores"])

@@ -101,7 +101,16 @@ def read(conn: sa.Connection) -> Published | None:
 
 def take(engine: sa.Engine, me: str, seen: Published | None) -> bool:
     """Take the lease from the holder of ``seen`` (None: there was no row)
-    if nobody published since: whether it is now ``me``'s."""
+    if nobody published since: whether it is now ``me``'s (not if another
+    process took it at the same moment: on Galera its certification
+    fails one of the two, on InnoDB one may deadlock)."""
+    try:
+        return _take(engine, me, seen)
+    except sa.exc.OperationalError:
+        return False
+
+
+def _take(engine, me, seen):
     with engine.begin() as conn:
         if seen is None:
             try:
@@ -127,7 +136,15 @@ def publish(
     took: float,
 ) -> bool:
     """Publish a comparison ``me`` made (renewing its lease): whether it
-    still held the lease."""
+    still held the lease (not if the write failed: the next look reads
+    the row again)."""
+    try:
+        return _publish(engine, me, seqs, found, taken_us, took)
+    except sa.exc.OperationalError:
+        return False
+
+
+def _publish(engine, me, seqs, found, taken_us, took):
     with engine.begin() as conn:
         done = conn.execute(
             TABLE.update()
