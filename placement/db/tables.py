@@ -217,3 +217,29 @@ catalog_log = sa.Table(
     sa.Column("ref", sa.Integer, nullable=False),
     **MYSQL_TABLE_ARGS,
 )
+
+
+# The provider catalog's comparison with the database, one per cloud
+# (catalog/currency.py): the process holding the lease (``holder``, renewed
+# by each comparison it publishes, ``beat``) runs the fingerprint statement
+# and stores what it found (``fingerprint``, JSON) with the shard counts of
+# its snapshot (``seqs``, JSON) and the snapshot's time on the database's
+# clock (``taken_us``, microseconds since the epoch); every other process
+# compares its own catalog's fingerprint at those counts with it.
+catalog_currency = sa.Table(
+    "catalog_currency",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.String(128), nullable=True),
+    sa.Column("beat", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    sa.Column("seqs", sa.Text, nullable=True),
+    sa.Column("fingerprint", sa.Text, nullable=True),
+    sa.Column("taken_us", sa.BigInteger, nullable=True),
+    sa.Column("took_ms", sa.Integer, nullable=True),
+    **MYSQL_TABLE_ARGS,
+)
+
+
+@sa.event.listens_for(catalog_currency, "after_create")
+def _add_currency_row(table, connection, **kw):
+    connection.execute(table.insert(), [{"id": 1, "beat": 0}])

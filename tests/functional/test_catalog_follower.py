@@ -176,6 +176,7 @@ def test_requests_leave_comparing_to_the_follower_until_it_falls_behind(
         watcher.step()
         assert len(compared) == 2
         monkeypatch.setattr(refresh, "FOLLOWED_VERIFY_S", 0.0)  # fallen behind
+        monkeypatch.setattr(refresh, "BOUND_TOOK", 0)
         search()
         assert len(compared) == 3
     finally:

@@ -12,7 +12,7 @@ from tests import fixtures
 from tests import helpers
 
 # Upstream's chain ends at a082b8bb98d0; ours adds catalog_changes.
-HEAD = "d3a8f1c6b2e4"
+HEAD = "e5b2c9d7f1a6"
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"
 
 

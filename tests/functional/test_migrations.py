@@ -20,6 +20,7 @@ CHAIN = [
     "a082b8bb98d0",
     "c7d1e4f2a9b3",
     "d3a8f1c6b2e4",
+    "e5b2c9d7f1a6",
 ]
 
 

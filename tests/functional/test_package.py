@@ -28,7 +28,7 @@ WHEELHOUSE = ROOT / ".venv" / "wheelhouse"
 # the build leaves nothing (build/, *.egg-info) in it.
 SOURCES = ("setup.py", "setup.cfg", "pyproject.toml", "README.rst")
 SOURCE_DIRS = ("placement", "migrations", "etc")
-HEAD = "d3a8f1c6b2e4"
+HEAD = "e5b2c9d7f1a6"
 
 
 def _pip(*args, python=None):
@@ -74,7 +74,7 @@ def test_wheel_holds_the_migrations_and_no_tests(installed):
     # The console's pages (doc/console.md).
     for name in ("index.html", "console.js", "console.css", "favicon.ico"):
         assert "placement/ui/" + name in names
-    assert "placement/migrations/versions/%s_add_catalog_log.py" % HEAD in names
+    assert "placement/migrations/versions/%s_add_catalog_currency.py" % HEAD in names
     assert not [n for n in names if n.startswith(("migrations/", "tests/"))]
     # Of tests, only what other projects import to run placement in theirs.
     assert sorted(n for n in names if n.startswith("placement/tests/")) == [

@@ -137,7 +137,18 @@ def _sql_name_hash(dialect: str, column: Any) -> Any:
     return getattr(sa.func, _CRC32_FUNCTION)(column)
 
 
-def _statement(dialect: str) -> sa.CompoundSelect:
+# The table of each part of the fingerprint, in its order.
+TABLE_NAMES = (
+    RP.name,
+    INV.name,
+    RPT.name,
+    RPA.name,
+    RC.name,
+    T.name,
+)
+
+
+def _statement(dialect: str, only: frozenset | None = None) -> Any:
     def named(column):
         return sa.func.coalesce(_sql_name_hash(dialect, column), 0)
 
@@ -185,33 +196,36 @@ def _statement(dialect: str) -> sa.CompoundSelect:
         (CLASSES, RC, [_int(RC.c.id), named(RC.c.name)]),
         (TRAITS, T, [_int(T.c.id), named(T.c.name)]),
     ]
-    return sa.union_all(
-        *(
-            sa.select(
-                sa.literal(table, sa.Integer),
-                sa.func.count(),
-                sa.func.coalesce(sa.func.sum(_sql_hash(columns)), 0),
-            ).select_from(source)
-            for table, source, columns in parts
-        )
-    )
+    selects = [
+        sa.select(
+            sa.literal(table, sa.Integer),
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(_sql_hash(columns)), 0),
+        ).select_from(source)
+        for table, source, columns in parts
+        if only is None or TABLE_NAMES[table] in only
+    ]
+    return selects[0] if len(selects) == 1 else sa.union_all(*selects)
 
 
-_STATEMENTS: dict[str, Any] = {}
+_STATEMENTS: dict[tuple, Any] = {}
 
 
-def of_database(conn: sa.Connection) -> list[int]:
+def of_database(
+    conn: sa.Connection, only: frozenset | None = None, before: list | None = None
+) -> list[int]:
     """The fingerprint of what ``conn``'s transaction reads: one statement
     that reads every row of the catalog's tables (no other work per row
-    than the hash)."""
+    than the hash); with ``only`` (table names, not empty), only theirs,
+    the other tables' parts taken from ``before``."""
     dialect = conn.dialect.name
-    statement = _STATEMENTS.get(dialect)
+    statement = _STATEMENTS.get((dialect, only))
     if statement is None:
-        statement = _STATEMENTS[dialect] = _statement(dialect)
+        statement = _STATEMENTS[dialect, only] = _statement(dialect, only)
     if dialect == "sqlite":
         dbapi_conn: Any = conn.connection.dbapi_connection
         dbapi_conn.create_function(_CRC32_FUNCTION, 1, _crc32, deterministic=True)
-    found = empty()
+    found = list(before) if only is not None and before else empty()
     for table, count, total in conn.execute(statement):
         found[2 * table], found[2 * table + 1] = int(count), int(total)
     return found

@@ -22,6 +22,11 @@ and may stay the same through a second change.
   without it there is no look. MySQL caches these columns: no look.
   Nor on a Galera node: writes applied from other nodes do mark the
   tables, but the bound is untested against the cluster's appliers.
+On MariaDB a look tells the tables apart (``changed_since``): a
+comparison then re-reads only the tables whose marks moved (under a
+stream of claims, which bump providers' generations, the providers but
+not their inventories, traits and aggregates).
+
 - SQLite: the database file and its WAL, by os.stat (device, inode,
   size, mtime and ctime in nanoseconds): every commit writes one of
   them, which sets its ctime to the kernel's clock, and nothing sets it
@@ -75,10 +80,30 @@ class Look:
     times: tuple[int, ...]
     since: int
 
+    # Per table (TABLES' order), its marks and times, where a look can
+    # tell tables apart (MariaDB); None where it cannot (SQLite's files).
+    per_table: tuple | None = None
+
     def unchanged_since(self, before: "Look") -> bool:
         """Whether no change of the tables committed between ``before``'s
         snapshot (the one that followed it) and this look."""
         return self.marks == before.marks and all(t < before.since for t in self.times)
+
+    def changed_since(self, before: "Look") -> set[str]:
+        """The tables a change of which may have committed between
+        ``before``'s snapshot and this look (every one, where a look
+        cannot tell tables apart)."""
+        if self.unchanged_since(before):
+            return set()
+        if self.per_table is None or before.per_table is None:
+            return set(TABLES)
+        return {
+            name
+            for name, (mark, times), (old, _) in zip(
+                TABLES, self.per_table, before.per_table
+            )
+            if mark != old or any(t >= before.since for t in times)
+        }
 
 
 def look(db: db_api.Database) -> Look | None:
@@ -116,7 +141,15 @@ def _mariadb_look(engine: sa.Engine) -> Look | None:
     marks = tuple(sorted(tuple(row[:4]) for row in rows))
     times = tuple(int(t) for row in rows for t in row[2:4] if t is not None)
     since = int(now) if oldest is None else min(int(now), int(oldest))
-    return Look(marks, times, since)
+    by_name = {row[0]: row for row in rows}
+    per_table = tuple(
+        (
+            tuple(by_name[name][:4]),
+            tuple(int(t) for t in by_name[name][2:4] if t is not None),
+        )
+        for name in TABLES
+    )
+    return Look(marks, times, since, per_table)
 
 
 def _sqlite_look(path: str | None) -> Look | None:

@@ -16,6 +16,7 @@ from placement import events
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import currency
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import precheck
 from placement.objects.catalog.store import Catalog
@@ -41,8 +42,21 @@ VERIFY_EVERY_S = 0.5
 # (cmd/follower.py): a request compares first only when the follower has
 # fallen this far behind, and waits for a comparison under way rather
 # than answer without it. Nothing else of the comparison is on a
-# request's path, which only reads the clock.
+# request's path, which only reads the clock. Where the fingerprint
+# comparison itself takes longer (1,000,000 providers, or a database short
+# of CPU), the bound is BOUND_TOOK times its time plus VERIFY_EVERY_S
+# instead (``bound``): the holder's next comparison may start a period
+# after its last one ended, and the others read it up to a look later.
 FOLLOWED_VERIFY_S = 1.0
+BOUND_TOOK = 3
+# A follower whose catalog could not be compared with the last published
+# comparison (``currency``: its counts moved on meanwhile), and whose last
+# comparison is this old, runs the statement itself, on its own thread,
+# rather than leave it to a request at FOLLOWED_VERIFY_S.
+OWN_AFTER_S = 0.7
+# Fingerprints of the catalogs a process held, by their counts, kept to
+# compare with a published one taken at the same counts.
+HISTORY = 64
 
 # After a search that answered from the held catalog found it behind the
 # database (and so searched twice), searches read the stamp first for this
@@ -74,6 +88,22 @@ class Cache:
         self.looked: precheck.Look | None = None
         # When a search last found the held catalog behind (``found_behind``).
         self.behind_at = float("-inf")
+        # {currency.key(seqs): fingerprint} of the catalogs held since the
+        # last whole read, to compare with the published comparison.
+        self.history: collections.OrderedDict = collections.OrderedDict()
+        # The last beat of catalog_currency this process compared with.
+        self.seen_beat = -1
+        # (counts, fingerprint) this process's last fingerprint statement
+        # found, and how long the last comparison took (its own or the
+        # published one).
+        self.found: tuple | None = None
+        self.took = 0.0
+        self.me = currency.Identity()
+        # Whether this process held the lease at its last look, and whether
+        # its catalog never held the counts of the last published
+        # comparison it read (it compares by itself past OWN_AFTER_S).
+        self.holding = False
+        self.unmatched = False
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
@@ -81,7 +111,7 @@ class Cache:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL)."""
         if self.stale():
-            self.verify(db, wait=self.followed)
+            self.verify(db, wait=self.followed, own=True)
         if stamp is None:
             stamp = changes.stamp(conn)
         catalog = self.catalog
@@ -135,26 +165,50 @@ class Cache:
             if changed is None:
                 self.reading_all = True
                 try:
-                    self.catalog = Catalog.read(reading)
+                    self._install(db, Catalog.read(reading), whole=True)
                 finally:
                     self.reading_all = False
                 how = "full"
             else:
-                self.catalog = old.advanced(reading, seqs, changed)
+                self._install(db, old.advanced(reading, seqs, changed))
                 how = "deltas"
         events.catalog_updated(how)
         return how
 
-    def verify(self, db: db_api.Database, wait: bool = False) -> str | None:
-        """Compare the catalog with the database's fingerprint in a new
-        snapshot, unless another comparison is under way (None; with
-        ``wait``, once it is over, compare only if the catalog is still
-        ``stale``). What it found: "unchanged" (by precheck's look, no
-        table of the catalog changed since the last comparison: no
-        statement read them), "same" (no other writer's change; the
-        catalog is left as it is), "foreign" (another writer's change: the
-        catalog was read whole again) or "full" (the log could not tell:
-        read whole again)."""
+    def _install(self, db, catalog, whole=False):
+        """Hold ``catalog`` (made by following the log from the one held,
+        or read ``whole``) and remember its fingerprint by its counts."""
+        if whole:
+            self.history.clear()
+        self.catalog = catalog
+        self._remember(db, catalog, compute=False)
+
+    def _remember(self, db, catalog, compute=True):
+        # Computing a fingerprint reads every provider of the catalog once;
+        # the catalogs following it by the log keep it up to date. Not on a
+        # request's path: the follower computes it (``compute``).
+        if catalog is None or (catalog.content is None and not compute):
+            return
+        self.history[currency.key(catalog.seqs)] = catalog.fingerprint(db.dialect)
+        self.history.move_to_end(currency.key(catalog.seqs))
+        while len(self.history) > HISTORY:
+            self.history.popitem(last=False)
+
+    def verify(
+        self, db: db_api.Database, wait: bool = False, own: bool = False
+    ) -> str | None:
+        """Compare the catalog with the database's fingerprint, unless
+        another comparison is under way (None; with ``wait``, once it is
+        over, compare only if the catalog is still ``stale``). Where a
+        follower compares (``followed``), by the one comparison per cloud
+        (``_shared``); elsewhere, or when that cannot tell and ``own``,
+        by its own statement in a new snapshot (``_verified``). What it
+        found: "unchanged" (by precheck's look, no table of the catalog
+        changed since the last comparison: no statement read them), "same"
+        (no other writer's change; the catalog is left as it is),
+        "foreign" (another writer's change: the catalog was read whole
+        again), "full" (the log could not tell: read whole again) or None
+        (nothing new to compare with)."""
         if not self.verifying.acquire(blocking=False):
             if not wait:
                 return None
@@ -163,7 +217,14 @@ class Cache:
                 self.verifying.release()
                 return None
         try:
-            return self._verified(db)
+            if not self.followed:
+                return self._verified(db)
+            found = self._shared(db)
+            if found is None and (
+                own or (self.unmatched and self._age() >= OWN_AFTER_S)
+            ):
+                found = self._verified(db)
+            return found
         finally:
             self.verifying.release()
 
@@ -174,8 +235,13 @@ class Cache:
     def stale(self) -> bool:
         """Whether a request must have the catalog compared before it
         uses it: the comparison is due, or overdue where a follower
-        compares."""
-        return self._age() >= (FOLLOWED_VERIFY_S if self.followed else VERIFY_EVERY_S)
+        compares (``bound``)."""
+        return self._age() >= (self.bound() if self.followed else VERIFY_EVERY_S)
+
+    def bound(self) -> float:
+        """How old a comparison may be where a follower compares: 1 s, or
+        more where the fingerprint statement takes long."""
+        return max(FOLLOWED_VERIFY_S, BOUND_TOOK * self.took + VERIFY_EVERY_S)
 
     def _age(self) -> float:
         """Since the start of the last comparison that found the catalog
@@ -207,16 +273,24 @@ class Cache:
         if base is None:
             return None  # the first read is warm()'s or a request's
         looked, self.looked = self.looked, None
+        # The database's clock before the look: if it finds nothing changed,
+        # the database was then what the last statement found (the holder
+        # publishes that).
+        taken_at = _clock(db) if self.holding and self.found else None
         look = precheck.look(db)
         if look is not None and looked is not None and look.unchanged_since(looked):
             # Nothing committed since the last comparison's snapshot, by
             # any writer: what it found still holds.
             self.looked = looked
             self.verified_at = started
+            if taken_at is not None:
+                self._publish(db, *self.found, taken_at, started)
             return "unchanged"
         with _own_snapshot(db) as reading:
+            taken_at = currency.db_time(reading)
             seqs = changes.counts(reading)
-            found = fingerprint.of_database(reading)
+            found = self._fingerprint(db, reading, looked if look else None)
+            self.found = (seqs, found)
             changed = _changed(reading, base.seqs, seqs)
             if changed is not None:
                 # Computed once per catalog read whole; the catalogs that
@@ -227,31 +301,109 @@ class Cache:
                 if at.fingerprint(db.dialect) == found:
                     self.looked = look
                     self.verified_at = started
+                    self._publish(db, seqs, found, taken_at, started)
                     return "same"
                 how = "foreign"
-                LOGGER.info(
-                    "provider catalog: rows written by another writer (not "
-                    "in the change log); reading it again"
-                )
+                _foreign()
             else:
                 how = "full"
-            with self.reading:
-                # Requests answer through SQL until the new catalog is in.
-                self.catalog = None
-                self.reading_all = True
-                try:
-                    catalog = Catalog.read(reading)
-                finally:
-                    self.reading_all = False
-                catalog.offset = [
-                    db_value - mine
-                    for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
-                ]
-                self.catalog = catalog
+            self._reread(db, reading, found)
             self.looked = look
             self.verified_at = started
+        self._publish(db, seqs, found, taken_at, started)
         events.catalog_updated(how)
         return how
+
+    def _fingerprint(self, db, reading, looked):
+        """The database's fingerprint in ``reading``'s snapshot: only the
+        parts of the tables a second look (its snapshot is fixed) finds
+        changed since ``looked``, the look before the last statement, whose
+        parts hold for the others."""
+        if looked is None or self.found is None:
+            return fingerprint.of_database(reading)
+        look = precheck.look(db)
+        if look is None:
+            return fingerprint.of_database(reading)
+        changed = look.changed_since(looked)
+        if not changed:
+            return list(self.found[1])
+        if len(changed) == len(precheck.TABLES):
+            return fingerprint.of_database(reading)
+        return fingerprint.of_database(reading, frozenset(changed), self.found[1])
+
+    def _reread(self, db, reading, found):
+        """Read the catalog whole in ``reading``'s snapshot, whose
+        fingerprint statement found ``found``."""
+        with self.reading:
+            # Requests answer through SQL until the new catalog is in.
+            self.catalog = None
+            self.reading_all = True
+            try:
+                catalog = Catalog.read(reading)
+            finally:
+                self.reading_all = False
+            catalog.offset = [
+                db_value - mine
+                for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
+            ]
+            self._install(db, catalog, whole=True)
+
+    def _publish(self, db, seqs, found, taken_at, started):
+        """As the lease holder, publish a comparison started at ``started``
+        (monotonic) whose snapshot had ``seqs`` and ``found`` at the
+        database's time ``taken_at``."""
+        self.took = time.monotonic() - started
+        if self.followed and self.holding:
+            self.holding = currency.publish(
+                db.engine, str(self.me), seqs, found, taken_at, self.took
+            )
+
+    def _shared(self, db):
+        """The one comparison per cloud (``catalog/currency.py``): as the
+        lease holder (or taking a free lease), run it and publish it;
+        otherwise compare this catalog's fingerprint at the published
+        counts with the published one. None when there was nothing new to
+        compare with, or this catalog never held the published counts."""
+        if self.catalog is None:
+            return None
+        asked = time.monotonic()
+        with db.engine.connect() as conn:
+            row = currency.read(conn)
+        me = str(self.me)
+        self.holding = row is not None and row.holder == me
+        if not self.holding and (row is None or row.expired()):
+            self.holding = currency.take(db.engine, me, row)
+        if self.holding:
+            return self._verified(db)
+        if row.beat == self.seen_beat:
+            return None
+        self.seen_beat, self.took = row.beat, row.took
+        # The snapshot the row was taken in is no older than this.
+        verified = asked - row.age
+        mine = self._fingerprint_at(db, row.seqs)
+        self.unmatched = mine is None
+        if mine is None:
+            return None
+        if mine == row.found:
+            self.verified_at = max(self.verified_at, verified)
+            return "same"
+        _foreign()
+        started = time.monotonic()
+        with _own_snapshot(db) as reading:
+            self._reread(db, reading, fingerprint.of_database(reading))
+        self.verified_at = started
+        events.catalog_updated("foreign")
+        return "foreign"
+
+    def _fingerprint_at(self, db, seqs):
+        """This process's catalog's fingerprint when it was at the counts
+        ``seqs`` (brought there by the log first if it is behind them), or
+        None if it never was."""
+        self._remember(db, self.catalog)
+        key = currency.key(seqs)
+        if key not in self.history and currency.behind(self.catalog.seqs, seqs):
+            self.catch_up(db)
+        return self.history.get(key)
 
     def warm(self, db: db_api.Database) -> None:
         with self.reading:
@@ -274,6 +426,23 @@ class Cache:
             if self.catalog is not None and self.catalog.stamp == changes.stamp(conn):
                 return "none"
             return self._refresh(db, conn)
+
+
+def _clock(db):
+    """The database's clock now (on SQLite, the same as this process's: a
+    connection opened only to read it would touch the files precheck
+    looks at)."""
+    if db.dialect == "sqlite":
+        return time.time_ns() // 1000
+    with db.engine.connect() as conn:
+        return currency.db_time(conn)
+
+
+def _foreign():
+    LOGGER.info(
+        "provider catalog: rows written by another writer (not "
+        "in the change log); reading it again"
+    )
 
 
 def _changed(conn, then, now):
