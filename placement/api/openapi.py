@@ -36,6 +36,7 @@ from placement.handlers import aggregate
 from placement.handlers import usage
 from placement.schemas import allocation as allocation_schema
 from placement.schemas import allocation_candidate as candidate_schema
+from placement.schemas import cloud_view as cloud_view_schema
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as reshaper_schema
 from placement.schemas import resource_class as resource_class_schema
@@ -174,6 +175,7 @@ OPERATIONS = {
     "trait.delete_trait": _DELETE,
     "usage.get_total_usages": _read(responses.total_usages, query=_usages_query),
     "reshaper.reshape": _write(None, reshaper_schema.RESHAPER_SCHEMA, 204),
+    "cloud_view.list_roots": _read(responses.ROOTS, query=cloud_view_schema.QUERY),
 }
 
 

@@ -8,6 +8,7 @@ import falcon
 
 from placement.handlers import aggregate
 from placement.handlers import allocation
+from placement.handlers import cloud_view
 from placement.handlers import inventory
 from placement.handlers import reshaper
 from placement.handlers import resource_class
@@ -118,6 +119,7 @@ ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
         ],
     ),
     ("/usages", [("GET", usage.get_total_usages)]),
+    ("/roots", [("GET", cloud_view.list_roots)]),
     ("/reshaper", [("POST", reshaper.reshape)]),
 ]
 

@@ -92,6 +92,14 @@ HEADERS = {
     "accept": "application/json",
     "openstack-api-version": "placement 1.39",
 }
+# --children: each host a root holding DISK_GB, two NUMA children holding
+# VCPU and MEMORY_MB and a network device child holding SRIOV_NET_VF (4
+# providers per host: 250,000 hosts are 1,000,000 providers).
+NIC_TRAITS = ("CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
+TWO_GROUPS = (
+    "/allocation_candidates?resources1=VCPU:2,MEMORY_MB:4096"
+    "&resources2=DISK_GB:40&same_subtree=_1,_2&group_policy=none&limit=%d" % 1000
+)
 CONSOLE_PAGE = 50  # roots per page of the console's cloud view
 CONSOLE_AT_ONCE = 8  # API calls the console makes at a time
 
@@ -111,22 +119,28 @@ def aggregate_uuid(i):
     return str(uuid.UUID(int=0xA66 << 64 | i))
 
 
-def load(db, hosts, aggregates, seed=1):
+def load(db, hosts, aggregates, seed=1, children=False):
     """Bulk INSERTs of the cloud (see the module's docstring)."""
     loader = profile_request.Loader(db)
     rnd = random.Random(seed)
-    instances = []  # (host id, flavor)
+    instances = []  # ({class: host id}, flavor)
     for i in range(hosts):
-        rp_id, _ = loader.provider(
-            "compute-%06d" % i,
-            HOST,
-            traits=[TRAIT] if i % 3 == 0 else [],
-            aggregates=[aggregate_uuid(i % aggregates)],
-        )
+        if children:
+            placed = _tree(loader, i, aggregates)
+        else:
+            rp_id, _ = loader.provider(
+                "compute-%06d" % i,
+                HOST,
+                traits=[TRAIT] if i % 3 == 0 else [],
+                aggregates=[aggregate_uuid(i % aggregates)],
+            )
+            placed = dict.fromkeys(HOST, rp_id)
         if rnd.random() < 0.5:
             instances.extend(
-                (rp_id, rnd.choice(FLAVORS)) for _ in range(rnd.randint(1, 8))
+                (placed, rnd.choice(FLAVORS)) for _ in range(rnd.randint(1, 8))
             )
+        if i % 10000 == 9999:
+            loader.flush()  # bounded memory at 1,000,000 providers
     loader.flush()
     class_ids = loader.class_ids
     with db.writer() as conn:
@@ -136,12 +150,12 @@ def load(db, hosts, aggregates, seed=1):
         user = conn.scalar(sa.select(tables.users.c.id))
     for start in range(0, len(instances), 20000):
         consumers, allocations = [], []
-        for rp_id, flavor in instances[start : start + 20000]:
+        for placed, flavor in instances[start : start + 20000]:
             consumer = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
             consumers.append({"uuid": consumer, "project_id": project, "user_id": user})
             allocations.extend(
                 {
-                    "resource_provider_id": rp_id,
+                    "resource_provider_id": placed[rc],
                     "consumer_id": consumer,
                     "resource_class_id": class_ids[rc],
                     "used": amount,
@@ -157,12 +171,45 @@ def load(db, hosts, aggregates, seed=1):
     return len(instances)
 
 
+def _tree(loader, i, aggregates):
+    """One host of the ``--children`` layout; {class: the
+    provider an instance's class goes to} (one NUMA node per host)."""
+    root = loader.provider(
+        "compute-%06d" % i,
+        {"DISK_GB": HOST["DISK_GB"]},
+        traits=[TRAIT] if i % 3 == 0 else [],
+        aggregates=[aggregate_uuid(i % aggregates)],
+    )
+    numa = [
+        loader.provider(
+            "compute-%06d-numa%d" % (i, n),
+            {
+                "VCPU": dict(HOST["VCPU"], total=32, max_unit=32),
+                "MEMORY_MB": dict(HOST["MEMORY_MB"], total=131072, reserved=2048),
+            },
+            root,
+            ["HW_NUMA_ROOT"],
+        )
+        for n in range(2)
+    ]
+    loader.provider(
+        "compute-%06d-nic" % i,
+        {"SRIOV_NET_VF": {"total": 16}},
+        root,
+        [NIC_TRAITS[i % len(NIC_TRAITS)]],
+    )
+    node = numa[i % 2][0]
+    return {"DISK_GB": root[0], "VCPU": node, "MEMORY_MB": node}
+
+
 def _group(pgid):
     return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
 
 
 def memory(pgid):
-    """{pid: (RSS MB, peak RSS MB, 'master' or 'worker')} of the server."""
+    """{pid: (RSS MB, peak RSS MB, 'master' or 'worker', PSS MB)} of the
+    server: PSS from /proc/PID/smaps_rollup (pages shared by n processes
+    count 1/n in each: their sum is the group's real footprint)."""
     out = {}
     for pid, _ in _group(pgid):
         status = {}
@@ -170,11 +217,14 @@ def memory(pgid):
             for line in f:
                 key, _, value = line.partition(":")
                 status[key] = value.split()
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            pss = next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
         role = "master" if pid == pgid else "worker"
         out[pid] = (
             int(status["VmRSS"][0]) / 1024,
             int(status["VmHWM"][0]) / 1024,
             role,
+            pss / 1024,
         )
     return out
 
@@ -267,7 +317,18 @@ def latency(base, pgid, paths, samples, clients):
 
 
 def console_first_page(base):
-    """Seconds for the console's cloud view's API calls, first page."""
+    """Seconds for the console's cloud view's API calls, first page: one
+    GET /roots where the server has it, else the calls the console made
+    before it (below)."""
+    s = session()
+    start = time.perf_counter()
+    response = s.get(base + "/roots?limit=%d" % CONSOLE_PAGE, timeout=120)
+    if response.status_code == 200:
+        return time.perf_counter() - start, response.json()["total"], 1
+    return _console_per_provider(base)
+
+
+def _console_per_provider(base):
     s = session()
     adapter = requests.adapters.HTTPAdapter(pool_maxsize=CONSOLE_AT_ONCE)
     s.mount("http://", adapter)
@@ -295,9 +356,11 @@ def console_first_page(base):
     return time.perf_counter() - start, len(providers), len(calls) + 1
 
 
-def check_answers(mysql_url, answers, aggregate):
+def check_answers(mysql_url, answers, aggregate, filters=True):
     """Problems found checking every candidate of ``answers`` ({shape:
-    candidates document}) against the database; [] when none."""
+    candidates document}) against the database; [] when none. Without
+    ``filters`` (the --children layout: traits and aggregates are on the
+    roots, not on every provider of a candidate) only amounts are."""
     parsed = urllib.parse.urlparse(mysql_url)
     conn = pymysql.connect(
         host=parsed.hostname,
@@ -353,7 +416,7 @@ def check_answers(mysql_url, answers, aggregate):
         for request in document["allocation_requests"]:
             for rp, held in request["allocations"].items():
                 checked += 1
-                if shape in rules and not rules[shape](rp):
+                if filters and shape in rules and not rules[shape](rp):
                     problems.append("%s: %s fails the filter" % (shape, rp))
                 for rc, amount in held["resources"].items():
                     total, reserved, ratio, used = stock.get((rp, rc), (0, 0, 0, 0))
@@ -392,6 +455,8 @@ def kept_database(conf):
 
 def run(args, url):
     paths = shapes(aggregate_uuid(7))
+    if args.children:
+        paths["two_groups"] = TWO_GROUPS
     figures = {}
     started = time.perf_counter()
     # The server is up once its GET / answers; ready is from its start.
@@ -443,13 +508,23 @@ def run(args, url):
         )
         rss = memory(pgid)
         figures["rss_mb"] = {
-            str(pid): {"rss": round(r, 1), "peak": round(p, 1), "role": role}
-            for pid, (r, p, role) in rss.items()
+            str(pid): {
+                "rss": round(r, 1),
+                "peak": round(p, 1),
+                "role": role,
+                "pss": round(pss, 1),
+            }
+            for pid, (r, p, role, pss) in rss.items()
         }
-        workers = [p for r, p, role in rss.values() if role == "worker"]
+        workers = [p for r, p, role, _ in rss.values() if role == "worker"]
         figures["worker_peak_rss_mb"] = round(max(workers), 1)
+        figures["group_pss_mb"] = round(sum(v[3] for v in rss.values()), 1)
         print("worker peak RSS: %s MB" % ", ".join("%.0f" % p for p in sorted(workers)))
-    problems, checked = check_answers(url, last, aggregate_uuid(7))
+        print("process group PSS: %.0f MB" % figures["group_pss_mb"])
+    checked_shapes = {k: v for k, v in last.items() if k != "two_groups"}
+    problems, checked = check_answers(
+        url, checked_shapes, aggregate_uuid(7), filters=not args.children
+    )
     figures["answers_checked"] = checked
     figures["answer_problems"] = problems[:20]
     print(
@@ -480,6 +555,12 @@ def main():
     parser.add_argument("--hosts", type=int, default=100000)
     parser.add_argument("--aggregates", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--children",
+        action="store_true",
+        help="the 1,000,000-provider layout: each host a tree of 4 "
+        "providers (_tree); --hosts 250000 makes 1,000,000 providers",
+    )
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
@@ -499,6 +580,7 @@ def main():
         "aggregates": args.aggregates,
         "workers": args.workers,
         "threads": args.threads,
+        "children": args.children,
     }
     with contextlib.ExitStack() as stack:
         url = args.url
@@ -512,7 +594,9 @@ def main():
             )
             url, db = stack.enter_context(database)
             start = time.perf_counter()
-            figures["instances"] = load(db, args.hosts, args.aggregates)
+            figures["instances"] = load(
+                db, args.hosts, args.aggregates, children=args.children
+            )
             figures["load_s"] = round(time.perf_counter() - start, 1)
             db.engine.dispose()
             print(
