@@ -98,15 +98,19 @@ class Rows:
             )
         }
         self.inventories = collections.defaultdict(dict)
+        # Hosts alike have equal inventories, traits and aggregates: one
+        # object each (a cloud of 100,000 hosts of a few kinds holds a
+        # few Inventory tuples, not 300,000).
+        one = Interned()
         for row in conn.execute(
             sa.select(
                 INV.c.resource_provider_id, INV.c.resource_class_id, *STOCK_COLUMNS
             ).where(*where(INV.c.resource_provider_id)),
             params,
         ):
-            self.inventories[row[0]][row[1]] = Inventory(*row[2:], 0)
-        self.traits = _grouped(conn, RPT.c.trait_id, where, params)
-        self.aggregates = _grouped(conn, RPA.c.aggregate_id, where, params)
+            self.inventories[row[0]][row[1]] = one(Inventory(*row[2:], 0))
+        self.traits = _grouped(conn, RPT.c.trait_id, where, params, one)
+        self.aggregates = _grouped(conn, RPA.c.aggregate_id, where, params, one)
 
     def state(self, rp: int) -> State:
         """What the database has of provider ``rp``."""
@@ -157,12 +161,21 @@ def names(
     return names
 
 
-def _grouped(conn, column, where, params):
-    """{provider id: frozenset of ``column`` values} of its table."""
+def _grouped(conn, column, where, params, one):
+    """{provider id: frozenset of ``column`` values} of its table (equal
+    sets one object, through ``one``)."""
     into = collections.defaultdict(set)
     rp_column = column.table.c.resource_provider_id
     for rp, value in conn.execute(
         sa.select(rp_column, column).where(*where(rp_column)), params
     ):
         into[rp].add(value)
-    return {rp: frozenset(values) for rp, values in into.items()}
+    return {rp: one(frozenset(values)) for rp, values in into.items()}
+
+
+class Interned(dict):
+    """Called with an immutable value: the first equal one it was called
+    with (so equal values read apart are one object)."""
+
+    def __call__(self, value):
+        return self.setdefault(value, value)

@@ -40,9 +40,9 @@ class Catalog:
         # the ones with usage are replaced.
         self.idle: dict = {}  # class -> {(rp, class): Inventory}
         self.holders: dict = {}  # class -> {rp: Provider}
-        # The same per tree, for the pages of a limited search.
-        self.idle_in_tree: dict = {}  # root -> class -> {(rp, class): ...}
-        self.by_provider: dict = {}  # rp -> [(class, Inventory)] by class
+        # rp -> ((class, Inventory), ...) by class; equal ones one tuple
+        # (the pages of a limited search read a tree's from here).
+        self.by_provider: dict = {}
         self.traits: dict = {}  # rp -> frozenset of trait ids
         self.aggregates: dict = {}  # rp -> frozenset of aggregate ids
         self.trait_holders: dict = {}  # trait -> [rp]
@@ -101,6 +101,12 @@ class Catalog:
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
         catalog._whole(Rows(conn, None))
+        # Computed with the read (in placement-api's master, before the
+        # fork) rather than by each worker's first comparison with the
+        # database: a walk over every provider in each worker took a
+        # second of CPU per worker at start and made each its own copy of
+        # every page it touched.
+        catalog.fingerprint(conn.dialect.name)
         return catalog
 
     def _whole(self, fresh):
@@ -117,16 +123,14 @@ class Catalog:
         self.nested = len(self.roots) < len(self.providers)
         idle = collections.defaultdict(dict)
         holders = collections.defaultdict(dict)
-        in_tree = collections.defaultdict(lambda: collections.defaultdict(dict))
+        one = rows.Interned()
         for rp, inventories in fresh.inventories.items():
             provider = self.providers[rp]
-            self.by_provider[rp] = listed = sorted(inventories.items())
-            per_class = in_tree[provider.root_id]
+            self.by_provider[rp] = listed = one(tuple(sorted(inventories.items())))
             for rc, inventory in listed:
-                idle[rc][rp, rc] = per_class[rc][rp, rc] = inventory
+                idle[rc][rp, rc] = inventory
                 holders[rc][rp] = provider
         self.idle, self.holders = dict(idle), dict(holders)
-        self.idle_in_tree = {root: dict(c) for root, c in in_tree.items()}
         self.traits, self.aggregates = fresh.traits, fresh.aggregates
         self.trait_holders = _inverted(self.traits)
         self.aggregate_members = _inverted(self.aggregates)
@@ -236,7 +240,7 @@ class Catalog:
             "providers": lambda s: s.provider,
             "uuids": lambda s: s.uuid,
             "names": lambda s: s.name,
-            "by_provider": lambda s: sorted(s.inventories.items()) or None,
+            "by_provider": lambda s: tuple(sorted(s.inventories.items())) or None,
             "traits": lambda s: s.traits or None,
             "aggregates": lambda s: s.aggregates or None,
             "trait_names": lambda s: (
@@ -292,9 +296,9 @@ class Catalog:
         self.nested = len(self.roots) < len(self.providers)
 
     def _inventories(self, changed, old, new):
-        """idle, holders and idle_in_tree of the classes and trees whose
-        inventories (or whose providers' places in a tree) changed."""
-        classes, roots = collections.defaultdict(list), set()
+        """idle and holders of the classes whose inventories (or whose
+        providers' places in a tree) changed."""
+        classes = collections.defaultdict(list)
         for rp in changed:
             before, after = old[rp].provider, new[rp].provider
             had, has = old[rp].inventories, new[rp].inventories
@@ -306,8 +310,6 @@ class Catalog:
             ]
             for rc in touched:
                 classes[rc].append(rp)
-            if touched:
-                roots.update(p.root_id for p in (before, after) if p is not None)
         if not classes:
             return
         idle, holders = dict(self.idle), dict(self.holders)
@@ -328,17 +330,6 @@ class Catalog:
                 idle.pop(rc, None)
                 holders.pop(rc, None)
         self.idle, self.holders = idle, holders
-        idle_in_tree = dict(self.idle_in_tree)
-        for root in roots:
-            tree = {}
-            for rp in self.members.get(root, ()):
-                for rc, inventory in self.by_provider.get(rp, ()):
-                    tree.setdefault(rc, {})[rp, rc] = inventory
-            if tree:
-                idle_in_tree[root] = tree
-            else:
-                idle_in_tree.pop(root, None)
-        self.idle_in_tree = idle_in_tree
 
 
 class Derived:
