@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import columns
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
 from placement.objects.catalog.rows import Rows
@@ -68,6 +69,8 @@ class Catalog:
         # read whole in the same snapshot (normally nothing: a rounding of
         # allocation_ratio the database does otherwise than Python would).
         self.offset = fingerprint.empty()
+        # Its inventories as columns (columns.of), once asked for.
+        self.columns: columns.Columns | None = None
 
     def fingerprint(self, dialect: str) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
@@ -101,12 +104,13 @@ class Catalog:
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
         catalog._whole(Rows(conn, None))
-        # Computed with the read (in placement-api's master, before the
-        # fork) rather than by each worker's first comparison with the
-        # database: a walk over every provider in each worker took a
-        # second of CPU per worker at start and made each its own copy of
-        # every page it touched.
+        # Both computed with the read (in placement-api's master, before
+        # the fork; columns.py) rather than by each worker on first use:
+        # the fingerprint's walk over every provider took a second of CPU
+        # per worker at start and made each its own copy of every page it
+        # touched.
         catalog.fingerprint(conn.dialect.name)
+        columns.of(catalog)
         return catalog
 
     def _whole(self, fresh):
@@ -144,6 +148,7 @@ class Catalog:
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
         from the log up to ``seqs``) read again in ``conn``'s snapshot."""
         catalog = copy.copy(self)
+        catalog.columns = None
         if self.content is not None:
             catalog.content = list(self.content)
         catalog._counted(seqs)
