@@ -6,7 +6,13 @@
    every host in one of ``--aggregates`` aggregates (host i in aggregate
    i mod 200: 500 hosts each at 100,000, spread over the whole cloud), and
    half the hosts carrying 1-8 instances of three flavors (their
-   consumers, projects, users and allocations).
+   consumers, projects, users and allocations). With ``--children`` each
+   host is a tree of four (the 1,000,000-provider layout at ``--hosts
+   250000``): a root holding DISK_GB (the trait, the aggregate), two NUMA
+   children holding VCPU and MEMORY_MB (HW_NUMA_ROOT) and a network device
+   child holding SRIOV_NET_VF (CUSTOM_PHYSNET_A or _B); an instance takes
+   its VCPU and MEMORY_MB from one NUMA node. A fifth shape then joins the
+   four: two groups with ``same_subtree`` (TWO_GROUPS).
 2. Starts ``placement-api`` (``--workers`` x ``--threads``) on it and
    measures over HTTP, from this process:
    - **ready**: seconds from starting the server to the first answered
@@ -15,14 +21,17 @@
      required trait, a forbidden trait, member_of one aggregate): p50/p99
      from one client, then from ``--clients`` clients at once, each
      sending every shape in turn;
-   - **memory**: every server process's RSS and peak RSS (/proc) at the
-     end;
+   - **ready** also as the CPU the server's processes used until then;
+   - **memory**: every server process's RSS, peak RSS and PSS (/proc) at
+     the end, and the PSS of the whole process group;
    - **capacity** of one flavor (``GET /allocation_candidates/capacity``);
    - **console**: the operator console's cloud view, first page, as the
-     console makes its API calls (the whole provider list, then per root
-     of the first 50 by name its inventories and usages, traits and
+     console makes its API calls: one ``GET /roots`` where the server has
+     it, else the calls it made before (the whole provider list, then per
+     root of the first 50 by name its inventories and usages, traits and
      aggregates, 8 calls at a time); the browser's own drawing is not in
      the figure (tools/bench/console_load.py times that in Chromium);
+     capacity and console also as the server's CPU per request;
    - **answers**: every candidate of the last answer of each shape is
      checked against the database: each provider has the class, its free
      capacity (``(total - reserved) * allocation_ratio - used``) holds the
@@ -98,7 +107,7 @@ HEADERS = {
 NIC_TRAITS = ("CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
 TWO_GROUPS = (
     "/allocation_candidates?resources1=VCPU:2,MEMORY_MB:4096"
-    "&resources2=DISK_GB:40&same_subtree=_1,_2&group_policy=none&limit=%d" % 1000
+    "&resources2=DISK_GB:40&same_subtree=1,2&group_policy=none&limit=%d" % 1000
 )
 CONSOLE_PAGE = 50  # roots per page of the console's cloud view
 CONSOLE_AT_ONCE = 8  # API calls the console makes at a time
@@ -462,6 +471,11 @@ def run(args, url):
     # The server is up once its GET / answers; ready is from its start.
     with profile_request.server(url, args.workers, args.threads, 2) as (base, pgid):
         figures["ready_s"], first = ready(base, started, paths["flat"])
+        # CPU the server's processes used until then: steadier than wall
+        # time on a shared machine.
+        figures["ready_server_cpu_s"] = round(
+            group_cpu([pid for pid, _ in _group(pgid)]), 2
+        )
         figures["first_answer_candidates"] = len(first["allocation_requests"])
         print(
             "ready: first GET /allocation_candidates after %.1f s" % figures["ready_s"]
@@ -485,12 +499,16 @@ def run(args, url):
             name: len(doc["allocation_requests"]) for name, doc in last.items()
         }
         s = session()
-        capacity = []
+        capacity, capacity_cpu = [], []
+        pids = [pid for pid, _ in _group(pgid)]
         for _ in range(3):
+            before = group_cpu(pids)
             elapsed, response = timed(
                 s, base + "/allocation_candidates/capacity?" + FLAVOR
             )
             capacity.append(elapsed)
+            capacity_cpu.append(round(group_cpu(pids) - before, 3))
+        figures["capacity_server_cpu_s"] = capacity_cpu
         figures["capacity_s"] = round(sorted(capacity)[1], 3)
         figures["capacity_all_s"] = [round(c, 3) for c in capacity]
         figures["capacity"] = response.json()["capacity"]
@@ -498,7 +516,12 @@ def run(args, url):
             "capacity of one flavor: %.2f s (%d instances)"
             % (figures["capacity_s"], figures["capacity"])
         )
-        console = [console_first_page(base) for _ in range(3)]
+        console, console_cpu = [], []
+        for _ in range(3):
+            before = group_cpu(pids)
+            console.append(console_first_page(base))
+            console_cpu.append(round(group_cpu(pids) - before, 3))
+        figures["console_server_cpu_s"] = console_cpu
         figures["console_s"] = round(sorted(c[0] for c in console)[1], 3)
         figures["console_all_s"] = [round(c[0], 3) for c in console]
         figures["console_calls"] = console[0][2]
