@@ -385,6 +385,9 @@ def check_answers(mysql_url, answers, aggregate, filters=True):
         for request in document["allocation_requests"]
         for rp in request["allocations"]
     }
+    # Summaries name every provider of a candidate's trees (nested: the
+    # siblings too).
+    uuids.update(rp for d in answers.values() for rp in d["provider_summaries"])
     problems, checked = [], 0
     with conn.cursor() as cur:
         cur.execute("CREATE TEMPORARY TABLE sampled (uuid VARCHAR(36) PRIMARY KEY)")
