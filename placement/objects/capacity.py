@@ -142,8 +142,9 @@ def _columnar(index, request, options):
         stock = columns.stock.get(rc)
         if stock is None:
             return EMPTY
+        column = 1 + wanted.index(rc)
         amounts = np.fromiter(
-            (r[1 + wanted.index(rc)] or 0 for r in rows),
+            (r[column] or 0 for r in rows),
             dtype=np.int64,
             count=len(rows),
         )
