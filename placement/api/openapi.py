@@ -37,6 +37,7 @@ from placement.handlers import usage
 from placement.schemas import allocation as allocation_schema
 from placement.schemas import allocation_candidate as candidate_schema
 from placement.schemas import audit as audit_schema
+from placement.schemas import cloud_view as cloud_view_schema
 from placement.schemas import drain as drain_schema
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as reshaper_schema
@@ -178,6 +179,7 @@ OPERATIONS = {
     "reshaper.reshape": _write(None, reshaper_schema.RESHAPER_SCHEMA, 204),
     "drain.drain": _read(drain_schema.ANSWER, query=drain_schema.QUERY),
     "audit.audit": _read(audit_schema.AUDIT, query=audit_schema.QUERY),
+    "cloud_view.list_roots": _read(responses.ROOTS, query=cloud_view_schema.QUERY),
 }
 
 

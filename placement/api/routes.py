@@ -9,6 +9,7 @@ import falcon
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import audit
+from placement.handlers import cloud_view
 from placement.handlers import drain
 from placement.handlers import inventory
 from placement.handlers import reshaper
@@ -120,6 +121,7 @@ ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
         ],
     ),
     ("/usages", [("GET", usage.get_total_usages)]),
+    ("/roots", [("GET", cloud_view.list_roots)]),
     ("/reshaper", [("POST", reshaper.reshape)]),
     ("/maintenance/drain", [("GET", drain.drain)]),
     ("/maintenance/audit", [("GET", audit.audit)]),

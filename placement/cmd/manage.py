@@ -320,7 +320,8 @@ command_opt = cfg.SubCommandOpt(
 DESCRIPTION = (
     "Commands: db sync, db downgrade REVISION (no further down than %s), "
     "db version, db stamp REVISION, db online_data_migrations; capacity; "
-    "drain-plan; audit; COMMAND --help tells more. " % schema.REFERENCE_HEAD
+    "drain-plan; audit; COMMAND --help tells more. "
+    % schema.REFERENCE_HEAD
     + placement_conf.DEFAULT_CONFIG_HELP
 )
 

@@ -3,6 +3,11 @@ root provider, per aggregate and in total (GET
 /allocation_candidates/capacity, the capacity gauges, ``placement-manage
 capacity``; see doc/capacity.md).
 
+One group of resources without filters or sharing providers, over a
+current catalog, is answered in vector operations on the catalog's
+columns (``_columnar``, catalog/columns.py): every holder of a class then
+counts, so no plan is needed. Any other request is scanned.
+
 A scan, not an enumeration: the candidate engine's own stages 2 and 3
 (``providers.load_snapshot`` over the catalog or SQL index, then
 ``trees.Trees.plans``) say which providers may serve each slot of the
@@ -31,6 +36,7 @@ import math
 from collections.abc import Collection
 from collections.abc import Mapping
 
+import numpy as np
 import sqlalchemy as sa
 
 from placement.db import api as db_api
@@ -41,6 +47,7 @@ from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
+from placement.objects.catalog import columns as catalog_columns
 
 RP, AGG = tables.resource_providers, tables.placement_aggregates
 
@@ -94,9 +101,148 @@ def compute(
     with db.reader() as conn:
         index = catalog_index.index(db, conn)
         try:
+            whole = _columnar(index, request, options)
+            if whole is not None:
+                return whole
             return _Scan(index, request, options).run()
         except providers.NoCandidates:
             return EMPTY
+
+
+def _columnar(index, request, options):
+    """The capacity in vector operations over the catalog's columns
+    (catalog/columns.py), for one group of resources without filters or
+    sharing providers on a current catalog: every provider holding a
+    class counts, so no plan is needed. None for any other request (the
+    engine's plans answer it, ``_Scan``)."""
+    catalog = getattr(index, "catalog", None)
+    if catalog is None or request.same_subtree:
+        return None
+    if request.root_required or request.root_forbidden or len(request.groups) != 1:
+        return None
+    groups, class_ids, _, _ = engine._resolve(index, request)
+    group = groups[0]
+    if not group.resources or not all(a > 0 for _, a in group.resources):
+        return None
+    if group.any_traits or group.forbidden_traits or group.in_tree_root is not None:
+        return None
+    if group.any_aggregates or group.forbidden_aggregates:
+        return None
+    if index.sharing_holds(class_ids.values()):
+        return None
+    one_per_tree = catalog.nested and not options.nested_aware
+    if group.spread and one_per_tree and len(group.resources) > 1:
+        return None  # a bound: the engine's search confirms each root
+    columns = catalog_columns.of(catalog)
+    wanted = tuple(sorted(class_ids.values()))
+    fitting = []  # (class, Stock, fits per row)
+    rows = providers.usage_rows(index.conn, wanted)
+    rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    for rc, amount in group.resources:
+        stock = columns.stock.get(rc)
+        if stock is None:
+            return EMPTY
+        column = 1 + wanted.index(rc)
+        amounts = np.fromiter(
+            (r[column] or 0 for r in rows),
+            dtype=np.int64,
+            count=len(rows),
+        )
+        fitting.append(
+            (
+                rc,
+                stock,
+                catalog_columns.fits(stock, _aligned(stock, rp, amounts), amount),
+            )
+        )
+    count, tie = (_spread if group.spread else _single)(fitting, len(columns.roots))
+    return _answer(catalog, columns, [rc for rc, _, _ in fitting], count, tie)
+
+
+def _aligned(stock, rp, amounts):
+    """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
+    provider has none; usage of a provider without the class is left
+    out, as the engine leaves it out)."""
+    used = np.zeros(len(stock.rp), dtype=np.int64)
+    at = np.searchsorted(stock.rp, rp)
+    found = at < len(stock.rp)
+    found[found] = stock.rp[at[found]] == rp[found]
+    used[at[found]] = amounts[found]
+    return used
+
+
+def _per_root(roots, values, size):
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, roots, values)
+    return out
+
+
+def _spread(fitting, size):
+    """The unsuffixed group: per root, per class the sum over the tree's
+    providers of how many times the amount fits; the count is the least
+    of them, limited by the classes at it."""
+    sums = np.vstack([_per_root(s.root, n, size) for _, s, n in fitting])
+    count = sums.min(axis=0)
+    return count, sums == count
+
+
+def _single(fitting, size):
+    """One suffixed group: per provider holding every class, the least
+    over its classes of how many times the amount fits, summed per root;
+    limited by the classes at the least on any provider counted."""
+    common = fitting[0][1].rp
+    for _, stock, _ in fitting[1:]:
+        common = np.intersect1d(common, stock.rp, assume_unique=True)
+    per_class = np.vstack(
+        [n[np.searchsorted(stock.rp, common)] for _, stock, n in fitting]
+    )
+    least = per_class.min(axis=0)
+    first = fitting[0][1]
+    roots = first.root[np.searchsorted(first.rp, common)]
+    tie = (per_class == least) & (least > 0)
+    return _per_root(roots, least, size), np.vstack(
+        [_per_root(roots, t, size) > 0 for t in tie]
+    )
+
+
+def _answer(catalog, columns, classes, count, tie):
+    """The Capacity of ``count`` per root (columns' order) and ``tie``
+    (per class, per root: the class limits it)."""
+    shown = np.flatnonzero(count > 0)
+    if not len(shown):
+        return EMPTY
+    shown = shown[np.lexsort((columns.rank[shown], -count[shown]))]
+    bits = np.zeros(len(shown), dtype=np.int64)
+    for i, limits in enumerate(tie):
+        bits |= limits[shown].astype(np.int64) << i
+    names = catalog.class_names
+    limited_by = {
+        b: sorted(names[rc] for i, rc in enumerate(classes) if b >> i & 1)
+        for b in np.unique(bits).tolist()
+    }
+    uuids, root_names = catalog.uuids, catalog.names
+    counts = count[shown].tolist()
+    roots = [
+        {
+            "uuid": uuids[rp],
+            "name": root_names[rp],
+            "count": n,
+            "limited_by": list(limited_by[b]),
+        }
+        for rp, n, b in zip(columns.roots[shown].tolist(), counts, bits.tolist())
+    ]
+    by_member = count[columns.member]
+    held = by_member > 0
+    ids, at = np.unique(columns.aggregate[held], return_inverse=True)
+    totals = _per_root(at, by_member[held], len(ids))
+    return Capacity(
+        capacity=sum(counts),
+        roots=roots,
+        aggregates={
+            columns.aggregate_uuids[a]: n for a, n in zip(ids.tolist(), totals.tolist())
+        },
+        exact=True,
+    )
 
 
 class _Scan:

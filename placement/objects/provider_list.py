@@ -62,29 +62,10 @@ def list_providers(
     unknown ``in_tree`` matches nothing (and skips name validation);
     unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """
-    clauses = []
-    if name is not None:
-        clauses.append(common.text_exactly(db, RP.c.name, name))
-    if uuid is not None:
-        clauses.append(RP.c.uuid == uuid)
-    if member_of:
-        clauses += _member_of(member_of)
     with db.reader() as conn:
-        if in_tree is not None:
-            root_id = conn.scalar(
-                sa.select(RP.c.root_provider_id).where(RP.c.uuid == in_tree)
-            )
-            if root_id is None:
-                return [], None
-            clauses.append(RP.c.root_provider_id == root_id)
-        if required:
-            ids = common.trait_ids(conn, required.names)
-            clauses += _traits(ids, required)
-        if resources:
-            class_ids = common.resource_class_ids(conn, resources)
-            clauses += [
-                _has_capacity(class_ids[rc], amount) for rc, amount in resources.items()
-            ]
+        clauses = filters(db, conn, name, uuid, member_of, resources, in_tree, required)
+        if clauses is None:
+            return [], None
         query = rp_obj.select_providers()
         listing = query.with_only_columns(*(query.selected_columns[c] for c in LISTED))
         providers = (
@@ -92,6 +73,43 @@ def list_providers(
         )
         last_modified = _last_modified(conn, clauses) if providers else None
     return providers, last_modified
+
+
+def filters(
+    db: db_api.Database,
+    conn: sa.Connection,
+    name: str | None = None,
+    uuid: str | None = None,
+    member_of: constraints.MemberOf | None = None,
+    resources: Mapping[str, int] | None = None,
+    in_tree: str | None = None,
+    required: constraints.RequiredTraits | None = None,
+) -> list[sa.ColumnElement[bool]] | None:
+    """The WHERE clauses on resource_providers of ``list_providers``'s
+    filters; None when nothing can match (an unknown ``in_tree``)."""
+    clauses = []
+    if name is not None:
+        clauses.append(common.text_exactly(db, RP.c.name, name))
+    if uuid is not None:
+        clauses.append(RP.c.uuid == uuid)
+    if member_of:
+        clauses += _member_of(member_of)
+    if in_tree is not None:
+        root_id = conn.scalar(
+            sa.select(RP.c.root_provider_id).where(RP.c.uuid == in_tree)
+        )
+        if root_id is None:
+            return None
+        clauses.append(RP.c.root_provider_id == root_id)
+    if required:
+        ids = common.trait_ids(conn, required.names)
+        clauses += _traits(ids, required)
+    if resources:
+        class_ids = common.resource_class_ids(conn, resources)
+        clauses += [
+            _has_capacity(class_ids[rc], amount) for rc, amount in resources.items()
+        ]
+    return clauses
 
 
 class Encoding(typing.NamedTuple):

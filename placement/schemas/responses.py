@@ -260,3 +260,23 @@ CAPACITY = obj(
         "exact": {"type": "boolean"},
     }
 )
+
+
+# GET /roots: one page of the console's cloud view.
+ROOTS = obj(
+    {
+        "total": _INTEGER,
+        "roots": array(
+            obj(
+                {
+                    "uuid": _UUID,
+                    "name": _STRING,
+                    "providers": _INTEGER,
+                    "usage": keyed(obj({"capacity": _INTEGER, "used": _INTEGER})),
+                    "traits": array(_STRING),
+                    "aggregates": array(_UUID),
+                }
+            )
+        ),
+    }
+)

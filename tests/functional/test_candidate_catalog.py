@@ -168,7 +168,8 @@ def _contents(cached):
         for name, value in vars(cached).items()
         # What is derived from the rest (the fingerprint is compared on
         # its own).
-        if name not in ("derived_by_tree", "shapes", "content", "hashed", "offset")
+        if name
+        not in ("derived_by_tree", "shapes", "content", "hashed", "offset", "columns")
     }
 
 

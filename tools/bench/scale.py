@@ -6,7 +6,13 @@
    every host in one of ``--aggregates`` aggregates (host i in aggregate
    i mod 200: 500 hosts each at 100,000, spread over the whole cloud), and
    half the hosts carrying 1-8 instances of three flavors (their
-   consumers, projects, users and allocations).
+   consumers, projects, users and allocations). With ``--children`` each
+   host is a tree of four (the 1,000,000-provider layout at ``--hosts
+   250000``): a root holding DISK_GB (the trait, the aggregate), two NUMA
+   children holding VCPU and MEMORY_MB (HW_NUMA_ROOT) and a network device
+   child holding SRIOV_NET_VF (CUSTOM_PHYSNET_A or _B); an instance takes
+   its VCPU and MEMORY_MB from one NUMA node. A fifth shape then joins the
+   four: two groups with ``same_subtree`` (TWO_GROUPS).
 2. Starts ``placement-api`` (``--workers`` x ``--threads``) on it and
    measures over HTTP, from this process:
    - **ready**: seconds from starting the server to the first answered
@@ -15,14 +21,17 @@
      required trait, a forbidden trait, member_of one aggregate): p50/p99
      from one client, then from ``--clients`` clients at once, each
      sending every shape in turn;
-   - **memory**: every server process's RSS and peak RSS (/proc) at the
-     end;
+   - **ready** also as the CPU the server's processes used until then;
+   - **memory**: every server process's RSS, peak RSS and PSS (/proc) at
+     the end, and the PSS of the whole process group;
    - **capacity** of one flavor (``GET /allocation_candidates/capacity``);
    - **console**: the operator console's cloud view, first page, as the
-     console makes its API calls (the whole provider list, then per root
-     of the first 50 by name its inventories and usages, traits and
+     console makes its API calls: one ``GET /roots`` where the server has
+     it, else the calls it made before (the whole provider list, then per
+     root of the first 50 by name its inventories and usages, traits and
      aggregates, 8 calls at a time); the browser's own drawing is not in
      the figure (tools/bench/console_load.py times that in Chromium);
+     capacity and console also as the server's CPU per request;
    - **answers**: every candidate of the last answer of each shape is
      checked against the database: each provider has the class, its free
      capacity (``(total - reserved) * allocation_ratio - used``) holds the
@@ -93,6 +102,14 @@ HEADERS = {
     "accept": "application/json",
     "openstack-api-version": "placement 1.39",
 }
+# --children: each host a root holding DISK_GB, two NUMA children holding
+# VCPU and MEMORY_MB and a network device child holding SRIOV_NET_VF (4
+# providers per host: 250,000 hosts are 1,000,000 providers).
+NIC_TRAITS = ("CUSTOM_PHYSNET_A", "CUSTOM_PHYSNET_B")
+TWO_GROUPS = (
+    "/allocation_candidates?resources1=VCPU:2,MEMORY_MB:4096"
+    "&resources2=DISK_GB:40&same_subtree=1,2&group_policy=none&limit=%d" % 1000
+)
 CONSOLE_PAGE = 50  # roots per page of the console's cloud view
 CONSOLE_AT_ONCE = 8  # API calls the console makes at a time
 
@@ -112,22 +129,28 @@ def aggregate_uuid(i):
     return str(uuid.UUID(int=0xA66 << 64 | i))
 
 
-def load(db, hosts, aggregates, seed=1):
+def load(db, hosts, aggregates, seed=1, children=False):
     """Bulk INSERTs of the cloud (see the module's docstring)."""
     loader = profile_request.Loader(db)
     rnd = random.Random(seed)
-    instances = []  # (host id, flavor)
+    instances = []  # ({class: host id}, flavor)
     for i in range(hosts):
-        rp_id, _ = loader.provider(
-            "compute-%06d" % i,
-            HOST,
-            traits=[TRAIT] if i % 3 == 0 else [],
-            aggregates=[aggregate_uuid(i % aggregates)],
-        )
+        if children:
+            placed = _tree(loader, i, aggregates)
+        else:
+            rp_id, _ = loader.provider(
+                "compute-%06d" % i,
+                HOST,
+                traits=[TRAIT] if i % 3 == 0 else [],
+                aggregates=[aggregate_uuid(i % aggregates)],
+            )
+            placed = dict.fromkeys(HOST, rp_id)
         if rnd.random() < 0.5:
             instances.extend(
-                (rp_id, rnd.choice(FLAVORS)) for _ in range(rnd.randint(1, 8))
+                (placed, rnd.choice(FLAVORS)) for _ in range(rnd.randint(1, 8))
             )
+        if i % 10000 == 9999:
+            loader.flush()  # bounded memory at 1,000,000 providers
     loader.flush()
     class_ids = loader.class_ids
     with db.writer() as conn:
@@ -137,12 +160,12 @@ def load(db, hosts, aggregates, seed=1):
         user = conn.scalar(sa.select(tables.users.c.id))
     for start in range(0, len(instances), 20000):
         consumers, allocations = [], []
-        for rp_id, flavor in instances[start : start + 20000]:
+        for placed, flavor in instances[start : start + 20000]:
             consumer = str(uuid.UUID(int=rnd.getrandbits(128), version=4))
             consumers.append({"uuid": consumer, "project_id": project, "user_id": user})
             allocations.extend(
                 {
-                    "resource_provider_id": rp_id,
+                    "resource_provider_id": placed[rc],
                     "consumer_id": consumer,
                     "resource_class_id": class_ids[rc],
                     "used": amount,
@@ -158,12 +181,45 @@ def load(db, hosts, aggregates, seed=1):
     return len(instances)
 
 
+def _tree(loader, i, aggregates):
+    """One host of the ``--children`` layout; {class: the
+    provider an instance's class goes to} (one NUMA node per host)."""
+    root = loader.provider(
+        "compute-%06d" % i,
+        {"DISK_GB": HOST["DISK_GB"]},
+        traits=[TRAIT] if i % 3 == 0 else [],
+        aggregates=[aggregate_uuid(i % aggregates)],
+    )
+    numa = [
+        loader.provider(
+            "compute-%06d-numa%d" % (i, n),
+            {
+                "VCPU": dict(HOST["VCPU"], total=32, max_unit=32),
+                "MEMORY_MB": dict(HOST["MEMORY_MB"], total=131072, reserved=2048),
+            },
+            root,
+            ["HW_NUMA_ROOT"],
+        )
+        for n in range(2)
+    ]
+    loader.provider(
+        "compute-%06d-nic" % i,
+        {"SRIOV_NET_VF": {"total": 16}},
+        root,
+        [NIC_TRAITS[i % len(NIC_TRAITS)]],
+    )
+    node = numa[i % 2][0]
+    return {"DISK_GB": root[0], "VCPU": node, "MEMORY_MB": node}
+
+
 def _group(pgid):
     return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
 
 
 def memory(pgid):
-    """{pid: (RSS MB, peak RSS MB, 'master' or 'worker')} of the server."""
+    """{pid: (RSS MB, peak RSS MB, 'master' or 'worker', PSS MB)} of the
+    server: PSS from /proc/PID/smaps_rollup (pages shared by n processes
+    count 1/n in each: their sum is the group's real footprint)."""
     out = {}
     for pid, _ in _group(pgid):
         status = {}
@@ -171,11 +227,14 @@ def memory(pgid):
             for line in f:
                 key, _, value = line.partition(":")
                 status[key] = value.split()
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            pss = next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
         role = "master" if pid == pgid else "worker"
         out[pid] = (
             int(status["VmRSS"][0]) / 1024,
             int(status["VmHWM"][0]) / 1024,
             role,
+            pss / 1024,
         )
     return out
 
@@ -268,7 +327,18 @@ def latency(base, pgid, paths, samples, clients):
 
 
 def console_first_page(base):
-    """Seconds for the console's cloud view's API calls, first page."""
+    """Seconds for the console's cloud view's API calls, first page: one
+    GET /roots where the server has it, else the calls the console made
+    before it (below)."""
+    s = session()
+    start = time.perf_counter()
+    response = s.get(base + "/roots?limit=%d" % CONSOLE_PAGE, timeout=120)
+    if response.status_code == 200:
+        return time.perf_counter() - start, response.json()["total"], 1
+    return _console_per_provider(base)
+
+
+def _console_per_provider(base):
     s = session()
     adapter = requests.adapters.HTTPAdapter(pool_maxsize=CONSOLE_AT_ONCE)
     s.mount("http://", adapter)
@@ -296,9 +366,11 @@ def console_first_page(base):
     return time.perf_counter() - start, len(providers), len(calls) + 1
 
 
-def check_answers(mysql_url, answers, aggregate):
+def check_answers(mysql_url, answers, aggregate, filters=True):
     """Problems found checking every candidate of ``answers`` ({shape:
-    candidates document}) against the database; [] when none."""
+    candidates document}) against the database; [] when none. Without
+    ``filters`` (the --children layout: traits and aggregates are on the
+    roots, not on every provider of a candidate) only amounts are."""
     parsed = urllib.parse.urlparse(mysql_url)
     conn = pymysql.connect(
         host=parsed.hostname,
@@ -314,6 +386,9 @@ def check_answers(mysql_url, answers, aggregate):
         for request in document["allocation_requests"]
         for rp in request["allocations"]
     }
+    # Summaries name every provider of a candidate's trees (nested: the
+    # siblings too).
+    uuids.update(rp for d in answers.values() for rp in d["provider_summaries"])
     problems, checked = [], 0
     with conn.cursor() as cur:
         cur.execute("CREATE TEMPORARY TABLE sampled (uuid VARCHAR(36) PRIMARY KEY)")
@@ -354,7 +429,7 @@ def check_answers(mysql_url, answers, aggregate):
         for request in document["allocation_requests"]:
             for rp, held in request["allocations"].items():
                 checked += 1
-                if shape in rules and not rules[shape](rp):
+                if filters and shape in rules and not rules[shape](rp):
                     problems.append("%s: %s fails the filter" % (shape, rp))
                 for rc, amount in held["resources"].items():
                     total, reserved, ratio, used = stock.get((rp, rc), (0, 0, 0, 0))
@@ -393,11 +468,18 @@ def kept_database(conf):
 
 def run(args, url):
     paths = shapes(aggregate_uuid(7))
+    if args.children:
+        paths["two_groups"] = TWO_GROUPS
     figures = {}
     started = time.perf_counter()
     # The server is up once its GET / answers; ready is from its start.
     with profile_request.server(url, args.workers, args.threads, 2) as (base, pgid):
         figures["ready_s"], first = ready(base, started, paths["flat"])
+        # CPU the server's processes used until then: steadier than wall
+        # time on a shared machine.
+        figures["ready_server_cpu_s"] = round(
+            group_cpu([pid for pid, _ in _group(pgid)]), 2
+        )
         figures["first_answer_candidates"] = len(first["allocation_requests"])
         print(
             "ready: first GET /allocation_candidates after %.1f s" % figures["ready_s"]
@@ -421,12 +503,16 @@ def run(args, url):
             name: len(doc["allocation_requests"]) for name, doc in last.items()
         }
         s = session()
-        capacity = []
+        capacity, capacity_cpu = [], []
+        pids = [pid for pid, _ in _group(pgid)]
         for _ in range(3):
+            before = group_cpu(pids)
             elapsed, response = timed(
                 s, base + "/allocation_candidates/capacity?" + FLAVOR
             )
             capacity.append(elapsed)
+            capacity_cpu.append(round(group_cpu(pids) - before, 3))
+        figures["capacity_server_cpu_s"] = capacity_cpu
         figures["capacity_s"] = round(sorted(capacity)[1], 3)
         figures["capacity_all_s"] = [round(c, 3) for c in capacity]
         figures["capacity"] = response.json()["capacity"]
@@ -434,7 +520,12 @@ def run(args, url):
             "capacity of one flavor: %.2f s (%d instances)"
             % (figures["capacity_s"], figures["capacity"])
         )
-        console = [console_first_page(base) for _ in range(3)]
+        console, console_cpu = [], []
+        for _ in range(3):
+            before = group_cpu(pids)
+            console.append(console_first_page(base))
+            console_cpu.append(round(group_cpu(pids) - before, 3))
+        figures["console_server_cpu_s"] = console_cpu
         figures["console_s"] = round(sorted(c[0] for c in console)[1], 3)
         figures["console_all_s"] = [round(c[0], 3) for c in console]
         figures["console_calls"] = console[0][2]
@@ -444,13 +535,23 @@ def run(args, url):
         )
         rss = memory(pgid)
         figures["rss_mb"] = {
-            str(pid): {"rss": round(r, 1), "peak": round(p, 1), "role": role}
-            for pid, (r, p, role) in rss.items()
+            str(pid): {
+                "rss": round(r, 1),
+                "peak": round(p, 1),
+                "role": role,
+                "pss": round(pss, 1),
+            }
+            for pid, (r, p, role, pss) in rss.items()
         }
-        workers = [p for r, p, role in rss.values() if role == "worker"]
+        workers = [p for r, p, role, _ in rss.values() if role == "worker"]
         figures["worker_peak_rss_mb"] = round(max(workers), 1)
+        figures["group_pss_mb"] = round(sum(v[3] for v in rss.values()), 1)
         print("worker peak RSS: %s MB" % ", ".join("%.0f" % p for p in sorted(workers)))
-    problems, checked = check_answers(url, last, aggregate_uuid(7))
+        print("process group PSS: %.0f MB" % figures["group_pss_mb"])
+    checked_shapes = {k: v for k, v in last.items() if k != "two_groups"}
+    problems, checked = check_answers(
+        url, checked_shapes, aggregate_uuid(7), filters=not args.children
+    )
     figures["answers_checked"] = checked
     figures["answer_problems"] = problems[:20]
     print(
@@ -481,6 +582,12 @@ def main():
     parser.add_argument("--hosts", type=int, default=100000)
     parser.add_argument("--aggregates", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--children",
+        action="store_true",
+        help="the 1,000,000-provider layout: each host a tree of 4 "
+        "providers (_tree); --hosts 250000 makes 1,000,000 providers",
+    )
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
@@ -501,6 +608,7 @@ def main():
         "aggregates": args.aggregates,
         "workers": args.workers,
         "threads": args.threads,
+        "children": args.children,
     }
     with contextlib.ExitStack() as stack:
         url = args.url
@@ -514,7 +622,9 @@ def main():
             )
             url, db = stack.enter_context(database)
             start = time.perf_counter()
-            figures["instances"] = load(db, args.hosts, args.aggregates)
+            figures["instances"] = load(
+                db, args.hosts, args.aggregates, children=args.children
+            )
             figures["load_s"] = round(time.perf_counter() - start, 1)
             db.engine.dispose()
             print(

@@ -93,16 +93,14 @@ class CatalogIndex:
                 inventories.update(catalog.idle.get(rc, {}))
                 providers.update(catalog.holders.get(rc, {}))
             return providers, inventories
-        every = catalog.providers
+        every, by_provider = catalog.providers, catalog.by_provider
+        wanted = set(class_ids)
         for root in roots:
-            tree = catalog.idle_in_tree.get(root)
-            if tree is None:
-                continue
-            for rc in class_ids:
-                held = tree.get(rc)
-                if held:
-                    inventories.update(held)
-                    providers.update((rp, every[rp]) for rp, _ in held)
+            for rp in catalog.members.get(root, ()):
+                for rc, inventory in by_provider.get(rp, ()):
+                    if rc in wanted:
+                        inventories[rp, rc] = inventory
+                        providers[rp] = every[rp]
         return providers, inventories
 
     def members(self, roots: Iterable[int]) -> dict[int, Provider]:

@@ -21,6 +21,7 @@ from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
@@ -331,6 +332,12 @@ def usage(
             stamp(stamped)
             stamp = None
     return used
+
+
+def usage_rows(conn: sa.Connection, class_ids: tuple[int, ...]) -> Sequence[sa.Row]:
+    """``usage``'s statement over every provider, its rows as read:
+    (provider, amount of each of ``class_ids`` or None), for columns."""
+    return conn.execute(_usage_of_classes(class_ids, None)).all()
 
 
 def _with_usage(inventories: dict[Key, Inventory], used: dict[Key, int]) -> None:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import columns
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
 from placement.objects.catalog.rows import Rows
@@ -40,9 +41,9 @@ class Catalog:
         # the ones with usage are replaced.
         self.idle: dict = {}  # class -> {(rp, class): Inventory}
         self.holders: dict = {}  # class -> {rp: Provider}
-        # The same per tree, for the pages of a limited search.
-        self.idle_in_tree: dict = {}  # root -> class -> {(rp, class): ...}
-        self.by_provider: dict = {}  # rp -> [(class, Inventory)] by class
+        # rp -> ((class, Inventory), ...) by class; equal ones one tuple
+        # (the pages of a limited search read a tree's from here).
+        self.by_provider: dict = {}
         self.traits: dict = {}  # rp -> frozenset of trait ids
         self.aggregates: dict = {}  # rp -> frozenset of aggregate ids
         self.trait_holders: dict = {}  # trait -> [rp]
@@ -68,6 +69,8 @@ class Catalog:
         # read whole in the same snapshot (normally nothing: a rounding of
         # allocation_ratio the database does otherwise than Python would).
         self.offset = fingerprint.empty()
+        # Its inventories as columns (columns.of), once asked for.
+        self.columns: columns.Columns | None = None
 
     def fingerprint(self, dialect: str) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
@@ -101,6 +104,13 @@ class Catalog:
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
         catalog._whole(Rows(conn, None))
+        # Both computed with the read (in placement-api's master, before
+        # the fork; columns.py) rather than by each worker on first use:
+        # the fingerprint's walk over every provider took a second of CPU
+        # per worker at start and made each its own copy of every page it
+        # touched.
+        catalog.fingerprint(conn.dialect.name)
+        columns.of(catalog)
         return catalog
 
     def _whole(self, fresh):
@@ -117,16 +127,14 @@ class Catalog:
         self.nested = len(self.roots) < len(self.providers)
         idle = collections.defaultdict(dict)
         holders = collections.defaultdict(dict)
-        in_tree = collections.defaultdict(lambda: collections.defaultdict(dict))
+        one = rows.Interned()
         for rp, inventories in fresh.inventories.items():
             provider = self.providers[rp]
-            self.by_provider[rp] = listed = sorted(inventories.items())
-            per_class = in_tree[provider.root_id]
+            self.by_provider[rp] = listed = one(tuple(sorted(inventories.items())))
             for rc, inventory in listed:
-                idle[rc][rp, rc] = per_class[rc][rp, rc] = inventory
+                idle[rc][rp, rc] = inventory
                 holders[rc][rp] = provider
         self.idle, self.holders = dict(idle), dict(holders)
-        self.idle_in_tree = {root: dict(c) for root, c in in_tree.items()}
         self.traits, self.aggregates = fresh.traits, fresh.aggregates
         self.trait_holders = _inverted(self.traits)
         self.aggregate_members = _inverted(self.aggregates)
@@ -140,6 +148,7 @@ class Catalog:
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
         from the log up to ``seqs``) read again in ``conn``'s snapshot."""
         catalog = copy.copy(self)
+        catalog.columns = None
         if self.content is not None:
             catalog.content = list(self.content)
         catalog._counted(seqs)
@@ -236,7 +245,7 @@ class Catalog:
             "providers": lambda s: s.provider,
             "uuids": lambda s: s.uuid,
             "names": lambda s: s.name,
-            "by_provider": lambda s: sorted(s.inventories.items()) or None,
+            "by_provider": lambda s: tuple(sorted(s.inventories.items())) or None,
             "traits": lambda s: s.traits or None,
             "aggregates": lambda s: s.aggregates or None,
             "trait_names": lambda s: (
@@ -292,9 +301,9 @@ class Catalog:
         self.nested = len(self.roots) < len(self.providers)
 
     def _inventories(self, changed, old, new):
-        """idle, holders and idle_in_tree of the classes and trees whose
-        inventories (or whose providers' places in a tree) changed."""
-        classes, roots = collections.defaultdict(list), set()
+        """idle and holders of the classes whose inventories (or whose
+        providers' places in a tree) changed."""
+        classes = collections.defaultdict(list)
         for rp in changed:
             before, after = old[rp].provider, new[rp].provider
             had, has = old[rp].inventories, new[rp].inventories
@@ -306,8 +315,6 @@ class Catalog:
             ]
             for rc in touched:
                 classes[rc].append(rp)
-            if touched:
-                roots.update(p.root_id for p in (before, after) if p is not None)
         if not classes:
             return
         idle, holders = dict(self.idle), dict(self.holders)
@@ -328,17 +335,6 @@ class Catalog:
                 idle.pop(rc, None)
                 holders.pop(rc, None)
         self.idle, self.holders = idle, holders
-        idle_in_tree = dict(self.idle_in_tree)
-        for root in roots:
-            tree = {}
-            for rp in self.members.get(root, ()):
-                for rc, inventory in self.by_provider.get(rp, ()):
-                    tree.setdefault(rc, {})[rp, rc] = inventory
-            if tree:
-                idle_in_tree[root] = tree
-            else:
-                idle_in_tree.pop(root, None)
-        self.idle_in_tree = idle_in_tree
 
 
 class Derived:

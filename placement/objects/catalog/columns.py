@@ -1,0 +1,110 @@
+"""A catalog's inventories as columns (numpy arrays), per resource class,
+for answers about the whole cloud in vector operations (the capacity of
+a request: objects/capacity.py). Built once per catalog (``of``), kept
+with it and shared by every request; a catalog read whole in
+placement-api's master builds them before the fork, so its workers share
+the arrays' pages (nothing ever writes them, and the reference counts
+that copy-on-write copies are those of a few array objects, not of one
+object per inventory)."""
+
+import threading
+import typing
+
+import numpy as np
+
+if typing.TYPE_CHECKING:
+    from placement.objects.catalog import store
+
+_BUILDING = threading.Lock()
+
+
+class Stock(typing.NamedTuple):
+    """The inventories of one class, one row per provider holding it, in
+    provider id order."""
+
+    rp: np.ndarray  # provider ids (int64), ascending
+    root: np.ndarray  # index of the provider's root in Columns.roots
+    limit: np.ndarray  # floor((total - reserved) * allocation_ratio), int64
+    min_unit: np.ndarray
+    max_unit: np.ndarray
+    step_size: np.ndarray
+
+
+class Columns:
+    """Per class, its Stock; the roots in id order with the rank of each
+    by (name, uuid); the root providers' aggregates as pairs."""
+
+    def __init__(self, catalog: "store.Catalog") -> None:
+        self.roots = np.array(catalog.roots, dtype=np.int64)
+        position = {root: i for i, root in enumerate(catalog.roots)}
+        names, uuids = catalog.names, catalog.uuids
+        order = sorted(
+            range(len(catalog.roots)),
+            key=lambda i: (names[catalog.roots[i]], uuids[catalog.roots[i]]),
+        )
+        self.rank = np.empty(len(order), dtype=np.int64)
+        self.rank[order] = np.arange(len(order), dtype=np.int64)
+        self.stock = {
+            rc: _stock(idle, catalog.providers, position)
+            for rc, idle in catalog.idle.items()
+        }
+        pairs = [
+            (position[root], aggregate)
+            for root in catalog.roots
+            for aggregate in catalog.aggregates.get(root, ())
+        ]
+        self.member = np.array([p for p, _ in pairs], dtype=np.int64)
+        self.aggregate = np.array([a for _, a in pairs], dtype=np.int64)
+        self.aggregate_uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+
+
+def _stock(idle, providers, position):
+    """Stock of one class from its ``idle`` {(rp, class): Inventory}."""
+    keys = sorted(idle)
+    count = len(keys)
+    rp = np.fromiter((k[0] for k in keys), dtype=np.int64, count=count)
+    root = np.fromiter(
+        (position[providers[k[0]].root_id] for k in keys), dtype=np.int64, count=count
+    )
+    rows = [idle[k] for k in keys]
+
+    def column(field, dtype=np.int64):
+        return np.fromiter((getattr(i, field) for i in rows), dtype=dtype, count=count)
+
+    # Exactly Python's float product, then its floor: a whole number of
+    # units fits when used + n * amount <= the product, i.e. <= its floor.
+    product = (column("total") - column("reserved")).astype(np.float64) * column(
+        "allocation_ratio", np.float64
+    )
+    return Stock(
+        rp=rp,
+        root=root,
+        limit=np.floor(product).astype(np.int64),
+        min_unit=column("min_unit"),
+        max_unit=column("max_unit"),
+        step_size=column("step_size"),
+    )
+
+
+def of(catalog: "store.Catalog") -> Columns:
+    """The catalog's columns, built on first use."""
+    columns = catalog.columns
+    if columns is None:
+        with _BUILDING:
+            columns = catalog.columns
+            if columns is None:
+                columns = catalog.columns = Columns(catalog)
+    return columns
+
+
+def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:
+    """Per row of ``stock``, with ``used`` (aligned), how many more
+    allocations of ``amount`` (> 0) fit one after the other: what
+    capacity.fits said per inventory."""
+    n = np.maximum((stock.limit - used) // amount, 0)
+    allowed = (
+        (stock.min_unit <= amount)
+        & (amount <= stock.max_unit)
+        & (amount % stock.step_size == 0)
+    )
+    return np.where(allowed, n, 0)
