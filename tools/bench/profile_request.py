@@ -349,15 +349,15 @@ def measure(app, counter, path, version, repeat, profile):
                 found["exact"],
             )
     print(
-        "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs cpu_min=%.4fs statements=%s "
-        "bytes=%d%s"
+        "%s\n  %s median=%.3fms min=%.3fms cpu=%.3fms cpu_min=%.3fms "
+        "statements=%s bytes=%d%s"
         % (
             path,
             status,
-            statistics.median(times),
-            min(times),
-            statistics.median(cpu),
-            min(cpu),
+            statistics.median(times) * 1000,
+            min(times) * 1000,
+            statistics.median(cpu) * 1000,
+            min(cpu) * 1000,
             sorted(set(statements)),
             len(body),
             cands,
@@ -462,7 +462,7 @@ def throughput(base, pgid, path, version, total, concurrency):
         latencies = sorted(pool.map(one, range(total)))
     wall = time.perf_counter() - start
     print(
-        "  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.1f ms/req"
+        "  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.2f ms/req"
         % (
             concurrency,
             total / wall,
