@@ -23,7 +23,8 @@ The reports are then sent open loop: at ``--start`` reports/s for
 hosts' periods spread evenly. A request's latency counts from when its
 report was due (or, after the first, when the previous answer came), so
 a client or server falling behind shows. The highest rate whose p99 is
-under ``--p99-ms`` with no error is the figure. From the repository:
+under ``--p99-ms`` with no error, in one of ``--tries`` steps at that
+rate, is the figure. From the repository:
 
     .venv/bin/python tools/bench/heartbeat.py --hosts 10000 \\
         --server ours='exec .venv/bin/placement-api --port $PORT \\
@@ -348,21 +349,7 @@ def run(label, command, args, log_dir):
         # Warm-up: every host's first refresh period once.
         step(hosts, netloc, args.start, min(len(hosts) / args.start, 10), args.clients)
         steps, best, rate = [], None, args.start
-        while True:
-            cpu = _group_cpu(proc.pid)
-            results, sent, wall = step(
-                hosts, netloc, rate, args.step_seconds, args.clients
-            )
-            figures = summary(rate, results, sent, wall, _group_cpu(proc.pid) - cpu)
-            print("%s: %s" % (label, json.dumps(figures)), flush=True)
-            steps.append(figures)
-            held = (
-                figures["p99_ms"] < args.p99_ms
-                and not figures["errors"]
-                and figures["achieved_reports_per_s"] >= rate * 0.95
-            )
-            if not held:
-                break
+        while _held_once(label, proc, hosts, netloc, rate, args, steps):
             best = rate
             rate = round(rate * args.factor, 1)
         return {
@@ -385,6 +372,25 @@ def run(label, command, args, log_dir):
         with conn.cursor() as cur:
             cur.execute("DROP DATABASE IF EXISTS %s" % name)
         conn.close()
+
+
+def _held_once(label, proc, hosts, netloc, rate, args, steps):
+    """Whether one of ``--tries`` steps at ``rate`` holds (p99 under the
+    bar, no error, the offered rate achieved): on a shared machine one
+    burst of other work can spoil a step."""
+    for _ in range(args.tries):
+        cpu = _group_cpu(proc.pid)
+        results, sent, wall = step(hosts, netloc, rate, args.step_seconds, args.clients)
+        figures = summary(rate, results, sent, wall, _group_cpu(proc.pid) - cpu)
+        print("%s: %s" % (label, json.dumps(figures)), flush=True)
+        steps.append(figures)
+        if (
+            figures["p99_ms"] < args.p99_ms
+            and not figures["errors"]
+            and figures["achieved_reports_per_s"] >= rate * 0.95
+        ):
+            return True
+    return False
 
 
 def _wait_up(netloc, proc, label):
@@ -411,11 +417,14 @@ def main():
     parser.add_argument("--reference-manage", help="the reference's placement-manage")
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--instances", type=int, default=4, help="per host")
-    parser.add_argument("--start", type=float, default=10.0, help="reports/s")
+    parser.add_argument("--start", type=float, default=4.0, help="reports/s")
     parser.add_argument("--factor", type=float, default=1.4)
     parser.add_argument("--step-seconds", type=float, default=20.0)
     parser.add_argument("--clients", type=int, default=32, help="client threads")
     parser.add_argument("--p99-ms", type=float, default=100.0)
+    parser.add_argument(
+        "--tries", type=int, default=2, help="steps at a rate before it fails"
+    )
     parser.add_argument("--out")
     args = parser.parse_args()
     out = {"hosts": args.hosts, "instances": args.instances, "servers": []}
