@@ -7,6 +7,8 @@ deprecated predecessor (``role:admin``); ``enforce_scope = False`` ignores
 the token scope.
 """
 
+import time
+
 from oslo_policy import policy
 
 from placement import conf as placement_conf
@@ -19,20 +21,45 @@ _SCOPE_CREDS = ("system_scope", "system", "domain_id")
 class Enforcer(policy.Enforcer):
     """One app's enforcer: placement's rules under the ``[oslo_policy]``
     options of the ConfigOpts the app was built for, and the grants it has
-    decided (``authorize``)."""
+    decided (``authorize``).
+
+    oslo.policy looks the policy files up in the configuration directories
+    and stats them on every check (a tenth of a small request's CPU): here
+    that look at the files is made at most once every ``RECHECK_EVERY``
+    seconds of ``clock``, so an edited policy file counts from the first
+    request a second or less after the edit.
+    """
+
+    RECHECK_EVERY = 1.0
+    clock = staticmethod(time.monotonic)
 
     def __init__(self, conf):
         super().__init__(conf)
         self.register_defaults(policies.list_rules())
+        self.looking = True
         self.load_rules()
+        self.looking = False
         self.new_defaults = conf.oslo_policy.enforce_new_defaults
+        self.checked_at = self.clock()
         self.granted = {}
-        self.granted_rules = None  # the rules' fingerprint they were decided under
+        self.granted_rules = self._fingerprint()
+
+    def load_rules(self, force_reload=False):
+        """oslo.policy calls this on every check: the files are looked at
+        only when ``follow_conf`` says it is time (or forced)."""
+        if force_reload or self.looking:
+            super().load_rules(force_reload)
+
+    def _fingerprint(self):
+        """Reloaded rules are new check objects (in place or in a new
+        mapping)."""
+        return (id(self.rules), tuple(map(id, self.rules.values())))
 
     def follow_conf(self):
-        """Load the rules again if the policy file or ``enforce_new_defaults``
-        changed since they were loaded (as oslo.policy does for the file,
-        on every call)."""
+        """Load the rules again if ``enforce_new_defaults`` changed since
+        they were loaded, or, at most once every RECHECK_EVERY seconds, if
+        the policy file did (as oslo.policy does for the file on every
+        call); the grants decided under older rules are forgotten."""
         new_defaults = self.conf.oslo_policy.enforce_new_defaults
         if new_defaults != self.new_defaults:
             # Every default is judged again: the legacy fallback is an OR
@@ -41,7 +68,19 @@ class Enforcer(policy.Enforcer):
             self.set_rules({})
             self.load_rules(force_reload=True)
         else:
-            self.load_rules()
+            now = self.clock()
+            if now - self.checked_at < self.RECHECK_EVERY:
+                return
+            self.checked_at = now
+            self.looking = True
+            try:
+                self.load_rules()
+            finally:
+                self.looking = False
+        fingerprint = self._fingerprint()
+        if fingerprint != self.granted_rules:
+            self.granted = {}
+            self.granted_rules = fingerprint
 
 
 def get_enforcer():
@@ -82,15 +121,11 @@ def authorize(context, rule, target=None):
         creds = dict(creds)
         for key in _SCOPE_CREDS:
             creds.pop(key, None)
-    # A changed policy file or option counts now.
+    # A changed option counts now, a changed policy file within a second.
     enforcer.follow_conf()
-    # Reloaded rules are new check objects (in place or in a new mapping).
-    rules = enforcer.rules
-    fingerprint = (id(rules), tuple(map(id, rules.values())))
     granted = enforcer.granted
-    if enforcer.granted_rules != fingerprint or len(granted) > _GRANTED_MAX:
+    if len(granted) > _GRANTED_MAX:
         granted.clear()
-        enforcer.granted_rules = fingerprint
     try:
         key = (rule, _frozen(target), _frozen(creds))
         hash(key)

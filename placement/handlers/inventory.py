@@ -38,13 +38,13 @@ def get_inventories(req, resp, uuid):
     ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:list")
     try:
-        provider, rows = inv_obj.get_inventories(ctx.db, uuid)
+        generation, rows = inv_obj.get_inventories(ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     request.render(
         resp,
         {
-            "resource_provider_generation": provider["generation"],
+            "resource_provider_generation": generation,
             "inventories": {
                 row["resource_class"]: inv_obj.stored_record(row) for row in rows
             },

@@ -4,7 +4,6 @@ An aggregate is only a uuid: it is created the first time a provider joins
 it, stored exactly as the client spelled it, and never deleted.
 """
 
-import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
@@ -18,25 +17,20 @@ RPA = tables.resource_provider_aggregates
 _INSERT_LINKS = RPA.insert()  # built once, and its cache key
 
 
-def _provider_aggregates(conn, provider_id):
-    """{aggregate id: uuid} of the provider."""
-    return dict(
-        conn.execute(
-            sa.select(AGG.c.id, AGG.c.uuid)
-            .join(RPA, RPA.c.aggregate_id == AGG.c.id)
-            .where(RPA.c.resource_provider_id == provider_id)
-        ).all()
-    )
-
-
 def get_provider_aggregates(db: db_api.Database, uuid: str) -> tuple[int, list[str]]:
     """(provider generation, aggregate uuids); ResourceProviderNotFound."""
     with db.reader() as conn:
-        provider = common.get_provider(conn, uuid)
-        return (
-            provider["generation"],
-            list(_provider_aggregates(conn, provider["id"]).values()),
-        )
+        generation, rows = common.provider_rows(conn, _AGGREGATES, uuid, "uuid")
+    return generation, [row["uuid"] for row in rows]
+
+
+# get_provider_aggregates' statement, built once (and its cache key): the
+# provider and its aggregates in one round trip.
+_AGGREGATES = common.provider_rows_statement(
+    (AGG.c.uuid,),
+    RPA.join(AGG, AGG.c.id == RPA.c.aggregate_id),
+    RPA.c.resource_provider_id == common.RP.c.id,
+)
 
 
 def set_provider_aggregates(

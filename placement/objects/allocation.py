@@ -677,26 +677,8 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> "ProviderAllocations":
     """Every allocation against a provider, grouped by consumer.
     ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
-        provider = common.get_provider(conn, rp_uuid)
-        rows = (
-            conn.execute(
-                sa.select(
-                    ALLOC.c.consumer_id,
-                    RC.c.name.label("rc"),
-                    ALLOC.c.used,
-                    ALLOC.c.created_at,
-                    ALLOC.c.updated_at,
-                    CONSUMERS.c.generation,
-                )
-                .select_from(
-                    ALLOC.join(RC, RC.c.id == ALLOC.c.resource_class_id).outerjoin(
-                        CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id
-                    )
-                )
-                .where(ALLOC.c.resource_provider_id == provider["id"])
-            )
-            .mappings()
-            .all()
+        generation, rows = common.provider_rows(
+            conn, _FOR_PROVIDER, rp_uuid, "consumer_id"
         )
     allocations: dict[str, typing.Any] = {}
     for row in rows:
@@ -705,4 +687,22 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> "ProviderAllocations":
             {"resources": {}, "consumer_generation": row["generation"]},
         )
         entry["resources"][row["rc"]] = row["used"]
-    return ProviderAllocations(provider["generation"], allocations, rows)
+    return ProviderAllocations(generation, allocations, rows)
+
+
+# for_provider's statement, built once (and its cache key): the provider
+# and its allocations in one round trip.
+_FOR_PROVIDER = common.provider_rows_statement(
+    (
+        ALLOC.c.consumer_id,
+        RC.c.name.label("rc"),
+        ALLOC.c.used,
+        ALLOC.c.created_at,
+        ALLOC.c.updated_at,
+        CONSUMERS.c.generation,
+    ),
+    ALLOC.join(RC, RC.c.id == ALLOC.c.resource_class_id).outerjoin(
+        CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id
+    ),
+    ALLOC.c.resource_provider_id == RP.c.id,
+)

@@ -54,14 +54,41 @@ def text_exactly(
 
 def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
-    row = (
-        conn.execute(sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == uuid))
-        .mappings()
-        .first()
-    )
+    row = conn.execute(_PROVIDER, {"b_uuid": uuid}).mappings().first()
     if row is None:
         raise provider_not_found(uuid)
     return row
+
+
+# get_provider's statement, built once (and its cache key).
+_PROVIDER = sa.select(*PROVIDER_COLUMNS).where(RP.c.uuid == sa.bindparam("b_uuid"))
+
+
+def provider_rows_statement(
+    columns: Iterable[Any], joined: Any, on: Any
+) -> sa.Select[Any]:
+    """A statement, to be built once, reading a provider's generation
+    (``rp_generation``) and its rows of ``joined`` (``columns``) in one
+    round trip: the provider left-joined to them ``on``, for the uuid
+    bound as ``b_uuid`` (``provider_rows`` runs it)."""
+    return (
+        sa.select(RP.c.generation.label("rp_generation"), *columns)
+        .select_from(RP.outerjoin(joined, on))
+        .where(RP.c.uuid == sa.bindparam("b_uuid"))
+    )
+
+
+def provider_rows(
+    conn: sa.Connection, statement: sa.Select[Any], uuid: str, key: str
+) -> tuple[int, list[sa.RowMapping]]:
+    """(provider generation, its rows) read by ``statement`` (made by
+    ``provider_rows_statement``), a provider without rows giving one row
+    whose ``key`` is NULL; ResourceProviderNotFound if there is no
+    provider."""
+    rows = conn.execute(statement, {"b_uuid": uuid}).mappings().all()
+    if not rows:
+        raise provider_not_found(uuid)
+    return rows[0]["rp_generation"], [row for row in rows if row[key] is not None]
 
 
 def get_provider_with(

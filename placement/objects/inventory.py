@@ -114,20 +114,27 @@ def _select_inventories(provider_id):
     )
 
 
+# get_inventories' statement, built once (and its cache key): the provider
+# and its inventories in one round trip.
+_INVENTORIES = common.provider_rows_statement(
+    (
+        RC.c.name.label("resource_class"),
+        *_RECORD_COLUMNS,
+        INV.c.created_at,
+        INV.c.updated_at,
+    ),
+    INV.join(RC, RC.c.id == INV.c.resource_class_id),
+    INV.c.resource_provider_id == common.RP.c.id,
+).order_by(INV.c.resource_class_id)
+
+
 def get_inventories(
     db: db_api.Database, uuid: str
-) -> tuple[sa.RowMapping, Sequence[sa.RowMapping]]:
-    """(provider, inventory rows) for one provider, in class id order."""
+) -> tuple[int, Sequence[sa.RowMapping]]:
+    """(provider generation, inventory rows) for one provider, in class id
+    order."""
     with db.reader() as conn:
-        provider = common.get_provider(conn, uuid)
-        rows = (
-            conn.execute(
-                _select_inventories(provider["id"]).order_by(INV.c.resource_class_id)
-            )
-            .mappings()
-            .all()
-        )
-    return provider, rows
+        return common.provider_rows(conn, _INVENTORIES, uuid, "resource_class")
 
 
 def get_inventory(

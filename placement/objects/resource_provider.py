@@ -50,7 +50,11 @@ def select_providers() -> sa.Select[Any]:
 
 
 def _fetch(conn, uuid):
-    return conn.execute(select_providers().where(RP.c.uuid == uuid)).mappings().first()
+    return conn.execute(_FETCH, {"b_uuid": uuid}).mappings().first()
+
+
+# _fetch's statement, built once (and its cache key).
+_FETCH = select_providers().where(RP.c.uuid == sa.bindparam("b_uuid"))
 
 
 def _ids(conn, uuid):

@@ -113,8 +113,16 @@ def get_provider_traits(
 ) -> tuple[int, list[sa.RowMapping]]:
     """(provider generation, trait rows); ResourceProviderNotFound if none."""
     with db.reader() as conn:
-        provider = common.get_provider(conn, uuid)
-        return provider["generation"], _provider_traits(conn, provider["id"])
+        return common.provider_rows(conn, _PROVIDER_TRAITS, uuid, "name")
+
+
+# get_provider_traits' statement, built once (and its cache key): the
+# provider and its traits in one round trip.
+_PROVIDER_TRAITS = common.provider_rows_statement(
+    TRAIT_COLUMNS,
+    RPT.join(T, T.c.id == RPT.c.trait_id),
+    RPT.c.resource_provider_id == common.RP.c.id,
+).order_by(T.c.id)
 
 
 @db_api.retry_on_deadlock

@@ -31,8 +31,8 @@ def test_one_generation_one_winner(db):
     winners = [o for o in outcomes if o == 1]
     losers = [o for o in outcomes if isinstance(o, exception.ConcurrentUpdate)]
     assert len(winners) == 1 and len(losers) == WRITERS - 1, outcomes
-    provider, rows = inv_obj.get_inventories(db, rp_uuid)
-    assert provider["generation"] == 1
+    generation, rows = inv_obj.get_inventories(db, rp_uuid)
+    assert generation == 1
     assert [row["resource_class"] for row in rows] == ["VCPU"]
 
 
@@ -45,8 +45,8 @@ def test_concurrent_creates_of_one_class(db):
     assert all(isinstance(o, exception.ConcurrentUpdate) for o in outcomes if o != 1), (
         outcomes
     )
-    provider, rows = inv_obj.get_inventories(db, rp_uuid)
-    assert provider["generation"] == 1
+    generation, rows = inv_obj.get_inventories(db, rp_uuid)
+    assert generation == 1
     assert [row["resource_class"] for row in rows] == ["DISK_GB"]
 
 

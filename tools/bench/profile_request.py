@@ -27,6 +27,7 @@ throughput phase but without loading through the API.
 import argparse
 import concurrent.futures
 import contextlib
+import http.client
 import json
 import os
 import resource
@@ -35,7 +36,9 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 import wsgiref.util
@@ -349,15 +352,15 @@ def measure(app, counter, path, version, repeat, profile):
                 found["exact"],
             )
     print(
-        "%s\n  %s median=%.4fs min=%.4fs cpu=%.4fs cpu_min=%.4fs statements=%s "
-        "bytes=%d%s"
+        "%s\n  %s median=%.3fms min=%.3fms cpu=%.3fms cpu_min=%.3fms "
+        "statements=%s bytes=%d%s"
         % (
             path,
             status,
-            statistics.median(times),
-            min(times),
-            statistics.median(cpu),
-            min(cpu),
+            statistics.median(times) * 1000,
+            min(times) * 1000,
+            statistics.median(cpu) * 1000,
+            min(cpu) * 1000,
             sorted(set(statements)),
             len(body),
             cands,
@@ -440,20 +443,30 @@ def server(url, workers, threads, active):
         proc.wait(30)
 
 
-def throughput(base, pgid, path, version, total, concurrency):
-    request = urllib.request.Request(
-        base + path,
-        headers={
-            "x-auth-token": "admin",
-            "accept": "application/json",
-            "openstack-api-version": "placement %s" % version,
-        },
-    )
+def throughput(base, pgid, path, version, total, concurrency, keepalive=False):
+    headers = {
+        "x-auth-token": "admin",
+        "accept": "application/json",
+        "openstack-api-version": "placement %s" % version,
+    }
+    request = urllib.request.Request(base + path, headers=headers)
+    local = threading.local()
 
     def one(_):
         start = time.perf_counter()
-        with urllib.request.urlopen(request, timeout=600) as resp:
-            resp.read()
+        if keepalive:
+            # One connection per client thread, kept alive (as nova's
+            # keystoneauth session does).
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = http.client.HTTPConnection(
+                    urllib.parse.urlsplit(base).netloc, timeout=600
+                )
+            conn.request("GET", path, headers=headers)
+            conn.getresponse().read()
+        else:
+            with urllib.request.urlopen(request, timeout=600) as resp:
+                resp.read()
         return time.perf_counter() - start
 
     one(0)
@@ -462,8 +475,9 @@ def throughput(base, pgid, path, version, total, concurrency):
         latencies = sorted(pool.map(one, range(total)))
     wall = time.perf_counter() - start
     print(
-        "  HTTP c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.1f ms/req"
+        "  HTTP%s c=%d: %.1f req/s p50=%.4fs p95=%.4fs server CPU %.2f ms/req"
         % (
+            " keep-alive" if keepalive else "",
             concurrency,
             total / wall,
             latencies[len(latencies) // 2],
@@ -524,6 +538,11 @@ def main():
         "--serve", type=int, metavar="N", help="also N requests per path over HTTP"
     )
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument(
+        "--keepalive",
+        action="store_true",
+        help="each client thread keeps its HTTP connection (as nova does)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--active", type=int, default=2, help="placement-api --active")
@@ -564,7 +583,13 @@ def main():
                 for path in paths:
                     print(path)
                     throughput(
-                        base, pgid, path, args.version, args.serve, args.concurrency
+                        base,
+                        pgid,
+                        path,
+                        args.version,
+                        args.serve,
+                        args.concurrency,
+                        args.keepalive,
                     )
                 print("server peak RSS per process (MB): %s" % _peak_rss_mb(pgid))
         print(
