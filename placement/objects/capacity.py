@@ -109,6 +109,11 @@ def compute(
             return EMPTY
 
 
+# The columns are int64: a larger amount (the API takes any size) would
+# overflow them, and fits nowhere anyway.
+_COLUMN_MAX = 2**62
+
+
 def _columnar(index, request, options):
     """The capacity in vector operations over the catalog's columns
     (catalog/columns.py), for one group of resources without filters or
@@ -122,8 +127,8 @@ def _columnar(index, request, options):
         return None
     groups, class_ids, _, _ = engine._resolve(index, request)
     group = groups[0]
-    if not group.resources or not all(a > 0 for _, a in group.resources):
-        return None
+    if not group.resources or not all(0 < a < _COLUMN_MAX for _, a in group.resources):
+        return None  # amounts past int64 are the engine's (Python ints)
     if group.any_traits or group.forbidden_traits or group.in_tree_root is not None:
         return None
     if group.any_aggregates or group.forbidden_aggregates:
