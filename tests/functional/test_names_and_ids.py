@@ -210,3 +210,32 @@ def test_a_name_the_collation_takes_for_another_is_taken(case_insensitive_app):
         _error(status, body, 409, "placement.duplicate_name")
     assert _names(client, "CaseTest") == ["CaseTest"]
     assert _names(client, "casetest") == []
+
+
+@pytest.mark.parametrize(
+    "method,path,body",
+    [
+        ("POST", "/resource_classes", {"name": "CUSTOM_NEWLINE\n"}),
+        ("PUT", "/traits/CUSTOM_NEWLINE%0A", None),
+        (
+            "POST",
+            "/allocations",
+            {
+                str(uuid.uuid4()): {
+                    "allocations": {},
+                    "project_id": "p",
+                    "user_id": "u",
+                    "consumer_generation": None,
+                    "consumer_type": "INSTANCE\n",
+                }
+            },
+        ),
+    ],
+)
+def test_a_name_with_a_final_newline_is_refused(client, method, path, body):
+    # Python's "$" matches before a final newline: the schemas' patterns
+    # (^[A-Z0-9_]+$ and the like) must not let "NAME\n" through.
+    status, answer = client(method, path, body)
+    assert status == 400, answer
+    status, answer = client("GET", "/resource_classes/CUSTOM_NEWLINE")
+    assert status == 404, answer
