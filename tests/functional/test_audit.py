@@ -379,31 +379,6 @@ def _reference_claims(api):
     )
 
 
-def _over_capacity_from_rows(engine):
-    """The providers whose use exceeds their capacity, from the rows,
-    summed here (not by the audit's SQL)."""
-    with engine.connect() as conn:
-        used = {}
-        for rp, rc, amount in conn.execute(
-            sa.text(
-                "SELECT resource_provider_id, resource_class_id, used FROM allocations"
-            )
-        ):
-            used[rp, rc] = used.get((rp, rc), 0) + amount
-        inventories = conn.execute(
-            sa.text(
-                "SELECT p.uuid, i.resource_provider_id, i.resource_class_id,"
-                " i.total, i.reserved, i.allocation_ratio FROM inventories i"
-                " JOIN resource_providers p ON p.id = i.resource_provider_id"
-            )
-        ).all()
-    return {
-        uuid_
-        for uuid_, rp, rc, total, reserved, ratio in inventories
-        if used.get((rp, rc), 0) > (total - reserved) * ratio
-    }
-
-
 @pytest.mark.slow
 def test_names_what_the_reference_over_allocated(tmp_path):
     """The reference's claims run at once on MariaDB (16 threads, two
@@ -457,7 +432,7 @@ def test_names_what_the_reference_over_allocated(tmp_path):
                             },
                         )
                     _reference_claims(api)
-                    expected = _over_capacity_from_rows(engine)
+                    expected = helpers.over_capacity_from_rows(engine)
                     if expected:
                         break
             finally:
