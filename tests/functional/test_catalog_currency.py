@@ -7,9 +7,11 @@ that bypasses the change log is still seen by every process one period
 after the holder's comparison; a holder that stops publishing loses its
 lease to the next process that looks. Each ``Database`` here stands for a
 process (its own catalog and lease identity); periods are driven by
-calling the followers, not by sleeping."""
+calling the followers, not by sleeping. On SQLite (one host's file)
+there is no lease: each process compares by itself and writes nothing."""
 
 import contextlib
+import os
 import uuid
 
 import pytest
@@ -48,16 +50,28 @@ class Statements:
         return self.by_engine.get(db.engine, 0)
 
 
-@pytest.fixture(params=fixtures.BACKENDS + ("galera",))
+SERVER_BACKENDS = tuple(b for b in fixtures.BACKENDS if b != "sqlite") + ("galera",)
+
+
+@pytest.fixture(params=SERVER_BACKENDS)
 def cloud(request, monkeypatch):
     """(Cloud, [(app, db, Follower)] of PROCESSES processes, Statements)."""
-    fixtures.require_backend(request.param)
+    yield from _cloud(request.param, monkeypatch)
+
+
+@pytest.fixture
+def sqlite_cloud(monkeypatch):
+    yield from _cloud("sqlite", monkeypatch)
+
+
+def _cloud(backend, monkeypatch):
+    fixtures.require_backend(backend)
     # Every step is a period: the comparison is always due.
     monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 0.0)
     # No cheap look: the holder's comparison always runs the statement.
     monkeypatch.setattr(precheck, "look", lambda db: None)
     with (
-        fixtures.database_url(request.param) as url,
+        fixtures.database_url(backend) as url,
         catalog_tests.two_workers(url, url) as cloud,
         contextlib.ExitStack() as stack,
     ):
@@ -186,6 +200,39 @@ def test_a_process_without_the_published_counts_compares_itself_when_due(
     assert refresh.verify_if_due(first) == "same"
     assert refresh.verify_if_due(second) == "same"
     assert statements.of(second) == before + 1
+
+
+def test_on_sqlite_each_process_compares_itself_and_writes_nothing(sqlite_cloud):
+    """No lease row on SQLite: a follower's period leaves the database file
+    as it was (another writer's transaction that read before a commit of
+    ours could not write after it), and each process sees a write by SQL
+    at its own next comparison."""
+    cloud, processes, statements = sqlite_cloud
+    rp = cloud.provider("host")
+    cloud.inventories(rp, VCPU=4)
+    assert _period(processes) == ["same"] * PROCESSES
+    assert statements.total() == PROCESSES
+    db = processes[0][1]
+    files = [db.engine.url.database + suffix for suffix in ("", "-wal")]
+    before = [_file_state(f) for f in files]
+    for _ in range(3):
+        _period(processes)
+    assert [_file_state(f) for f in files] == before
+    with db.engine.connect() as conn:
+        row = currency.read(conn)
+    assert (row.holder, row.beat) == (None, 0)
+    new = _provider_by_sql(db)
+    assert _period(processes) == ["foreign"] * PROCESSES
+    for app, _, _ in processes:
+        assert _candidates(cloud, app) == {rp, new}
+
+
+def _file_state(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns)
 
 
 def _provider_by_sql(db):

@@ -138,7 +138,13 @@ def _both(url, workdir, together):
         )
         if proc is None:
             proc = start_reference()
-        live_server._wait_up(reference_url + "/", proc)
+        try:
+            live_server._wait_up(reference_url + "/", proc)
+        except RuntimeError as exc:
+            log.flush()
+            with open(log.name, "rb") as written:
+                tail = written.read()[-4000:].decode(errors="replace")
+            raise RuntimeError("%s; the reference's log ends:\n%s" % (exc, tail))
         yield Api(reference_url), Api(ours)
 
 

@@ -200,9 +200,10 @@ class Cache:
         """Compare the catalog with the database's fingerprint, unless
         another comparison is under way (None; with ``wait``, once it is
         over, compare only if the catalog is still ``stale``). Where a
-        follower compares (``followed``), by the one comparison per cloud
-        (``_shared``); elsewhere, or when that cannot tell and ``own``,
-        by its own statement in a new snapshot (``_verified``). What it
+        follower compares (``followed``) on a server database, by the one
+        comparison per cloud (``_shared``); elsewhere, or when that cannot
+        tell and ``own``, by its own statement in a new snapshot
+        (``_verified``). What it
         found: "unchanged" (by precheck's look, no table of the catalog
         changed since the last comparison: no statement read them), "same"
         (no other writer's change; the catalog is left as it is),
@@ -217,7 +218,12 @@ class Cache:
                 self.verifying.release()
                 return None
         try:
-            if not self.followed:
+            if not self.followed or db.dialect == "sqlite":
+                # SQLite is one host's file: its look (a stat) costs no
+                # database time, and publishing to the lease row twice a
+                # second would change the file every look reads, and fail
+                # other writers' transactions that read before it
+                # committed (SQLite refuses their write then).
                 return self._verified(db)
             found = self._shared(db)
             if found is None and (
