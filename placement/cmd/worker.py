@@ -17,8 +17,9 @@ drains them within its own bound. With TLS (not something placement-api
 sets up) gunicorn's own behaviour is kept.
 
 It also never closes an idle kept-alive connection whose next request has
-already arrived (see ``murder_keepalived``), and touches the arbiter's
-heartbeat once a second at most (``notify``).
+already arrived (see ``murder_keepalived``), touches the arbiter's
+heartbeat once a second at most (``notify``), and sends a response's head
+and its first piece of body in one write (``_OneWrite``).
 """
 
 import errno
@@ -172,6 +173,17 @@ class HeadFirstWorker(gthread.ThreadWorker):
         super().murder_keepalived(force)
         self.keepalived_conns.extendleft(reversed(spared))
 
+    def handle_request(self, req, conn):
+        if self.cfg.is_ssl:
+            return super().handle_request(req, conn)
+        sock = conn.sock
+        conn.sock = joined = _OneWrite(sock)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            conn.sock = sock
+            joined.flush()
+
     def handle(self, conn):
         reading = getattr(conn, "reading", None)
         if reading is not None:
@@ -189,3 +201,38 @@ def _has_data(sock):
         return bool(sock.recv(1, socket.MSG_PEEK))
     except OSError:  # nothing yet (EAGAIN), or the peer reset it
         return False
+
+
+class _OneWrite:
+    """A connection's socket for one response: gunicorn sends the head and
+    then each piece of body with a ``sendall`` of its own; the head is held
+    and sent with the first piece (a falcon answer is one piece), one
+    system call and one TCP segment where there were two. Whatever is
+    still held goes at ``flush`` (a response with no body)."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._held = b""
+        self._first = True
+
+    def sendall(self, data):
+        if self._first:
+            self._first = False
+            self._held = bytes(data)
+            return
+        if self._held:
+            data, self._held = self._held + data, b""
+        self._sock.sendall(data)
+
+    def sendfile(self, *args, **kwargs):
+        self._first = False
+        self.flush()
+        return self._sock.sendfile(*args, **kwargs)
+
+    def flush(self):
+        if self._held:
+            held, self._held = self._held, b""
+            self._sock.sendall(held)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)

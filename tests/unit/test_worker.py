@@ -80,3 +80,61 @@ def test_the_heartbeat_is_touched_once_a_second_at_most():
     self._notified -= worker.HeadFirstWorker.NOTIFY_EVERY
     self.notify()
     assert len(touched) == 2
+
+
+class Recording:
+    """A socket that records each sendall."""
+
+    def __init__(self):
+        self.writes = []
+
+    def sendall(self, data):
+        self.writes.append(bytes(data))
+
+
+def _respond(monkeypatch, status, body_pieces, method="GET"):
+    """The writes of one response made by gunicorn's own Response through
+    the worker's handle_request."""
+    from gunicorn.http import wsgi
+    from gunicorn.workers import gthread
+
+    def gunicorn_handle_request(self, req, conn):
+        resp = wsgi.Response(req, conn.sock, self.cfg)
+        resp.start_response(
+            status, [("Content-Length", str(sum(map(len, body_pieces))))]
+        )
+        for piece in body_pieces:
+            resp.write(piece)
+        resp.close()
+        return True
+
+    monkeypatch.setattr(gthread.ThreadWorker, "handle_request", gunicorn_handle_request)
+    self = worker.HeadFirstWorker.__new__(worker.HeadFirstWorker)
+    self.cfg = types.SimpleNamespace(is_ssl=False)
+    sock = Recording()
+    conn = types.SimpleNamespace(sock=sock)
+    req = types.SimpleNamespace(
+        version=(1, 1), method=method, should_close=lambda: False, headers=[]
+    )
+    assert self.handle_request(req, conn) is True
+    assert conn.sock is sock
+    return sock.writes
+
+
+def test_a_response_head_and_body_go_in_one_write(monkeypatch):
+    writes = _respond(monkeypatch, "200 OK", [b'{"versions": []}'])
+    assert len(writes) == 1
+    head, body = writes[0].split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"Content-Length: 16" in head
+    assert body == b'{"versions": []}'
+
+
+def test_later_pieces_and_bodiless_answers_are_still_sent(monkeypatch):
+    writes = _respond(monkeypatch, "200 OK", [b"ab", b"cd"])
+    assert len(writes) == 2
+    assert writes[0].endswith(b"\r\n\r\nab") and writes[1] == b"cd"
+    writes = _respond(monkeypatch, "204 No Content", [])
+    assert len(writes) == 1
+    assert writes[0].startswith(b"HTTP/1.1 204 No Content\r\n")
+    assert writes[0].endswith(b"\r\n\r\n")
