@@ -130,6 +130,9 @@ class Cloud:
             for root, derived in catalog.derived_by_tree.items():
                 if derived.idle is not None:
                     assert derived.idle == derive([root], {}, ())
+            # So are the roots it kept per trait and aggregate.
+            for (field, value), roots in catalog.value_roots.items():
+                assert roots == afresh.roots_of(field, value), (field, value)
         assert _contents(catalog) == _contents(afresh)
         # The fingerprint kept up to date through the changes is the one
         # computed afresh, and the database's.
@@ -169,7 +172,15 @@ def _contents(cached):
         # What is derived from the rest (the fingerprint is compared on
         # its own).
         if name
-        not in ("derived_by_tree", "shapes", "content", "hashed", "offset", "columns")
+        not in (
+            "derived_by_tree",
+            "value_roots",
+            "shapes",
+            "content",
+            "hashed",
+            "offset",
+            "columns",
+        )
     }
 
 

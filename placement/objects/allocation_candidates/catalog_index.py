@@ -130,11 +130,13 @@ class CatalogIndex:
         aggregates = self.catalog.aggregates
         return {rp: aggregates[rp] for rp in provider_ids if rp in aggregates}
 
-    def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
-        return _roots(self.catalog, self.catalog.aggregate_members, aggregate_ids)
+    def aggregate_roots(
+        self, aggregate_ids: Collection[int]
+    ) -> dict[int, frozenset[int]]:
+        return {a: self.catalog.roots_of("aggregates", a) for a in aggregate_ids}
 
-    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, set[int]]:
-        return _roots(self.catalog, self.catalog.trait_holders, trait_ids)
+    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, frozenset[int]]:
+        return {t: self.catalog.roots_of("traits", t) for t in trait_ids}
 
     def kept_answers(self, shape: Hashable) -> kept.Answers:
         return kept.Answers(self.catalog, shape)
@@ -179,16 +181,6 @@ def _ids(known, names, lookup):
     if not all(name in known for name in names):
         return lookup(names)
     return {name: known[name] for name in names}
-
-
-def _roots(
-    catalog: Catalog, holders: Mapping[int, list[int]], values: Collection[int]
-) -> dict[int, set[int]]:
-    """{value: the root ids of its ``holders``} for each of ``values``."""
-    every = catalog.providers
-    return {
-        value: {every[rp].root_id for rp in holders.get(value, ())} for value in values
-    }
 
 
 def _having(

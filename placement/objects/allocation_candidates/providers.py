@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import sqlalchemy as sa
 
@@ -181,10 +182,12 @@ class Index(typing.Protocol):
     def memberships(self, provider_ids: Collection[int]) -> dict[int, frozenset[int]]:
         """{provider: every aggregate id it is in} of the given providers."""
 
-    def aggregate_roots(self, aggregate_ids: Collection[int]) -> dict[int, set[int]]:
+    def aggregate_roots(
+        self, aggregate_ids: Collection[int]
+    ) -> Mapping[int, AbstractSet[int]]:
         """{aggregate: root ids of its members} of the given aggregates."""
 
-    def trait_roots(self, trait_ids: Collection[int]) -> dict[int, set[int]]:
+    def trait_roots(self, trait_ids: Collection[int]) -> Mapping[int, AbstractSet[int]]:
         """{trait: root ids of the trees where some provider has it} of
         the given traits."""
 

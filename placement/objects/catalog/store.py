@@ -58,6 +58,11 @@ class Catalog:
         # What the candidate engine derives per tree, as it asks: a tree's
         # entry goes when one of its providers changes.
         self.derived_by_tree: dict = {}  # root -> Derived
+        # {("traits" or "aggregates", id): frozenset of the roots of the
+        # trees where a provider has it}, as the engine asks (``roots_of``);
+        # an entry goes when a provider gains or loses that value, or
+        # moves to another tree with it.
+        self.value_roots: dict = {}
         # Request shapes the engine kept answers for, as small ints
         # (``shape_id``), shared by the catalogs that follow this one.
         self.shapes = Shapes()
@@ -144,6 +149,20 @@ class Catalog:
             for rp, ids in self.traits.items()
         }
 
+    def roots_of(self, field: str, value: int) -> frozenset:
+        """The roots of the trees where some provider has trait or
+        aggregate ``value`` (``field``: "traits" or "aggregates")."""
+        key = (field, value)
+        found = self.value_roots.get(key)
+        if found is None:
+            holders = (
+                self.trait_holders if field == "traits" else self.aggregate_members
+            )
+            every = self.providers
+            found = frozenset(every[rp].root_id for rp in holders.get(value, ()))
+            self.value_roots[key] = found
+        return found
+
     def advanced(self, conn: sa.Connection, seqs: dict, changed: dict) -> "Catalog":
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
         from the log up to ``seqs``) read again in ``conn``'s snapshot."""
@@ -221,6 +240,7 @@ class Catalog:
         self._per_provider(changed, new)
         self._trees(changed, old, new)
         self._inventories(changed, old, new)
+        self.value_roots = _without_moved(self.value_roots, changed, old, new)
         self.trait_holders = _holders(self.trait_holders, changed, old, new, "traits")
         self.aggregate_members = _holders(
             self.aggregate_members, changed, old, new, "aggregates"
@@ -379,6 +399,25 @@ def _inverted(pairs):
         for value in values:
             into[value].append(rp)
     return dict(into)
+
+
+def _without_moved(value_roots, changed, old, new):
+    """``value_roots`` without the entries of the traits and aggregates
+    that ``changed`` providers gained or lost, or had while they were
+    added, deleted or moved to another tree."""
+    stale = set()
+    for rp in changed:
+        was, now = old[rp], new[rp]
+        moved = (was.provider and was.provider.root_id) != (
+            now.provider and now.provider.root_id
+        )
+        for field in ("traits", "aggregates"):
+            had, has = getattr(was, field), getattr(now, field)
+            values = had | has if moved else had ^ has
+            stale.update((field, value) for value in values)
+    if not stale:
+        return value_roots
+    return {key: roots for key, roots in value_roots.items() if key not in stale}
 
 
 def _holders(holders, changed, old, new, field):
