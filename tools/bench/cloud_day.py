@@ -534,19 +534,29 @@ def server(command, label, log_dir):
             time.sleep(0.5)
         yield Server(base, proc, name)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(15)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
         log.close()
-        conn = pymysql.connect(**MYSQL)
-        with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS %s" % name)
-        conn.close()
+        drop_database(name)
+
+
+def stop(proc):
+    """Stop a server started in its own process group: TERM, then KILL
+    after 15 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(15)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def drop_database(name):
+    conn = pymysql.connect(**MYSQL)
+    with conn.cursor() as cur:
+        cur.execute("DROP DATABASE IF EXISTS %s" % name)
+    conn.close()
 
 
 def _free_port():

@@ -45,7 +45,6 @@ import http.client
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -58,7 +57,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, __file__.rsplit("/", 3)[0])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cloud_day  # noqa: E402  (percentile, free ports, MySQL)
+import cloud_day  # noqa: E402  (percentile, free ports, MySQL, stop)
 import profile_request  # noqa: E402  (bulk loader, schema at head)
 
 from placement import conf as placement_conf  # noqa: E402
@@ -360,18 +359,8 @@ def run(label, command, args, log_dir):
         }
     finally:
         if proc is not None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(15)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        conn = pymysql.connect(**cloud_day.MYSQL)
-        with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS %s" % name)
-        conn.close()
+            cloud_day.stop(proc)
+        cloud_day.drop_database(name)
 
 
 def _held_once(label, proc, hosts, netloc, rate, args, steps):
