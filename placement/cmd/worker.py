@@ -212,26 +212,22 @@ class _OneWrite:
 
     def __init__(self, sock):
         self._sock = sock
-        self._held = b""
-        self._first = True
+        self._held = None  # None until gunicorn's first write, the head
 
     def sendall(self, data):
-        if self._first:
-            self._first = False
+        if self._held is None:
             self._held = bytes(data)
             return
-        if self._held:
-            data, self._held = self._held + data, b""
+        data, self._held = self._held + data, b""
         self._sock.sendall(data)
 
     def sendfile(self, *args, **kwargs):
-        self._first = False
         self.flush()
         return self._sock.sendfile(*args, **kwargs)
 
     def flush(self):
-        if self._held:
-            held, self._held = self._held, b""
+        held, self._held = self._held, b""
+        if held:
             self._sock.sendall(held)
 
     def __getattr__(self, name):

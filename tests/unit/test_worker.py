@@ -3,6 +3,7 @@ never one whose next request has already arrived; it tells the arbiter it
 is alive once a second at most."""
 
 import collections
+import io
 import selectors
 import socket
 import time
@@ -83,13 +84,16 @@ def test_the_heartbeat_is_touched_once_a_second_at_most():
 
 
 class Recording:
-    """A socket that records each sendall."""
+    """A socket that records each sendall (and each sendfile's file)."""
 
     def __init__(self):
         self.writes = []
 
     def sendall(self, data):
         self.writes.append(bytes(data))
+
+    def sendfile(self, file, offset=0, count=None):
+        self.writes.append(file.read())
 
 
 def _respond(monkeypatch, status, body_pieces, method="GET"):
@@ -138,3 +142,12 @@ def test_later_pieces_and_bodiless_answers_are_still_sent(monkeypatch):
     assert len(writes) == 1
     assert writes[0].startswith(b"HTTP/1.1 204 No Content\r\n")
     assert writes[0].endswith(b"\r\n\r\n")
+
+
+def test_a_file_body_goes_after_the_head():
+    sock = Recording()
+    joined = worker._OneWrite(sock)
+    joined.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    joined.sendfile(io.BytesIO(b"file body"))
+    joined.flush()
+    assert sock.writes == [b"HTTP/1.1 200 OK\r\n\r\n", b"file body"]

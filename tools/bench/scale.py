@@ -89,14 +89,24 @@ FLAVORS = (
 )
 FLAVOR = "resources=VCPU:4,MEMORY_MB:8192,DISK_GB:80"
 LIMIT = 1000
-# What a 100,000-host cloud should get, with 8 workers.
+# What a cloud should get with 8 workers (issue 37), by layout: hosts
+# (100,000) or trees of four (--children, 1,000,000 providers at 250,000
+# hosts), as (verdict's name, the figure's path in ``figures``, bound).
 TARGETS = {
-    "ready_s": 10,
-    "p99_one_client_ms": 100,
-    "p99_clients_ms": 100,
-    "group_pss_mb": 1024,
-    "capacity_s": 0.1,
-    "console_s": 0.3,
+    False: (
+        ("ready", ("ready_s",), 10),
+        ("p99 one client", ("one_client", "all", "p99_ms"), 100),
+        ("p99 many clients", ("many_clients", "all", "p99_ms"), 100),
+        ("group PSS", ("group_pss_mb",), 1024),
+        ("capacity", ("capacity_s",), 0.1),
+        ("console", ("console_s",), 0.3),
+    ),
+    True: (
+        ("ready", ("ready_s",), 60),
+        ("p99 one client", ("one_client", "all", "p99_ms"), 250),
+        ("group PSS", ("group_pss_mb",), 4096),
+        ("capacity", ("capacity_s",), 1),
+    ),
 }
 HEADERS = {
     "x-auth-token": "admin",
@@ -565,17 +575,15 @@ def run(args, url):
 
 
 def verdict(figures):
-    return {
-        "ready": figures["ready_s"] < TARGETS["ready_s"],
-        "p99 one client": figures["one_client"]["all"]["p99_ms"]
-        < TARGETS["p99_one_client_ms"],
-        "p99 %d clients" % figures["clients"]: figures["many_clients"]["all"]["p99_ms"]
-        < TARGETS["p99_clients_ms"],
-        "group PSS": figures["group_pss_mb"] < TARGETS["group_pss_mb"],
-        "capacity": figures["capacity_s"] < TARGETS["capacity_s"],
-        "console": figures["console_s"] < TARGETS["console_s"],
-        "answers": not figures["answer_problems"],
-    }
+    """{target's name: met} for the figures' layout."""
+    met = {}
+    for name, path, bound in TARGETS[figures["children"]]:
+        value = figures
+        for key in path:
+            value = value[key]
+        met[name] = value < bound
+    met["answers"] = not figures["answer_problems"]
+    return met
 
 
 def main():
