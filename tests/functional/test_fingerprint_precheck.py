@@ -245,6 +245,10 @@ def test_a_transaction_open_across_the_comparison_is_caught():
         try:
             with db.engine.connect() as open_:
                 for _ in range(20):
+                    # Start just after a whole second (one clock: the
+                    # database runs here): a loaded machine's slow steps
+                    # then still fit in that second.
+                    time.sleep(1.01 - time.time() % 1)
                     trx = open_.begin()
                     _set(open_, first, "reserved = total")
                     started = _second(open_, STARTED)
