@@ -177,7 +177,7 @@ OPERATIONS = {
     "trait.delete_trait": _DELETE,
     "usage.get_total_usages": _read(responses.total_usages, query=_usages_query),
     "reshaper.reshape": _write(None, reshaper_schema.RESHAPER_SCHEMA, 204),
-    "drain.drain": _read(drain_schema.ANSWER, query=drain_schema.QUERY),
+    "drain.drain": _read(drain_schema.ANSWER, query=drain_schema.QUERY, errors=(409,)),
     "audit.audit": _read(audit_schema.AUDIT, query=audit_schema.QUERY),
     "cloud_view.list_roots": _read(responses.ROOTS, query=cloud_view_schema.QUERY),
 }

@@ -21,6 +21,7 @@ from tests import wsgi_client
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 AGG_STORAGE = "5a000000-0000-4000-8000-0000000000a1"
 AGG_RACK2 = "5a000000-0000-4000-8000-0000000000a2"
+AGG_LONE = "5a000000-0000-4000-8000-0000000000a3"
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
@@ -100,6 +101,38 @@ class Cloud:
         )
         assert resp.status == 204, resp.body
 
+    def aggregates(self, name, aggregates):
+        rp = self.names[name]
+        generation = self.call("/resource_providers/" + rp).json()["generation"]
+        resp = self.call(
+            "/resource_providers/%s/aggregates" % rp,
+            "PUT",
+            {"resource_provider_generation": generation, "aggregates": aggregates},
+        )
+        assert resp.status == 200, resp.body
+
+    def sql(self, statement, **params):
+        """A change behind the service (a damaged or old database)."""
+        with self.db.engine.begin() as conn:
+            conn.execute(sa.text(statement), params)
+
+    def provider_id(self, name):
+        with self.db.engine.connect() as conn:
+            return conn.execute(
+                sa.text("SELECT id FROM resource_providers WHERE uuid = :u"),
+                {"u": self.names[name]},
+            ).scalar_one()
+
+    def candidate_parts(self, query):
+        """The allocation requests GET /allocation_candidates lists for
+        ``query``, as {provider uuid: {class: amount}}."""
+        resp = self.call("/allocation_candidates?" + query)
+        assert resp.status == 200, resp.body
+        return [
+            {rp: a["resources"] for rp, a in r["allocations"].items()}
+            for r in resp.json()["allocation_requests"]
+        ]
+
     def plan(self, query, status=200, headers=ADMIN):
         resp = self.call("/maintenance/drain?" + query, headers=headers)
         assert resp.status == status, resp.body
@@ -142,10 +175,11 @@ def consumer(n):
     return "c0000000-0000-4000-8000-%012d" % n
 
 
-def _rack(cloud):
+def _rack(cloud, cn3_shares_storage=True):
     """CN1 (drained) with a PF child; targets: CN2 (flat, 4 VCPU free
     after its own consumer), CN3 (nested, its PF has 1 VF), CN4 (8 VCPU,
-    no PF); a sharing storage pool serving CN1 and CN2."""
+    no PF); a sharing storage pool serving CN1, CN2 and (in both
+    aggregates, unless ``cn3_shares_storage`` is False) CN3."""
     cloud.provider(
         "CN1",
         inventories={"VCPU": {"total": 32}, "MEMORY_MB": {"total": 16384}},
@@ -162,7 +196,7 @@ def _rack(cloud):
         "CN3",
         inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}},
         traits=["HW_CPU_X86_AVX2"],
-        aggregates=[AGG_RACK2],
+        aggregates=[AGG_RACK2, AGG_STORAGE] if cn3_shares_storage else [AGG_RACK2],
     )
     cloud.provider("CN3-PF", "CN3", {"SRIOV_NET_VF": {"total": 1}})
     cloud.provider(
@@ -193,14 +227,29 @@ def _rack(cloud):
 
 def test_plan_applied_move_by_move_succeeds(app):
     cloud = app
-    _rack(cloud)
+    _rack(cloud, cn3_shares_storage=False)
+    # The VF's consumer keeps its disk on STORE: its target must be a
+    # tree STORE serves (in AGG_STORAGE). The only tree with a free VF,
+    # CN3, is not: it fits nowhere, and explain's reason says why.
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    assert plan["totals"] == {"consumers": 3, "placed": 2, "left": 1}
+    (left,) = plan["unplaced"]
+    assert left["consumer"] == consumer(1)
+    assert "member_of=%s" % AGG_STORAGE in left["query"]
+    assert left["reason"].startswith("group '', member_of:"), left["reason"]
+    assert [(m["consumer"], m["target"]["name"]) for m in plan["moves"]] == [
+        (consumer(2), "CN2"),
+        (consumer(3), "CN3"),
+    ]
+    # With CN3 in STORE's aggregate too, it takes the VF's consumer.
+    cloud.aggregates("CN3", [AGG_RACK2, AGG_STORAGE])
     plan = cloud.plan("providers=" + cloud.names["CN1"])
     assert plan["totals"] == {"consumers": 3, "placed": 3, "left": 0}
     assert plan["drained"] == [{"uuid": cloud.names["CN1"], "name": "CN1"}]
     moves = {m["consumer"]: m for m in plan["moves"]}
     assert [m["consumer"] for m in plan["moves"]] == [consumer(n) for n in (1, 2, 3)]
     # The VF's consumer needs a tree with a VF: CN3, its PF child
-    # included; its disk stays on the shared pool.
+    # included; its disk stays on the shared pool, which serves CN3.
     first = moves[consumer(1)]
     assert first["target"]["name"] == "CN3"
     assert first["allocations"] == {
@@ -396,7 +445,7 @@ def test_member_of_drains_an_aggregate_with_its_storage(app):
     others go to CN3 and CN4, in plan order (CN1's consumers, then
     CN2's)."""
     cloud = app
-    _rack(cloud)
+    _rack(cloud, cn3_shares_storage=False)
     plan = cloud.plan("member_of=" + AGG_STORAGE)
     assert [d["name"] for d in plan["drained"]] == ["CN1", "CN2", "STORE"]
     assert [(m["consumer"], m["target"]["name"]) for m in plan["moves"]] == [
@@ -454,3 +503,235 @@ def test_first_fit_by_pages_answers_the_same(app, monkeypatch):
     paged = cloud.plan("providers=" + cloud.names["CN1"])
     assert paged == whole
     assert paged["capacity_left"]["VCPU"] == {"capacity": 24, "used": 14, "free": 10}
+
+
+def _target_part(cloud, move):
+    """The move's planned allocation less what the consumer keeps (its
+    allocations on the ``kept`` providers): the part the engine chose."""
+    current = cloud.call("/allocations/" + move["consumer"]).json()["allocations"]
+    part = {}
+    for rp, entry in move["allocations"].items():
+        resources = dict(entry["resources"])
+        if rp in move["kept"]:
+            for rc, n in current[rp]["resources"].items():
+                resources[rc] -= n
+        resources = {rc: n for rc, n in resources.items() if n}
+        if resources:
+            part[rp] = resources
+    return part
+
+
+def assert_moves_are_candidates(cloud, plan):
+    """Every move's target part is one of the allocation requests GET
+    /allocation_candidates lists for its ``query``, on the cloud as it
+    stands (before any move is applied)."""
+    assert plan["moves"]
+    for move in plan["moves"]:
+        part = _target_part(cloud, move)
+        assert part in cloud.candidate_parts(move["query"]), (move, part)
+
+
+def test_each_move_is_a_candidate_of_its_query(app):
+    """The rack's plan (the VF consumer's disk kept on STORE, its target
+    in STORE's aggregate) and a plan that keeps the anchor (below): each
+    planned allocation is a candidate of the move's query."""
+    cloud = app
+    _rack(cloud)
+    for strategy in ("first", "spread", "pack"):
+        plan = cloud.plan("providers=%s&strategy=%s" % (cloud.names["CN1"], strategy))
+        assert plan["totals"]["left"] == 0
+        assert_moves_are_candidates(cloud, plan)
+    first = plan["moves"][0]
+    assert first["query"] == (
+        "resources=MEMORY_MB:2048,VCPU:2&member_of=%s&resources1=SRIOV_NET_VF:1"
+        % AGG_STORAGE
+    )
+
+
+def _pools(cloud):
+    """CN1 in AGG_STORAGE (no disk); STORE (drained) and STORE2 share
+    disk there; CN4 (local disk) and STORE3 in AGG_RACK2, CN4 before
+    STORE2 in root id order; CN5 with a local disk and no aggregate; CN6
+    alone in its aggregate, without disk. Consumers keep VCPU on CN1,
+    CN5, CN6 and a disk on STORE."""
+    cloud.provider("CN1", inventories={"VCPU": {"total": 8}}, aggregates=[AGG_STORAGE])
+    for name, aggregate in (("STORE", AGG_STORAGE),):
+        cloud.provider(
+            name,
+            inventories={"DISK_GB": {"total": 1000}},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[aggregate],
+        )
+    cloud.provider(
+        "CN4",
+        inventories={"VCPU": {"total": 8}, "DISK_GB": {"total": 1000}},
+        aggregates=[AGG_RACK2],
+    )
+    for name, aggregate in (("STORE2", AGG_STORAGE), ("STORE3", AGG_RACK2)):
+        cloud.provider(
+            name,
+            inventories={"DISK_GB": {"total": 1000}},
+            traits=["MISC_SHARES_VIA_AGGREGATE"],
+            aggregates=[aggregate],
+        )
+    cloud.provider("CN5", inventories={"VCPU": {"total": 8}, "DISK_GB": {"total": 60}})
+    cloud.provider("CN6", inventories={"VCPU": {"total": 8}}, aggregates=[AGG_LONE])
+    cloud.allocate(consumer(1), {"CN1": {"VCPU": 1}, "STORE": {"DISK_GB": 100}})
+    cloud.allocate(consumer(2), {"CN5": {"VCPU": 1}, "STORE": {"DISK_GB": 50}})
+    cloud.allocate(consumer(3), {"CN6": {"VCPU": 1}, "STORE": {"DISK_GB": 10}})
+    cloud.allocate(consumer(4), {"CN5": {"VCPU": 1}, "STORE": {"DISK_GB": 20}})
+
+
+def test_draining_a_sharing_pool_keeps_the_anchor(app):
+    """Draining STORE alone: each consumer's new disk comes from a
+    provider serving the tree it keeps (CN1: STORE2, not CN4's local disk
+    nor STORE3; CN5, in no aggregate: its own disk, asked with in_tree);
+    CN6's consumer, which nothing serves, fits nowhere; CN5's second
+    consumer finds its disk full. Applied, the moves succeed."""
+    cloud = app
+    _pools(cloud)
+    for strategy in ("first", "spread", "pack"):
+        plan = cloud.plan("providers=%s&strategy=%s" % (cloud.names["STORE"], strategy))
+        moves = {m["consumer"]: m for m in plan["moves"]}
+        assert sorted(moves) == [consumer(1), consumer(2)], plan
+        assert moves[consumer(1)]["target"]["name"] == "CN1"
+        assert moves[consumer(1)]["query"] == (
+            "resources=DISK_GB:100&member_of=%s" % AGG_STORAGE
+        )
+        assert moves[consumer(1)]["allocations"] == {
+            cloud.names["CN1"]: {"resources": {"VCPU": 1}},
+            cloud.names["STORE2"]: {"resources": {"DISK_GB": 100}},
+        }
+        assert moves[consumer(1)]["kept"] == [cloud.names["CN1"]]
+        assert moves[consumer(2)]["target"]["name"] == "CN5"
+        assert moves[consumer(2)]["query"] == (
+            "resources=DISK_GB:50&in_tree=%s" % cloud.names["CN5"]
+        )
+        assert moves[consumer(2)]["allocations"] == {
+            cloud.names["CN5"]: {"resources": {"VCPU": 1, "DISK_GB": 50}},
+        }
+        left = {u["consumer"]: u for u in plan["unplaced"]}
+        assert sorted(left) == [consumer(3), consumer(4)]
+        assert "member_of=%s" % AGG_LONE in left[consumer(3)]["query"]
+        assert left[consumer(3)]["reason"].startswith("group '', "), left
+        # CN5's disk has 10 GB left once the first consumer's 50 are in.
+        assert left[consumer(4)]["reason"] == (
+            "group '', capacity:DISK_GB: 1 providers have DISK_GB but none has "
+            "20 free (closest: CN5, 10 free)"
+        )
+        assert_moves_are_candidates(cloud, plan)
+    for move in plan["moves"]:
+        assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
+    held = cloud.call(
+        "/resource_providers/%s/allocations" % cloud.names["STORE"]
+    ).json()["allocations"]
+    assert sorted(held) == [consumer(3), consumer(4)]
+
+
+def test_a_consumer_split_over_hosts_stays_on_the_host_it_keeps(app, monkeypatch):
+    """MEMORY_MB on the drained CN1, VCPU on CN5 (not drained, no
+    sharing provider anywhere): the memory must come from CN5's tree, as
+    the one anchor of a candidate, not from H1 (first in root id order);
+    the second consumer finds CN5 full, as the plan left it, also when
+    first fit reads usage a tree at a time; a consumer keeping two hosts
+    has no equivalent request."""
+    from placement.objects.drain import planner
+
+    cloud = app
+    cloud.provider("CN1", inventories={"MEMORY_MB": {"total": 4096}})
+    cloud.provider(
+        "H1", inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}}
+    )
+    cloud.provider(
+        "CN5", inventories={"VCPU": {"total": 8}, "MEMORY_MB": {"total": 1024}}
+    )
+    cloud.provider("CN7", inventories={"VCPU": {"total": 8}})
+    cloud.allocate(consumer(90), {"CN5": {"MEMORY_MB": 512}})
+    cloud.allocate(consumer(1), {"CN5": {"VCPU": 1}, "CN1": {"MEMORY_MB": 256}})
+    cloud.allocate(consumer(2), {"CN5": {"VCPU": 1}, "CN1": {"MEMORY_MB": 512}})
+    cloud.allocate(
+        consumer(3), {"CN5": {"VCPU": 1}, "CN7": {"VCPU": 1}, "CN1": {"MEMORY_MB": 1}}
+    )
+    whole = cloud.plan("providers=" + cloud.names["CN1"])
+    monkeypatch.setattr(planner, "PAGE", 1)
+    paged = cloud.plan("providers=" + cloud.names["CN1"])
+    assert paged == whole
+    (move,) = whole["moves"]
+    assert move["consumer"] == consumer(1)
+    assert move["target"]["name"] == "CN5"
+    assert move["query"] == "resources=MEMORY_MB:256&in_tree=%s" % cloud.names["CN5"]
+    assert move["allocations"] == {
+        cloud.names["CN5"]: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}
+    }
+    left = {u["consumer"]: u for u in whole["unplaced"]}
+    assert sorted(left) == [consumer(2), consumer(3)]
+    assert left[consumer(2)]["reason"] == (
+        "group '', capacity:MEMORY_MB: 1 providers have MEMORY_MB but none has "
+        "512 free (closest: CN5, 256 free)"
+    )
+    assert left[consumer(3)]["reason"].startswith(
+        "its allocations outside the drained trees are in 2 trees"
+    )
+    assert_moves_are_candidates(cloud, whole)
+    assert cloud.apply(move)[0] == 204
+    assert cloud.over_capacity() == []
+
+
+def test_a_wrong_or_null_root_is_a_conflict(app):
+    """A provider whose root_provider_id is NULL or not the top of its
+    parent chain (the audit's wrong_roots), set with SQL: 409 naming it
+    and the audit, never a 500 or a plan of the wrong tree."""
+    cloud = app
+    _rack(cloud)
+    cn1, cn2 = cloud.provider_id("CN1"), cloud.provider_id("CN2")
+    pf = cloud.provider_id("CN1-PF")
+    set_root = "UPDATE resource_providers SET root_provider_id = %s WHERE id = :id"
+    cases = [
+        (set_root % "NULL", cn1, "providers=" + cloud.names["CN1"], "CN1"),
+        (set_root % "NULL", cn1, "in_tree=" + cloud.names["CN1-PF"], "CN1"),
+        (set_root % "NULL", cn1, "member_of=" + AGG_STORAGE, "CN1"),
+        (set_root % str(cn2), pf, "providers=" + cloud.names["CN1"], "CN1-PF"),
+        (set_root % "NULL", pf, "in_tree=" + cloud.names["CN1"], "CN1-PF"),
+        (set_root % str(cn2), cn1, "providers=" + cloud.names["CN1"], "CN1"),
+    ]
+    for statement, rp, query, named in cases:
+        cloud.sql(statement, id=rp)
+        try:
+            body = cloud.plan(query, status=409)
+        finally:
+            cloud.sql(set_root % ":root", id=rp, root=cn1)
+        (error,) = body["errors"]
+        assert cloud.names[named] in error["detail"], (query, body)
+        assert "placement-manage audit" in error["detail"]
+    # A kept provider (STORE, outside the drained tree) with a NULL root.
+    store = cloud.provider_id("STORE")
+    cloud.sql(set_root % "NULL", id=store)
+    body = cloud.plan("providers=" + cloud.names["CN1"], status=409)
+    assert cloud.names["STORE"] in body["errors"][0]["detail"]
+    cloud.sql(set_root % ":root", id=store, root=store)
+    assert cloud.plan("providers=" + cloud.names["CN1"])["totals"]["left"] == 0
+
+
+def test_a_consumer_without_its_consumer_row(app):
+    """Allocations without a consumers row (written before consumers
+    were recorded): the move carries the owner online data migrations
+    would give it ([placement] incomplete_consumer_project_id, _user_id)
+    and a null generation; its PUT succeeds and creates the row."""
+    cloud = app
+    _rack(cloud)
+    cloud.sql("DELETE FROM consumers WHERE uuid = :uuid", uuid=consumer(2))
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    moves = {m["consumer"]: m for m in plan["moves"]}
+    move = moves[consumer(2)]
+    incomplete = "00000000-0000-0000-0000-000000000000"
+    assert (move["project_id"], move["user_id"]) == (incomplete, incomplete)
+    assert move["consumer_generation"] is None
+    assert move["consumer_type"] is None
+    for move in plan["moves"]:
+        move = dict(move, consumer_type=move["consumer_type"] or "INSTANCE")
+        assert cloud.apply(move)[0] == 204, move
+    found = cloud.call("/allocations/" + consumer(2)).json()
+    assert (found["project_id"], found["user_id"]) == (incomplete, incomplete)
+    assert found["consumer_generation"] == 1
+    assert cloud.over_capacity() == []

@@ -14,6 +14,7 @@ Usage only grows as the plan goes on, so a tree that cannot take a shape
 never takes it later: it leaves that shape's order for good.
 """
 
+import bisect
 import collections
 import dataclasses
 import heapq
@@ -79,8 +80,9 @@ def plan(db: db_api.Database, asked: Asked) -> dict:
     with db.reader() as conn:
         roots = _drained(conn, asked)
         held = holdings_mod.read(conn, roots)
+        facts = holdings_mod.kept_of(conn, held)
         index = catalog_index.index(db, conn)
-        return _Planner(conn, index, asked, roots, held).run()
+        return _Planner(conn, index, asked, roots, held, facts, db.conf).run()
 
 
 def _drained(conn, asked):
@@ -95,8 +97,9 @@ class _Names:
     ``requests`` were made once, in one lookup each (the SQL index runs
     a statement per lookup: not one per consumer)."""
 
-    def __init__(self, index, requests):
+    def __init__(self, index, requests, roots=None):
         self.index = index
+        self._roots = roots or {}  # provider uuid -> root id, known
         groups = [g for r in requests for g in r.groups]
         self._classes = index.class_ids({rc for g in groups for rc, _ in g.resources})
         self._traits = index.trait_ids(
@@ -120,6 +123,11 @@ class _Names:
     def aggregate_ids(self, uuids):
         return {u: self._aggregates[u] for u in uuids if u in self._aggregates}
 
+    def root_of(self, provider_uuid):
+        if provider_uuid in self._roots:
+            return self._roots[provider_uuid]
+        return self.index.root_of(provider_uuid)
+
     def __getattr__(self, name):
         return getattr(self.index, name)
 
@@ -141,8 +149,13 @@ class _Shape:
 
 
 class _Planner:
-    def __init__(self, conn, index, asked, roots, held):
+    def __init__(self, conn, index, asked, roots, held, facts, conf):
         self.conn = conn
+        self.facts = facts
+        self.conf = conf
+        self.moved: dict[tuple[int, int], int] = {}  # (provider, class) ->
+        # amount the plan moved there
+        self.alone: set[int] = set()  # trees whose usage was read alone
         self.index = index
         self.asked = asked
         self.roots = roots
@@ -154,28 +167,36 @@ class _Planner:
 
     def run(self):
         carried = self._carried_traits()
+        keeps = [equivalent.keep_of(h, self.facts) for h in self.held]
         requests = [
             equivalent.request_of(
-                h, self.asked.required, self.asked.target_member_of, carried
+                h,
+                self.asked.required,
+                self.asked.target_member_of,
+                carried,
+                keep if not keep.refused else None,
             )
-            for h in self.held
+            for h, keep in zip(self.held, keeps)
         ]
-        self.index = _Names(self.index, requests)
+        known = {k.root_uuid: k.root for k in self.facts.providers.values()}
+        self.index = _Names(self.index, requests, known)
         resolved = {}
-        for request in dict.fromkeys(requests):
+        for request, keep in zip(requests, keeps):
+            if keep.refused or request in resolved:
+                continue
             try:
                 resolved[request] = engine._resolve(self.index, request)
             except providers.NoCandidates as e:
                 resolved[request] = e
         self._load(resolved)
         moves, unplaced = [], []
-        for holding, request in zip(self.held, requests):
-            found = resolved[request]
+        for holding, request, keep in zip(self.held, requests, keeps):
+            found = resolved.get(request)
             placed = None
-            if not isinstance(found, providers.NoCandidates):
-                placed = self._place(found[0], request)
+            if found is not None and not isinstance(found, providers.NoCandidates):
+                placed = self._place(found[0], request, keep.anchor)
             if placed is None:
-                unplaced.append((holding, request))
+                unplaced.append((holding, request, keep))
             else:
                 moves.append((holding, request, *placed))
         return self._document(moves, unplaced, resolved)
@@ -239,7 +260,12 @@ class _Planner:
             self.loaded = len(self.order)
 
     def _read_usage(self, trees_):
+        """Read the usage of the trees whose root ids are within
+        ``trees_`` (all when None); the plan's own moves stay counted."""
         used = providers.usage(self.conn, classes=self.classes, trees=trees_)
+        moved = self.moved
+        if moved:
+            used = {key: n + moved.get(key, 0) for key, n in used.items()}
         providers._with_usage(self.snapshot.inventories, used)
 
     def _next_page(self):
@@ -295,21 +321,35 @@ class _Planner:
                 return amounts
         return None
 
-    def _place(self, groups, request):
+    def _place(self, groups, request, anchor=None):
         """(target root, {(provider, class): amount}) of one consumer, or
-        None; the amounts are counted as usage from here on."""
+        None; the amounts are counted as usage from here on. ``anchor``:
+        the one tree it may go to (the tree it keeps allocations in)."""
         key = (tuple(groups), request.same_subtree, request.isolate)
         shape = self.shapes.get(key)
         if shape is None:
             shape = self.shapes[key] = _Shape(groups, request)
-        found = (
-            self._first(shape)
-            if self.asked.strategy == "first"
-            else self._ordered(shape)
-        )
+        if anchor is not None:
+            found = self._anchored(shape, anchor)
+        elif self.asked.strategy == "first":
+            found = self._first(shape)
+        else:
+            found = self._ordered(shape)
         if found is not None:
             self._count(found[1])
         return found
+
+    def _anchored(self, shape, anchor):
+        """The consumer's own kept tree, whatever the strategy: its usage
+        read alone first when first fit's pages have not reached it."""
+        if anchor not in self.allowed:
+            return None
+        if self.loaded < len(self.order) and anchor not in self.alone:
+            if bisect.bisect_left(self.order, anchor) >= self.loaded:
+                self._read_usage((anchor, anchor))
+            self.alone.add(anchor)
+        amounts = self._try(shape, anchor)
+        return None if amounts is None else (anchor, amounts)
 
     def _first(self, shape):
         """First fit: the first tree in root id order that takes it."""
@@ -407,6 +447,7 @@ class _Planner:
         for (rp, rc), n in amounts.items():
             inventory = snapshot.inventories[rp, rc]
             snapshot.inventories[rp, rc] = inventory._replace(used=inventory.used + n)
+            self.moved[rp, rc] = self.moved.get((rp, rc), 0) + n
             self.planned[rc] = self.planned.get(rc, 0) + n
             root = snapshot.providers[rp].root_id
             if self.sums is not None:
@@ -426,28 +467,42 @@ class _Planner:
             named.add(anchor)
             named.update(rp for rp, _ in amounts)
             named.update(holding.kept())
-        for holding, _request in unplaced:
+        for holding, _request, _keep in unplaced:
             named.update(holding.roots[rp] for rp in holding.drained)
         for holding, *_ in moves:
             named.update(holding.roots[rp] for rp in holding.drained)
         names = _names(self.conn, named)
         explained = {}
-        for _holding, request in unplaced:
-            if request not in explained:
-                found = resolved[request]
-                explained[request] = (
-                    reasons.explained(
-                        self.conn, self.index, request, self.snapshot, self.allowed
+        for _holding, request, keep in unplaced:
+            key = (request, keep)
+            if key in explained:
+                continue
+            found = resolved.get(request)
+            if keep.refused:
+                explained[key] = reasons.refused(keep.refused)
+            elif isinstance(found, providers.NoCandidates):
+                explained[key] = explain.unmatched(found)
+            else:
+                # A consumer anchored to the tree it keeps is judged there
+                # (and, unless in_tree keeps it in its tree, on the sharing
+                # providers that may serve it).
+                allowed = self.allowed
+                if keep.anchor is not None:
+                    allowed = (
+                        {keep.anchor}
+                        if keep.in_tree
+                        else ({keep.anchor} | self.sharing_roots)
                     )
-                    if not isinstance(found, providers.NoCandidates)
-                    else explain.unmatched(found)
+                    allowed &= self.allowed
+                explained[key] = reasons.explained(
+                    self.conn, self.index, request, self.snapshot, allowed
                 )
         return {
             "strategy": self.asked.strategy,
             "drained": [_provider(names, root) for root in self.roots],
             "moves": [
                 dict(
-                    _consumer(holding, request, names),
+                    self._consumer(holding, request, names),
                     target=_provider(names, anchor),
                     allocations=self._allocations(holding, amounts, names),
                     kept=[names[rp][0] for rp in holding.kept()],
@@ -456,11 +511,11 @@ class _Planner:
             ],
             "unplaced": [
                 dict(
-                    _consumer(holding, request, names),
-                    reason=explained[request]["reason"],
-                    explain=explained[request],
+                    self._consumer(holding, request, names),
+                    reason=explained[request, keep]["reason"],
+                    explain=explained[request, keep],
                 )
-                for holding, request in unplaced
+                for holding, request, keep in unplaced
             ],
             "totals": {
                 "consumers": len(self.held),
@@ -468,6 +523,26 @@ class _Planner:
                 "left": len(unplaced),
             },
             "capacity_left": self._capacity_left(),
+        }
+
+    def _consumer(self, holding, request, names):
+        """The consumer's part of a move or an unplaced entry. One without
+        a consumers row gets the owner ``placement-manage db
+        online_data_migrations`` would give it ([placement]
+        incomplete_consumer_project_id and _user_id) and a null
+        generation: the move's PUT creates its row."""
+        project, user = holding.project_id, holding.user_id
+        if holding.missing:
+            project = self.conf.placement.incomplete_consumer_project_id
+            user = self.conf.placement.incomplete_consumer_user_id
+        return {
+            "consumer": holding.uuid,
+            "consumer_generation": holding.generation,
+            "project_id": project,
+            "user_id": user,
+            "consumer_type": holding.consumer_type,
+            "source": _provider(names, holding.roots[holding.drained[0]]),
+            "query": equivalent.query_string(request),
         }
 
     def _allocations(self, holding, amounts, names):
@@ -535,18 +610,6 @@ class _Planner:
         for rc, n in self.planned.items():
             used[rc] += n
         return used
-
-
-def _consumer(holding, request, names):
-    return {
-        "consumer": holding.uuid,
-        "consumer_generation": holding.generation,
-        "project_id": holding.project_id,
-        "user_id": holding.user_id,
-        "consumer_type": holding.consumer_type,
-        "source": _provider(names, holding.roots[holding.drained[0]]),
-        "query": equivalent.query_string(request),
-    }
 
 
 def _provider(names, rp):

@@ -70,3 +70,15 @@ def explained(
     if document["reason"] is None:
         document["reason"] = FILLED
     return document
+
+
+def refused(reason: str) -> dict:
+    """Explain's document for a consumer no request is equivalent to
+    (the plan does not search for it): ``reason``, no filter run."""
+    return {
+        "groups": {},
+        "request": [],
+        "closest": [],
+        "truncated": False,
+        "reason": reason,
+    }
