@@ -259,10 +259,10 @@ def test_any_of_traits_kept_where_one_is_carried(cloud):
 
 
 def test_a_forbidden_trait_keeps_off_every_target_provider(cloud):
-    """required=!CUSTOM_X: the hosts with CUSTOM_X (first in root id
-    order, and the one whose PF carries it) are never targets, though no
-    drained provider carries CUSTOM_X; the trait is forbidden on every
-    group."""
+    """required=!CUSTOM_X, though no drained provider carries it: X
+    (CUSTOM_X on its root, first in root id order) is never a target, nor
+    Y for the consumer with a VF (CUSTOM_X on Y's PF): the trait is
+    forbidden on every group. With CUSTOM_X everywhere both are left."""
     cloud.provider("D1", inventories={"VCPU": 8})
     cloud.provider("D1-PF", "D1", {"SRIOV_NET_VF": 4})
     cloud.provider("X", inventories={"VCPU": 8}, traits=["CUSTOM_X"])
@@ -547,7 +547,7 @@ def test_bad_input_is_a_400_with_the_error_body(cloud):
         "placement:maintenance:drain",
         undefined,
     )
-    # Below 1.23 the error has no code... but is still the one error.
+    # Below 1.23 the error body has no code (README §5).
     resp = cloud.plan(
         "providers=",
         status=400,
