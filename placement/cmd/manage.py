@@ -8,6 +8,7 @@ Commands: ``sync``, ``downgrade <revision>``, ``version``,
 """
 
 import json
+import re
 import sys
 
 import prettytable
@@ -22,6 +23,7 @@ from placement.handlers import drain as drain_handler
 from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
+from placement.schemas import drain as drain_schema
 
 DEFAULT_BATCH = 50
 # online_data_migrations exit codes
@@ -171,6 +173,16 @@ def drain_plan(conf, db):
     the moves and the consumers left, as a table, or (``--json``) the
     answer of GET /maintenance/drain."""
     args = conf.category
+    named = [u for value in args.providers or () for u in value.split(",")]
+    named += [args.in_tree] if args.in_tree else []
+    for value in named:
+        if not re.fullmatch(drain_schema.CANONICAL, value):
+            print(
+                "drain-plan: %r is not a provider uuid (8-4-4-4-12 hex digits)."
+                % value,
+                file=sys.stderr,
+            )
+            return 1
     pairs = [("providers", ",".join(args.providers))] if args.providers else []
     pairs += [("in_tree", args.in_tree)] if args.in_tree else []
     pairs += [("member_of", args.member_of)] if args.member_of else []

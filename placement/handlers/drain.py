@@ -17,6 +17,13 @@ def asked_of(pairs):
     """A ``drain.Asked`` from the query's (name, value) pairs; 400 for
     what the schema and the grammar refuse."""
     request.validate_query(pairs, schema.QUERY, every=schema.REPEATED)
+    names = [name for name, _ in pairs if name not in schema.REPEATED]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise errors.BadRequest(
+            "Query parameter '%s' may be specified only once." % twice[0],
+            code=error_codes.QUERY_DUPLICATE_KEY,
+        )
     last = request.query_last(pairs)
     chosen = [name for name in schema.SELECTORS if name in last]
     if len(chosen) != 1:

@@ -7,14 +7,23 @@ from placement.schemas import responses
 _UUID = (
     "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
 )
+# Providers are named as GET /resource_providers' in_tree names them: the
+# canonical dashed form only, matched as written (as the path of GET
+# /resource_providers/{uuid}: an upper-case spelling is an unknown uuid).
+CANONICAL = (
+    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _TEXT = {"type": "string", "minLength": 1}
 
 QUERY: dict[str, typing.Any] = {
     "type": "object",
     "properties": {
         # The drained trees: exactly one of these three.
-        "providers": {"type": "string", "pattern": "^%s(,%s)*$" % (_UUID, _UUID)},
-        "in_tree": {"type": "string", "pattern": "^%s$" % _UUID},
+        "providers": {
+            "type": "string",
+            "pattern": "^%s(,%s)*$" % (CANONICAL, CANONICAL),
+        },
+        "in_tree": {"type": "string", "pattern": "^%s$" % CANONICAL},
         "member_of": {"type": "string", "pattern": "^%s$" % _UUID},
         "strategy": {"type": "string", "enum": ["first", "spread", "pack"]},
         # As GET /allocation_candidates' required and member_of (1.39).
@@ -23,7 +32,8 @@ QUERY: dict[str, typing.Any] = {
     },
     "additionalProperties": False,
 }
-# May repeat, each occurrence counting (the others: the last wins).
+# May repeat, each occurrence counting; the others may not (400): a
+# repeated providers= would drain only the last copy's trees.
 REPEATED = ("required", "target_member_of")
 SELECTORS = ("providers", "in_tree", "member_of")
 
