@@ -516,9 +516,10 @@ def test_admin_only_and_bad_kind():
         assert resp.status == 400, resp.body
 
 
-# The reference's claims at once on few hosts: as the shared bench's claims
-# scenario (each claim asks for candidates, picks one at random and writes
-# it; a 409 asks again).
+# The reference's claims at once on few hosts: the shared bench's claims
+# scenario's method (each claim asks for candidates with limit=5, picks one
+# at random and writes it; a 409 asks again), not its sizes (see the test's
+# docstring).
 REF_HOSTS = 12
 REF_VCPU = 4
 REF_CLAIMS = 144
@@ -556,9 +557,17 @@ def _reference_claims(api):
 
 @pytest.mark.slow
 def test_names_what_the_reference_over_allocated(tmp_path):
-    """The reference's claims run at once on MariaDB (16 threads, two
-    gunicorn workers of 10 threads, as the shared bench runs it) put some
-    hosts over capacity; the audit names exactly those."""
+    """The reference's claims run at once on MariaDB put some hosts over
+    capacity; the audit names exactly those.
+
+    The shared bench's method: the reference served by two gunicorn
+    workers of 10 threads, each claim asking for candidates (limit=5),
+    picking one at random and writing it, a 409 asking again. Not its
+    sizes: the bench makes 1,000 claims of 8 VCPU by 8 clients on 100
+    hosts of 64 VCPU (up to 5 retries); this test 144 claims of 1 VCPU by
+    16 threads on 12 hosts of 4 VCPU (up to 3 tries), a round repeated
+    at most 3 times on new hosts until some host is over capacity, so
+    that it takes seconds."""
     fixtures.require_backend("mysql")
     with fixtures.database_url("mysql") as url:
         env = helpers.clean_env(
