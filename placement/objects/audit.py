@@ -63,11 +63,27 @@ class Check:
 
 class Reads:
     """One audit's read transaction. Checks that share a query (a scan of
-    every allocation) ask for it through ``once``: it runs once per audit."""
+    every allocation) ask for it through ``once``: it runs once per audit.
+    ``providers``, when not None, are the ids of the providers the
+    per-provider checks (``TREE_KINDS``) look at: those of the trees asked
+    about (``in_tree``)."""
 
-    def __init__(self, db: db_api.Database, conn: sa.Connection, limit: int):
+    def __init__(
+        self,
+        db: db_api.Database,
+        conn: sa.Connection,
+        limit: int,
+        providers: list[int] | None = None,
+    ):
         self.db, self.conn, self.limit = db, conn, limit
+        self.providers = providers
         self._done: dict[Callable[[Reads], Any], Any] = {}
+
+    def only(self, select: sa.Select, column: sa.ColumnElement) -> sa.Select:
+        """``select`` limited to the providers asked about, if any."""
+        if self.providers is None:
+            return select
+        return select.where(column.in_(self.providers))
 
     def once(self, query: Callable[["Reads"], Any]) -> Any:
         if query not in self._done:
@@ -81,14 +97,17 @@ def _per_class(reads):
     where something is wrong: no inventory, over capacity, or an amount
     outside max_unit/min_unit. One grouped scan of the allocations."""
     usage = (
-        _scan(
-            sa.select(
-                ALLOC.c.resource_provider_id.label("rp_id"),
-                ALLOC.c.resource_class_id.label("rc_id"),
-                sa.func.sum(ALLOC.c.used).label("used"),
-                sa.func.min(ALLOC.c.used).label("lo"),
-                sa.func.max(ALLOC.c.used).label("hi"),
-            )
+        reads.only(
+            _scan(
+                sa.select(
+                    ALLOC.c.resource_provider_id.label("rp_id"),
+                    ALLOC.c.resource_class_id.label("rc_id"),
+                    sa.func.sum(ALLOC.c.used).label("used"),
+                    sa.func.min(ALLOC.c.used).label("lo"),
+                    sa.func.max(ALLOC.c.used).label("hi"),
+                )
+            ),
+            ALLOC.c.resource_provider_id,
         )
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery("usage")
@@ -214,17 +233,20 @@ def _off_step(reads):
     inventories whose step_size is above 1."""
     remainder = sa.case((INV.c.step_size > 1, ALLOC.c.used % INV.c.step_size), else_=0)
     return reads.conn.execute(
-        _scan(
-            sa.select(
-                INV.c.resource_provider_id.label("rp_id"),
-                INV.c.resource_class_id.label("rc_id"),
-                RP.c.uuid,
-                RP.c.name,
-                RC.c.name.label("rc"),
-                INV.c.min_unit,
-                INV.c.max_unit,
-                INV.c.step_size,
-            )
+        reads.only(
+            _scan(
+                sa.select(
+                    INV.c.resource_provider_id.label("rp_id"),
+                    INV.c.resource_class_id.label("rc_id"),
+                    RP.c.uuid,
+                    RP.c.name,
+                    RC.c.name.label("rc"),
+                    INV.c.min_unit,
+                    INV.c.max_unit,
+                    INV.c.step_size,
+                )
+            ),
+            INV.c.resource_provider_id,
         )
         .select_from(
             INV.join(
@@ -582,17 +604,49 @@ CHECKS = (
     ),
 )
 KINDS = tuple(check.kind for check in CHECKS)
+# The checks of a provider's allocations against its inventories: those
+# ``in_tree`` can limit to some trees.
+TREE_KINDS = ("over_capacity", "unit_limits", "no_inventory")
+# Providers ``in_tree`` may name (the console asks about a page of roots).
+IN_TREE = 1000
+
+
+def _tree_members(conn: sa.Connection, uuids: Collection[str]) -> list[int]:
+    """The ids of every provider in the trees of the providers ``uuids``
+    (two statements on indexed columns; uuids naming nothing: none)."""
+    roots = conn.scalars(
+        sa.select(RP.c.root_provider_id)
+        .where(RP.c.uuid.in_(sorted(uuids)), RP.c.root_provider_id.is_not(None))
+        .distinct()
+    ).all()
+    if not roots:
+        return []
+    return list(
+        conn.scalars(sa.select(RP.c.id).where(RP.c.root_provider_id.in_(roots)))
+    )
 
 
 def run(
-    db: db_api.Database, kinds: Collection[str] = KINDS, limit: int = ITEMS
+    db: db_api.Database,
+    kinds: Collection[str] = KINDS,
+    limit: int | None = None,
+    in_tree: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """The audit of the checks ``kinds`` (all by default): ``problems`` is
     how many rows the error kinds found (0: nothing is wrong), ``checks``
-    each kind's severity, title, fix, count and first ``limit`` items."""
+    each kind's severity, title, fix, count and first ``limit`` items
+    (default ``ITEMS``). ``in_tree`` (provider uuids, with ``kinds`` among
+    ``TREE_KINDS`` only) limits the checks to the rows of those providers'
+    trees: the console's cloud view asks about the roots it shows, so that
+    none of them is beyond the first ``ITEMS``."""
+    if limit is None:
+        limit = ITEMS
+    if in_tree is not None and set(kinds) - set(TREE_KINDS):
+        raise ValueError("in_tree applies to %s only" % ", ".join(TREE_KINDS))
     checks: list[dict[str, Any]] = []
     with db.reader() as conn:
-        reads = Reads(db, conn, limit)
+        providers = None if in_tree is None else _tree_members(conn, in_tree)
+        reads = Reads(db, conn, limit, providers)
         for check in CHECKS:
             if check.kind not in kinds:
                 continue

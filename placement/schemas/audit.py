@@ -4,11 +4,18 @@ answer."""
 from placement.schemas.responses import array
 from placement.schemas.responses import obj
 
+_UUID = (
+    "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+)
+
 QUERY = {
     "type": "object",
     "properties": {
         # Check names (placement.objects.audit.KINDS), comma separated.
         "kind": {"type": "string", "pattern": "^[a-z_]+(,[a-z_]+)*$"},
+        # Provider uuids, comma separated (at most audit_obj.IN_TREE): only
+        # the rows of their trees, for the kinds audit_obj.TREE_KINDS.
+        "in_tree": {"type": "string", "pattern": "^%s(,%s)*$" % (_UUID, _UUID)},
     },
     "additionalProperties": False,
 }

@@ -223,16 +223,33 @@ async function cloudView(view, params) {
   const table = el(
     "table",
     { id: "roots" },
-    el("tr", {}, el("th", { text: "Root provider" }), el("th", { text: "Providers" }),
+    el("tr", {}, el("th", { text: "Drain" }), el("th", { text: "Root provider" }), el("th", { text: "Providers" }),
       el("th", { text: "Usage" }), el("th", { text: "Traits" }), el("th", { text: "Aggregates" }))
   );
+  // Hosts to drain together: a checkbox per root, and a button to the
+  // Drain view with the checked ones (this page's).
+  const drain = el("button", { type: "button", id: "drain-selected", text: "Drain selected (0)" });
+  drain.disabled = true;
+  const selected = () => [...table.querySelectorAll("input.select-root:checked")].map((box) => box.value);
+  table.addEventListener("change", () => {
+    const chosen = selected();
+    drain.textContent = "Drain selected (" + chosen.length + ")";
+    drain.disabled = chosen.length === 0;
+  });
+  drain.addEventListener("click", () => {
+    const chosen = selected();
+    if (chosen.length) location.hash = "#/drain?providers=" + chosen.join(",");
+  });
   for (const row of listed) {
     const link = el("a", { href: "#/provider/" + row.root.uuid, class: "root-link", text: row.root.name });
+    const box = el("input", { type: "checkbox", class: "select-root", value: row.root.uuid,
+      "aria-label": "Select " + row.root.name + " to drain" });
     table.append(
       el(
         "tr",
         { class: "root", "data-uuid": row.root.uuid },
-        el("td", {}, link, el("div", { class: "hint", text: row.root.uuid })),
+        el("td", {}, box),
+        el("td", { class: "root-cell" }, link, el("div", { class: "hint", text: row.root.uuid })),
         el("td", { text: String(row.providers) }),
         el("td", {}, ...Object.entries(row.usage).sort().map(([rc, u]) => usageBar(rc, u))),
         el("td", {}, tags(row.traits)),
@@ -249,7 +266,7 @@ async function cloudView(view, params) {
     found.total + " root providers" + (full ? "; nearly full on this page: " + listed.length : "");
   // The page shows at once; the audit's flags follow (at 100,000 hosts
   // the audit's scan takes longer than the page's one call).
-  view.append(pager, table);
+  view.append(el("div", { class: "toolbar" }, pager, drain), table);
   await flagOverCapacity(table);
 }
 
@@ -258,12 +275,16 @@ async function cloudView(view, params) {
 // Marks the rows of the cloud view whose tree the data audit finds over
 // capacity (a class used beyond (total - reserved) * allocation_ratio,
 // as rows written by another placement can leave it): one call to GET
-// /maintenance/audit?kind=over_capacity. The audit is admin only: a
-// token it refuses leaves the rows unmarked.
+// /maintenance/audit?kind=over_capacity&in_tree=<the page's roots>, so
+// that the audit answers about these trees only (its items stop at
+// 1,000 per kind: a cloud can have more roots over capacity). The audit
+// is admin only: a token it refuses leaves the rows unmarked.
 async function flagOverCapacity(table) {
+  const roots = [...table.querySelectorAll("tr.root")].map((row) => row.getAttribute("data-uuid"));
+  if (!roots.length) return;
   let found;
   try {
-    found = await api("/maintenance/audit?kind=over_capacity");
+    found = await api("/maintenance/audit?kind=over_capacity&in_tree=" + roots.join(","));
   } catch (error) {
     if (error.status === 403) return;
     throw error;
@@ -281,7 +302,7 @@ async function flagOverCapacity(table) {
         (i.resource_provider === i.root_provider ? "" : " on " + i.name)
     );
     row.classList.add("over-capacity");
-    row.cells[0].append(
+    row.querySelector(".root-cell").append(
       el("div", { class: "over-capacity-flag", text: "Over capacity: " + what.join(", ") + " (see placement-manage audit)" })
     );
   }

@@ -1,0 +1,121 @@
+"""Draining a selection of hosts from the console's cloud view
+(doc/console.md), in Chromium against a live placement-api on SQLite and
+MySQL: a checkbox per root row and "Drain selected" lead to the Drain view
+with those hosts, whose table lists the moves of both hosts' consumers."""
+
+import urllib.parse
+import uuid
+
+import httpx
+import pytest
+import requests
+
+from tests import fixtures
+from tests.functional import live_server
+from tests.functional.test_console import ADMIN
+from tests.functional.test_console import _browser
+from tests.functional.test_console import _create
+from tests.functional.test_console import _errors
+from tests.functional.test_console import _sign_in
+from tests.functional.test_console import _wait
+
+pytestmark = pytest.mark.slow
+
+HOST = {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 2048}}
+
+
+def _claim(client, host, resources):
+    consumer = str(uuid.uuid4())
+    resp = client.put(
+        "/allocations/" + consumer,
+        json={
+            "allocations": {host: {"resources": resources}},
+            "project_id": "p-console",
+            "user_id": "u-console",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+        headers=ADMIN,
+    )
+    assert resp.status_code == 204, resp.text
+    return consumer
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
+def test_drain_selected_hosts_from_the_cloud_view(backend, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    fixtures.require_backend(backend)
+    with (
+        fixtures.database_url(backend) as url,
+        live_server.placement_api(
+            str(tmp_path),
+            "--workers",
+            "1",
+            "--db-sync",
+            OS_API__AUTH_STRATEGY="noauth2",
+            OS_PLACEMENT_DATABASE__CONNECTION=url,
+        ) as base,
+    ):
+        client = httpx.Client(base_url=base, timeout=30)
+        hosts = {
+            name: _create(client, name, inventories=HOST)
+            for name in ("d1", "d2", "spare1", "spare2", "untouched")
+        }
+        consumers = {
+            _claim(client, hosts["d1"], {"VCPU": 2, "MEMORY_MB": 512}): "d1",
+            _claim(client, hosts["d1"], {"VCPU": 1}): "d1",
+            _claim(client, hosts["d2"], {"VCPU": 1, "MEMORY_MB": 1024}): "d2",
+        }
+        _claim(client, hosts["untouched"], {"VCPU": 1})
+        selected = [hosts["d1"], hosts["d2"]]
+        plan = requests.get(
+            base + "/maintenance/drain",
+            params={"providers": ",".join(selected)},
+            headers=ADMIN,
+            timeout=30,
+        ).json()
+        assert plan["totals"] == {"consumers": 3, "placed": 3, "left": 0}
+        planned = {m["consumer"]: m["target"]["name"] for m in plan["moves"]}
+
+        driver = _browser(tmp_path / "chromium")
+        try:
+            _sign_in(driver, base)
+            _errors(driver)
+            button = driver.find_element(By.ID, "drain-selected")
+            assert not button.is_enabled()
+            for name in ("d2", "d1"):
+                driver.find_element(
+                    By.CSS_SELECTOR,
+                    "tr.root[data-uuid='%s'] input.select-root" % hosts[name],
+                ).click()
+            assert button.text == "Drain selected (2)" and button.is_enabled()
+            button.click()
+            _wait(driver, "#view[data-ready='1'] #drain-moves")
+            fragment = urllib.parse.urlsplit(driver.current_url).fragment
+            query = urllib.parse.parse_qs(fragment.split("?", 1)[1])
+            field = driver.find_element(
+                By.CSS_SELECTOR, "#drain-form input[name=providers]"
+            ).get_attribute("value")
+            moves = {
+                row.get_attribute("data-consumer"): [
+                    td.text for td in row.find_elements(By.TAG_NAME, "td")
+                ]
+                for row in driver.find_elements(By.CSS_SELECTOR, "tr.drain-move")
+            }
+            totals = driver.find_element(By.ID, "drain-totals").text
+            unplaced = driver.find_elements(By.CSS_SELECTOR, "tr.drain-unplaced")
+            errors = _errors(driver)
+        finally:
+            driver.quit()
+    assert set(query["providers"][0].split(",")) == set(selected)
+    assert set(field.split(",")) == set(selected)
+    assert set(moves) == set(consumers)
+    for consumer, cells in moves.items():
+        # consumer, from (its host), to (where the API's plan puts it)
+        assert cells[1:4] == [consumer, consumers[consumer], planned[consumer]]
+        assert cells[3] in ("spare1", "spare2", "untouched")
+    assert "3 of 3 consumers placed, 0 left" in totals
+    assert "d1" in totals and "d2" in totals
+    assert unplaced == []
+    assert errors == []
