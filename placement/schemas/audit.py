@@ -3,19 +3,20 @@ answer."""
 
 from placement.schemas.responses import array
 from placement.schemas.responses import obj
-
-_UUID = (
-    "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
-)
+from placement.schemas.uuids import CANONICAL
 
 QUERY = {
     "type": "object",
     "properties": {
         # Check names (placement.objects.audit.KINDS), comma separated.
         "kind": {"type": "string", "pattern": "^[a-z_]+(,[a-z_]+)*$"},
-        # Provider uuids, comma separated (at most audit_obj.IN_TREE): only
-        # the rows of their trees, for the kinds audit_obj.TREE_KINDS.
-        "in_tree": {"type": "string", "pattern": "^%s(,%s)*$" % (_UUID, _UUID)},
+        # Provider uuids, comma separated (at most audit_obj.IN_TREE), as a
+        # provider list's in_tree takes one: only the rows of their trees,
+        # for the kinds audit_obj.TREE_KINDS.
+        "in_tree": {
+            "type": "string",
+            "pattern": "^%s(,%s)*$" % (CANONICAL, CANONICAL),
+        },
     },
     "additionalProperties": False,
 }

@@ -3,16 +3,9 @@
 import typing
 
 from placement.schemas import responses
+from placement.schemas.uuids import CANONICAL
+from placement.schemas.uuids import LIKE as _UUID
 
-_UUID = (
-    "[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
-)
-# Providers are named as GET /resource_providers' in_tree names them: the
-# canonical dashed form only, matched as written (as the path of GET
-# /resource_providers/{uuid}: an upper-case spelling is an unknown uuid).
-CANONICAL = (
-    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
 _TEXT = {"type": "string", "minLength": 1}
 
 QUERY: dict[str, typing.Any] = {

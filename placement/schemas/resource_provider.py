@@ -3,14 +3,11 @@
 import copy
 
 from placement import versions
+from placement.schemas import uuids
 
 # The shared "uuid" format accepts every UUID-like spelling; the list query
 # wants the canonical dashed form only.
-CANONICAL_UUID = {
-    "type": "string",
-    "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
-    "[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
-}
+CANONICAL_UUID = {"type": "string", "pattern": "^%s$" % uuids.CANONICAL}
 _NAME = {"type": "string", "maxLength": 200}
 # Plain validators, no anyOf: a failure then names the property itself
 # ("Failed validating 'format' in schema['properties']['uuid']").
