@@ -196,7 +196,10 @@ SCHEMAS = _all_schemas()
 
 def test_every_schema_module_is_walked():
     modules = {name.split(".")[0] for name, _ in SCHEMAS}
-    assert modules == {info.name for info in pkgutil.iter_modules(schemas.__path__)}
+    # uuids holds patterns the others use, no schema of its own.
+    assert modules | {"uuids"} == {
+        info.name for info in pkgutil.iter_modules(schemas.__path__)
+    }
 
 
 @pytest.mark.parametrize("name,schema", SCHEMAS, ids=[name for name, _ in SCHEMAS])

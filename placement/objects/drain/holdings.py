@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects.allocation_candidates import providers
 from placement.objects.drain import selection
 
 A, RP, C = tables.allocations, tables.resource_providers, tables.consumers
@@ -135,7 +136,7 @@ class KeptFacts:
 
 
 def _chunked(conn, statement, ids):
-    for chunk in selection.chunks(sorted(ids)):
+    for chunk in providers.chunks(ids):
         yield from conn.execute(statement, {"ids": chunk})
 
 

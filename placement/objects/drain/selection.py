@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects.allocation_candidates import providers
 
 RP = tables.resource_providers
 RPA, AGG = tables.resource_provider_aggregates, tables.placement_aggregates
@@ -36,7 +37,7 @@ def check_roots(conn: sa.Connection, ids: typing.Iterable[int]) -> None:
         wanted -= set(rows)
         if not wanted:
             break
-        for chunk in chunks(sorted(wanted)):
+        for chunk in providers.chunks(wanted):
             for rp, uuid, name, parent, root in conn.execute(
                 sa.select(
                     RP.c.id,
@@ -75,11 +76,6 @@ def check_roots(conn: sa.Connection, ids: typing.Iterable[int]) -> None:
                     AUDIT,
                 )
             )
-
-
-def chunks(ids, size=10000):
-    for i in range(0, len(ids), size):
-        yield ids[i : i + size]
 
 
 def check_trees(conn: sa.Connection, roots: list[int]) -> None:
