@@ -150,7 +150,7 @@ def get_inventory(
             .mappings()
             .first()
         )
-    if row is None:
+    if row is None or row["resource_class"] != rc_name:  # common.exact
         raise InventoryNotFound("No inventory of class %s for %s" % (rc_name, uuid))
     return provider, row
 

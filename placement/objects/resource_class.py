@@ -45,7 +45,7 @@ def _find(conn, name):
 
 def _get(conn, name):
     row = _find(conn, name)
-    if row is None:
+    if row is None or row["name"] != name:  # common.exact
         raise exception.ResourceClassNotFound("No such resource class %s." % name)
     return row
 

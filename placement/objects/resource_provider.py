@@ -50,7 +50,8 @@ def select_providers() -> sa.Select[Any]:
 
 
 def _fetch(conn, uuid):
-    return conn.execute(_FETCH, {"b_uuid": uuid}).mappings().first()
+    rows = conn.execute(_FETCH, {"b_uuid": uuid}).mappings()
+    return next(iter(common.exact(rows, "uuid", uuid)), None)
 
 
 # _fetch's statement, built once (and its cache key).
@@ -59,11 +60,12 @@ _FETCH = select_providers().where(RP.c.uuid == sa.bindparam("b_uuid"))
 
 def _ids(conn, uuid):
     """(id, parent id, root id) of ``uuid`` or None."""
-    return conn.execute(
-        sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id).where(
-            RP.c.uuid == uuid
-        )
-    ).first()
+    rows = conn.execute(
+        sa.select(
+            RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id, RP.c.uuid
+        ).where(RP.c.uuid == uuid)
+    )
+    return next((row for row in rows if row.uuid == uuid), None)  # common.exact
 
 
 def get(db: db_api.Database, uuid: str) -> sa.RowMapping:

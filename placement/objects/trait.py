@@ -41,7 +41,8 @@ def list_traits(
     if associated is not None:
         query = query.where(_associated() if associated else ~_associated())
     with db.reader() as conn:
-        return conn.execute(query.order_by(T.c.name)).mappings().all()
+        rows = conn.execute(query.order_by(T.c.name)).mappings().all()
+    return rows if names is None else common.exact_in(rows, names, "name")
 
 
 def _get(conn, name):
@@ -50,7 +51,7 @@ def _get(conn, name):
         .mappings()
         .first()
     )
-    if row is None:
+    if row is None or row["name"] != name:  # common.exact
         raise exception.TraitNotFound([name])
     return row
 
