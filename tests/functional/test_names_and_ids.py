@@ -10,7 +10,9 @@ and ids"), the same answer on SQLite, MySQL and PostgreSQL:
   200 on the three candidate routes alike, with every suffix.
 """
 
+import concurrent.futures
 import json
+import threading
 import urllib.parse
 import uuid
 
@@ -396,3 +398,58 @@ def test_a_padded_path_value_names_nothing(client):
             failures.append(("wrote", method, path, status, answer))
             before = after
     assert not failures, "\n".join(map(str, failures))
+
+
+@pytest.mark.parametrize(
+    "taken,sent,path",
+    [
+        ("wordtest", "wordtest ", "create"),
+        ("word2  ", "word2", "create"),
+        ("wordtest3", "wordtest3 ", "rename"),
+    ],
+)
+def test_a_padded_name_conflict_is_worded_alike(client, taken, sent, path):
+    # resource-providers.md: create says "name: <name>", rename does not.
+    _provider(client, taken)
+    if path == "create":
+        status, body = client("POST", "/resource_providers", {"name": sent})
+        expected = "Conflicting resource provider name: %s already exists." % sent
+    else:
+        other = _provider(client, "other-" + taken)
+        status, body = client("PUT", "/resource_providers/" + other, {"name": sent})
+        expected = "Conflicting resource provider %s already exists." % sent
+    _error(status, body, 409, "placement.duplicate_name")
+    assert expected in body["errors"][0]["detail"], body
+
+
+def test_padded_twins_created_at_once_make_one_provider(client):
+    def _create_at(barrier, name):
+        barrier.wait()
+        return client("POST", "/resource_providers", {"name": name})
+
+    """Three concurrent creates of "raceN", "raceN " and "raceN  " (threads
+    calling the app, each request on a pooled connection of its own): one
+    provider, the others a 409 (PostgreSQL's check under READ COMMITTED
+    missed the other transactions' rows before)."""
+    triples = 30
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=3)
+    answers = []
+    try:
+        for n in range(triples):
+            barrier = threading.Barrier(3)
+
+            names = ["race%d" % n + " " * pad for pad in range(3)]
+            answers.append(list(pool.map(_create_at, [barrier] * 3, names)))
+    finally:
+        pool.shutdown()
+    status, body = client("GET", "/resource_providers")
+    assert status == 200, body
+    made = {}
+    for rp in body["resource_providers"]:
+        if rp["name"].startswith("race"):
+            made.setdefault(rp["name"].rstrip(" "), []).append(rp["name"])
+    twins = {base: names for base, names in made.items() if len(names) > 1}
+    assert not twins, twins
+    assert len(made) == triples, made
+    for triple in answers:
+        assert sorted(s for s, _ in triple) == [200, 409, 409], triple
