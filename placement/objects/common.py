@@ -67,6 +67,22 @@ def exact(rows: Iterable[Any], key: str, value: Any) -> list[Any]:
     return [row for row in rows if row[key] == value]
 
 
+def holdable(conn: sa.Connection, values: Iterable[str]) -> list[str]:
+    """The ``values`` the database can hold, the ones worth looking up:
+    PostgreSQL cannot store a NUL, so a value with one names nothing there
+    (as on SQLite and MySQL) rather than failing the statement."""
+    if conn.dialect.name != "postgresql":
+        return list(values)
+    return [value for value in values if "\x00" not in value]
+
+
+def _by_uuid(conn, statement, uuid, key):
+    """exact rows of ``statement`` for the provider ``uuid`` (b_uuid)."""
+    if not holdable(conn, [uuid]):
+        return []
+    return exact(conn.execute(statement, {"b_uuid": uuid}).mappings(), key, uuid)
+
+
 def exact_in(rows: Iterable[Any], values: Iterable[Any], key: Any = 0) -> list[Any]:
     """``exact`` for a lookup of several ``values`` (``IN``)."""
     wanted = set(values)
@@ -75,10 +91,7 @@ def exact_in(rows: Iterable[Any], values: Iterable[Any], key: Any = 0) -> list[A
 
 def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
-    row = next(
-        iter(exact(conn.execute(_PROVIDER, {"b_uuid": uuid}).mappings(), "uuid", uuid)),
-        None,
-    )
+    row = next(iter(_by_uuid(conn, _PROVIDER, uuid, "uuid")), None)
     if row is None:
         raise provider_not_found(uuid)
     return row
@@ -111,7 +124,7 @@ def provider_rows(
     ``provider_rows_statement``), a provider without rows giving one row
     whose ``key`` is NULL; ResourceProviderNotFound if there is no
     provider."""
-    rows = exact(conn.execute(statement, {"b_uuid": uuid}).mappings(), "rp_uuid", uuid)
+    rows = _by_uuid(conn, statement, uuid, "rp_uuid")
     if not rows:
         raise provider_not_found(uuid)
     return rows[0]["rp_generation"], [row for row in rows if row[key] is not None]
@@ -126,11 +139,7 @@ def get_provider_with(
     provider. ``lock``: the provider's row (and its rows read with it) is
     held until the transaction ends, as a generation swap would hold it
     (``bump_held``); a SQLite writer holds the whole database already."""
-    rows = exact(
-        conn.execute(_provider_with(column, lock), {"b_uuid": uuid}).mappings(),
-        "uuid",
-        uuid,
-    )
+    rows = _by_uuid(conn, _provider_with(column, lock), uuid, "uuid")
     if not rows:
         raise provider_not_found(uuid)
     return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
@@ -296,6 +305,7 @@ def resource_class_ids(
     cache, found, missing = (
         _remembered(conn, RC, names) if cached else ({}, {}, set(names))
     )
+    missing = set(holdable(conn, missing))
     if missing:
         rows = exact_in(
             conn.execute(
@@ -321,6 +331,7 @@ def trait_rows(conn: sa.Connection, names: Iterable[str]) -> dict[str, sa.RowMap
     if not names:
         return {}
     cache, found, missing = _remembered(conn, TRAIT, names)
+    missing = set(holdable(conn, missing))
     if missing:
         rows = (
             conn.execute(
@@ -348,7 +359,9 @@ def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
     found: dict[str, int] = dict(
         exact_in(
             conn.execute(
-                sa.select(TRAIT.c.name, TRAIT.c.id).where(TRAIT.c.name.in_(names))
+                sa.select(TRAIT.c.name, TRAIT.c.id).where(
+                    TRAIT.c.name.in_(holdable(conn, names))
+                )
             ).all(),
             names,
         )

@@ -145,7 +145,9 @@ def get_inventory(
         provider = common.get_provider(conn, uuid)
         row = (
             conn.execute(
-                _select_inventories(provider["id"]).where(RC.c.name == rc_name)
+                _select_inventories(provider["id"]).where(
+                    common.text_exactly(conn, RC.c.name, rc_name)
+                )
             )
             .mappings()
             .first()

@@ -50,8 +50,7 @@ def select_providers() -> sa.Select[Any]:
 
 
 def _fetch(conn, uuid):
-    rows = conn.execute(_FETCH, {"b_uuid": uuid}).mappings()
-    return next(iter(common.exact(rows, "uuid", uuid)), None)
+    return next(iter(common._by_uuid(conn, _FETCH, uuid, "uuid")), None)
 
 
 # _fetch's statement, built once (and its cache key).
@@ -63,7 +62,7 @@ def _ids(conn, uuid):
     rows = conn.execute(
         sa.select(
             RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id, RP.c.uuid
-        ).where(RP.c.uuid == uuid)
+        ).where(common.text_exactly(conn, RP.c.uuid, uuid))
     )
     return next((row for row in rows if row.uuid == uuid), None)  # common.exact
 
