@@ -4,6 +4,7 @@ configuration or the database is the problem)."""
 
 import sys
 
+import sqlalchemy as sa
 from oslo_upgradecheck import common_checks
 from oslo_upgradecheck import upgradecheck
 
@@ -11,6 +12,7 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
+from placement.db import tables
 from placement.objects import online_migrations
 from placement.objects import standard_names
 
@@ -28,6 +30,7 @@ class Checks(upgradecheck.UpgradeCommands):
             ("Incomplete Consumers", Checks._check_incomplete_consumers),
             ("Table Character Set utf8mb4", Checks._check_utf8mb4),
             ("Standard Resource Class IDs", Checks._check_standard_class_ids),
+            ("Padded Names and IDs", Checks._check_padded),
             (
                 "Policy File JSON to YAML Migration",
                 (common_checks.check_policy_json, {"conf": conf}),
@@ -90,6 +93,70 @@ class Checks(upgradecheck.UpgradeCommands):
                 'ids" in doc/operations.md for the repair.' % "; ".join(wrong),
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_padded(self):
+        found = padded_rows(self._database())
+        if found:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                "Rows the API cannot match exactly (a project or user id "
+                "ending with a space: on MySQL a claim for the id without "
+                "it attaches to that row; provider names that differ only "
+                "by trailing spaces: one name to MySQL's collation): %s. "
+                'Rename them; see "Padded names and ids" in '
+                "doc/operations.md." % "; ".join(found),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+
+# How many rows of each kind the check names (it says how many more).
+PADDED_SHOWN = 20
+
+
+def padded_rows(db: db_api.Database) -> list[str]:
+    """Descriptions of the rows doc/api.md "Names and ids" has no room
+    for: projects and users whose external_id ends with a space, and
+    providers whose names differ only by trailing spaces (written by the
+    reference service or by SQL; this service refuses both)."""
+    found = []
+    with db.reader() as conn:
+        for table in (tables.projects, tables.users):
+            # LIKE compares trailing spaces on every backend (no PAD SPACE).
+            where = table.c.external_id.like("% ")
+            rows = conn.execute(
+                sa.select(table.c.id, table.c.external_id)
+                .where(where)
+                .order_by(table.c.id)
+                .limit(PADDED_SHOWN)
+            ).all()
+            found += [
+                "%s.id=%d external_id=%r" % (table.name, row.id, row.external_id)
+                for row in rows
+            ]
+            if len(rows) == PADDED_SHOWN:
+                total = conn.scalar(
+                    sa.select(sa.func.count()).select_from(table).where(where)
+                )
+                found.append("%d %s in all" % (total, table.name))
+        rp = tables.resource_providers
+        base = sa.func.rtrim(rp.c.name)
+        twins = (
+            sa.select(base.label("base"))
+            .where(rp.c.name.is_not(None))
+            .group_by(base)
+            .having(sa.func.count() > 1)
+            .limit(PADDED_SHOWN)
+            .subquery()
+        )
+        rows = conn.execute(
+            sa.select(rp.c.id, rp.c.name)
+            .where(sa.func.rtrim(rp.c.name).in_(sa.select(twins.c.base)))
+            .order_by(rp.c.name, rp.c.id)
+        ).all()
+        found += [
+            "resource_providers.id=%d name=%r" % (row.id, row.name) for row in rows
+        ]
+    return found
 
 
 def main(argv=None):

@@ -591,7 +591,9 @@ def delete_consumer_allocations(db: db_api.Database, consumer_uuid: str) -> None
 
     def attempt(conn):
         deleted = conn.execute(
-            ALLOC.delete().where(ALLOC.c.consumer_id == consumer_uuid)
+            ALLOC.delete().where(
+                common.text_exactly(conn, ALLOC.c.consumer_id, consumer_uuid)
+            )
         ).rowcount
         if not deleted:
             raise exception.ConsumerNotFound(
@@ -642,7 +644,7 @@ def for_consumer(db: db_api.Database, consumer_uuid: str) -> "ConsumerAllocation
                 tables.consumer_types.c.id == CONSUMERS.c.consumer_type_id,
             )
         )
-        .where(ALLOC.c.consumer_id == consumer_uuid)
+        .where(common.text_exactly(db, ALLOC.c.consumer_id, consumer_uuid))
     )
     with db.reader() as conn:
         rows = conn.execute(query).mappings().all()

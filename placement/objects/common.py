@@ -39,22 +39,59 @@ PROVIDER_COLUMNS = (
 
 
 def text_exactly(
-    db: db_api.Database, column: sa.ColumnElement[Any], value: str
+    db: db_api.Database | sa.Connection,
+    column: sa.ColumnElement[Any],
+    value: str,
 ) -> sa.ColumnElement[bool]:
     """``column == value`` byte for byte on every backend (doc/api.md
     "Names and ids"). MySQL's utf8mb4_bin compares with PAD SPACE, where
     'a' equals 'a ': there the bytes are compared too (after the plain
-    comparison, which the index serves)."""
-    clause = db_api.text_equals(db, column, value)
-    if db.dialect == "mysql":
+    comparison, which the index serves). ``db``: the database or an open
+    connection to it."""
+    dialect = db.dialect if isinstance(db, db_api.Database) else db.dialect.name
+    if dialect == "postgresql" and "\x00" in value:
+        return sa.false()  # PostgreSQL cannot store NUL: nothing matches
+    clause: sa.ColumnElement[bool] = column == value
+    if dialect == "mysql":
         exact = value.encode("utf-8", "surrogatepass")
         clause = sa.and_(clause, sa.cast(column, sa.LargeBinary) == exact)
     return clause
 
 
+def exact(rows: Iterable[Any], key: str, value: Any) -> list[Any]:
+    """The ``rows`` whose ``key`` is ``value`` exactly: what a lookup by a
+    path value (a uuid or a name) found, less what the collation took for
+    it (MySQL's PAD SPACE takes 'a ' for 'a', a case-insensitive one 'A'
+    for 'a'). Every lookup of a path value passes its rows through here
+    (doc/api.md "Names and ids")."""
+    return [row for row in rows if row[key] == value]
+
+
+def holdable(conn: sa.Connection, values: Iterable[str]) -> list[str]:
+    """The ``values`` the database can hold, the ones worth looking up:
+    PostgreSQL cannot store a NUL, so a value with one names nothing there
+    (as on SQLite and MySQL) rather than failing the statement."""
+    if conn.dialect.name != "postgresql":
+        return list(values)
+    return [value for value in values if "\x00" not in value]
+
+
+def _by_uuid(conn, statement, uuid, key):
+    """exact rows of ``statement`` for the provider ``uuid`` (b_uuid)."""
+    if not holdable(conn, [uuid]):
+        return []
+    return exact(conn.execute(statement, {"b_uuid": uuid}).mappings(), key, uuid)
+
+
+def exact_in(rows: Iterable[Any], values: Iterable[Any], key: Any = 0) -> list[Any]:
+    """``exact`` for a lookup of several ``values`` (``IN``)."""
+    wanted = set(values)
+    return [row for row in rows if row[key] in wanted]
+
+
 def get_provider(conn: sa.Connection, uuid: str) -> sa.RowMapping:
     """The provider row for ``uuid``; ResourceProviderNotFound if none."""
-    row = conn.execute(_PROVIDER, {"b_uuid": uuid}).mappings().first()
+    row = next(iter(_by_uuid(conn, _PROVIDER, uuid, "uuid")), None)
     if row is None:
         raise provider_not_found(uuid)
     return row
@@ -72,7 +109,9 @@ def provider_rows_statement(
     round trip: the provider left-joined to them ``on``, for the uuid
     bound as ``b_uuid`` (``provider_rows`` runs it)."""
     return (
-        sa.select(RP.c.generation.label("rp_generation"), *columns)
+        sa.select(
+            RP.c.uuid.label("rp_uuid"), RP.c.generation.label("rp_generation"), *columns
+        )
         .select_from(RP.outerjoin(joined, on))
         .where(RP.c.uuid == sa.bindparam("b_uuid"))
     )
@@ -85,7 +124,7 @@ def provider_rows(
     ``provider_rows_statement``), a provider without rows giving one row
     whose ``key`` is NULL; ResourceProviderNotFound if there is no
     provider."""
-    rows = conn.execute(statement, {"b_uuid": uuid}).mappings().all()
+    rows = _by_uuid(conn, statement, uuid, "rp_uuid")
     if not rows:
         raise provider_not_found(uuid)
     return rows[0]["rp_generation"], [row for row in rows if row[key] is not None]
@@ -100,7 +139,7 @@ def get_provider_with(
     provider. ``lock``: the provider's row (and its rows read with it) is
     held until the transaction ends, as a generation swap would hold it
     (``bump_held``); a SQLite writer holds the whole database already."""
-    rows = conn.execute(_provider_with(column, lock), {"b_uuid": uuid}).mappings().all()
+    rows = _by_uuid(conn, _provider_with(column, lock), uuid, "uuid")
     if not rows:
         raise provider_not_found(uuid)
     return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
@@ -266,10 +305,14 @@ def resource_class_ids(
     cache, found, missing = (
         _remembered(conn, RC, names) if cached else ({}, {}, set(names))
     )
+    missing = set(holdable(conn, missing))
     if missing:
-        rows = conn.execute(
-            sa.select(RC.c.name, RC.c.id).where(RC.c.name.in_(missing))
-        ).all()
+        rows = exact_in(
+            conn.execute(
+                sa.select(RC.c.name, RC.c.id).where(RC.c.name.in_(missing))
+            ).all(),
+            missing,
+        )
         found.update(rows)
         cache.update(
             (name, rc_id) for name, rc_id in rows if rc_id < CUSTOM_CLASS_ID_START
@@ -288,6 +331,7 @@ def trait_rows(conn: sa.Connection, names: Iterable[str]) -> dict[str, sa.RowMap
     if not names:
         return {}
     cache, found, missing = _remembered(conn, TRAIT, names)
+    missing = set(holdable(conn, missing))
     if missing:
         rows = (
             conn.execute(
@@ -298,7 +342,7 @@ def trait_rows(conn: sa.Connection, names: Iterable[str]) -> dict[str, sa.RowMap
             .mappings()
             .all()
         )
-        for row in rows:
+        for row in exact_in(rows, missing, "name"):
             found[row["name"]] = row
             if not row["name"].startswith("CUSTOM_"):
                 cache[row["name"]] = row
@@ -313,9 +357,14 @@ def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
     if not names:
         return {}
     found: dict[str, int] = dict(
-        conn.execute(
-            sa.select(TRAIT.c.name, TRAIT.c.id).where(TRAIT.c.name.in_(names))
-        ).all()
+        exact_in(
+            conn.execute(
+                sa.select(TRAIT.c.name, TRAIT.c.id).where(
+                    TRAIT.c.name.in_(holdable(conn, names))
+                )
+            ).all(),
+            names,
+        )
     )
     if len(found) != len(names):
         raise exception.TraitNotFound(names - set(found))

@@ -145,12 +145,14 @@ def get_inventory(
         provider = common.get_provider(conn, uuid)
         row = (
             conn.execute(
-                _select_inventories(provider["id"]).where(RC.c.name == rc_name)
+                _select_inventories(provider["id"]).where(
+                    common.text_exactly(conn, RC.c.name, rc_name)
+                )
             )
             .mappings()
             .first()
         )
-    if row is None:
+    if row is None or row["resource_class"] != rc_name:  # common.exact
         raise InventoryNotFound("No inventory of class %s for %s" % (rc_name, uuid))
     return provider, row
 

@@ -15,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects import common
 from placement.objects.catalog import changes
 
 RC = tables.resource_classes
@@ -40,12 +41,14 @@ def list_all(db: db_api.Database) -> Sequence[sa.RowMapping]:
 def _find(conn, name):
     return (
         conn.execute(sa.select(*_COLUMNS).where(RC.c.name == name)).mappings().first()
+        if common.holdable(conn, [name])
+        else None
     )
 
 
 def _get(conn, name):
     row = _find(conn, name)
-    if row is None:
+    if row is None or row["name"] != name:  # common.exact
         raise exception.ResourceClassNotFound("No such resource class %s." % name)
     return row
 

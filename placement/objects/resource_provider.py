@@ -50,7 +50,7 @@ def select_providers() -> sa.Select[Any]:
 
 
 def _fetch(conn, uuid):
-    return conn.execute(_FETCH, {"b_uuid": uuid}).mappings().first()
+    return next(iter(common._by_uuid(conn, _FETCH, uuid, "uuid")), None)
 
 
 # _fetch's statement, built once (and its cache key).
@@ -59,11 +59,12 @@ _FETCH = select_providers().where(RP.c.uuid == sa.bindparam("b_uuid"))
 
 def _ids(conn, uuid):
     """(id, parent id, root id) of ``uuid`` or None."""
-    return conn.execute(
-        sa.select(RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id).where(
-            RP.c.uuid == uuid
-        )
-    ).first()
+    rows = conn.execute(
+        sa.select(
+            RP.c.id, RP.c.parent_provider_id, RP.c.root_provider_id, RP.c.uuid
+        ).where(common.text_exactly(conn, RP.c.uuid, uuid))
+    )
+    return next((row for row in rows if row.uuid == uuid), None)  # common.exact
 
 
 def get(db: db_api.Database, uuid: str) -> sa.RowMapping:
@@ -179,7 +180,7 @@ def create(
         key: Any = result.inserted_primary_key  # one row inserted
         new_id = key[0]
         if conn.dialect.name not in _PADDED_UNIQUE_NAMES:
-            _check_name_free(conn, name, new_id)
+            _check_name_free(conn, name, new_id, "name: ")
         changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
             db_api.at_commit(conn, _ROOT_IS_SELF, {"b_id": new_id})
@@ -212,10 +213,27 @@ def _check_unique(conn, name, uuid):
 _NAME_TAKEN = sa.select(sa.exists().where(_SAME_NAME, RP.c.id != sa.bindparam("b_id")))
 
 
-def _check_name_free(conn, name, provider_id):
+# PostgreSQL: a transaction-scoped advisory lock per name without its
+# trailing spaces (the first key says whose locks these are), so two
+# writers of padded twins check one after the other; under READ
+# COMMITTED each would otherwise miss the other's uncommitted row. No
+# schema change: the reference service sharing the database is unaffected.
+_NAME_LOCK_SPACE = 0x504C4E4D  # "PLNM"
+_LOCK_NAME = sa.select(
+    sa.func.pg_advisory_xact_lock(
+        _NAME_LOCK_SPACE, sa.func.hashtext(sa.bindparam("b_base"))
+    )
+)
+
+
+def _check_name_free(conn, name, provider_id, part=""):
+    """DuplicateName if a provider other than ``provider_id`` has ``name``
+    (_padded), worded as create (``part`` "name: ") or rename says it."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(_LOCK_NAME, {"b_base": name.rstrip(" ")})
     if conn.scalar(_NAME_TAKEN, dict(_padded(name), b_id=provider_id)):
         raise exception.DuplicateName(
-            "Conflicting resource provider %s already exists." % name
+            "Conflicting resource provider %s%s already exists." % (part, name)
         )
 
 

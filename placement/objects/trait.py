@@ -32,8 +32,6 @@ def list_traits(
     """Trait rows, filtered by exact names, a LIKE prefix and whether any
     provider has them; every filter left as None is not applied."""
     query = sa.select(*TRAIT_COLUMNS)
-    if names is not None:
-        query = query.where(T.c.name.in_(set(names)))
     if prefix is not None:
         # Upstream's LIKE '<prefix>%': '_' and '%' stay wildcards. ILIKE
         # so both backends match as SQLite's LIKE does (ASCII case ignored).
@@ -41,16 +39,21 @@ def list_traits(
     if associated is not None:
         query = query.where(_associated() if associated else ~_associated())
     with db.reader() as conn:
-        return conn.execute(query.order_by(T.c.name)).mappings().all()
+        if names is not None:
+            query = query.where(T.c.name.in_(common.holdable(conn, set(names))))
+        rows = conn.execute(query.order_by(T.c.name)).mappings().all()
+    return rows if names is None else common.exact_in(rows, names, "name")
 
 
 def _get(conn, name):
     row = (
-        conn.execute(sa.select(*TRAIT_COLUMNS).where(T.c.name == name))
+        conn.execute(
+            sa.select(*TRAIT_COLUMNS).where(common.text_exactly(conn, T.c.name, name))
+        )
         .mappings()
         .first()
     )
-    if row is None:
+    if row is None or row["name"] != name:  # common.exact
         raise exception.TraitNotFound([name])
     return row
 

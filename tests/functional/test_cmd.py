@@ -1,6 +1,7 @@
 """placement-manage and placement-status, run as real commands against a
 fresh SQLite or MySQL database (README.rst, "Commands")."""
 
+import json
 import sys
 
 import pytest
@@ -244,3 +245,41 @@ def test_status_unexpected_error(url):
     # No schema at all: the checks cannot run.
     result = run(["placement-status", "upgrade", "check"], url)
     assert result.returncode == 255
+
+
+def test_status_warns_about_padded_names_and_ids(url, engine):
+    """Rows the reference service or SQL may have left: a project and a
+    user id ending with a space, and (where the unique key lets them in)
+    provider names that differ only by trailing spaces."""
+    run(["placement-manage", "db", "sync"], url)
+    with engine.begin() as conn:
+        conn.execute(
+            tables.projects.insert(),
+            [{"id": 7, "external_id": "legacy "}, {"id": 8, "external_id": "ok"}],
+        )
+        conn.execute(tables.users.insert(), [{"id": 9, "external_id": "ghost  "}])
+        names = ["twin", "twin "] if engine.dialect.name != "mysql" else ["solo "]
+        conn.execute(
+            tables.resource_providers.insert(),
+            [
+                {
+                    "id": i + 1,
+                    "uuid": "00000000-0000-0000-0000-00000000000%d" % i,
+                    "name": name,
+                    "generation": 0,
+                    "root_provider_id": i + 1,
+                }
+                for i, name in enumerate(names + ["alone"])
+            ],
+        )
+    result = run(["placement-status", "upgrade", "check", "--json"], url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    checks = {c["check"]: c for c in json.loads(result.stdout)["checks"]}
+    out = checks["Padded Names and IDs"]["details"]
+    assert "projects.id=7 external_id='legacy '" in out, out
+    assert "users.id=9 external_id='ghost  '" in out, out
+    assert "ok'" not in out and "alone" not in out, out
+    if engine.dialect.name != "mysql":
+        assert "resource_providers.id=1 name='twin'" in out, out
+        assert "resource_providers.id=2 name='twin '" in out, out
+    assert "Padded names and ids" in out, out

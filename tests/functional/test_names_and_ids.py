@@ -10,7 +10,9 @@ and ids"), the same answer on SQLite, MySQL and PostgreSQL:
   200 on the three candidate routes alike, with every suffix.
 """
 
+import concurrent.futures
 import json
+import threading
 import urllib.parse
 import uuid
 
@@ -239,3 +241,227 @@ def test_a_name_with_a_final_newline_is_refused(client, method, path, body):
     assert status == 400, answer
     status, answer = client("GET", "/resource_classes/CUSTOM_NEWLINE")
     assert status == 404, answer
+
+
+def _seed_padded_world(client, tag):
+    """A provider with inventory, a trait and an aggregate, a consumer
+    allocating from it, a custom class and a custom trait: the objects
+    item "path values" twins name."""
+    rp = _provider(client, "padpath-%s" % tag)
+    rc, trait = "CUSTOM_PADRC_%s" % tag.upper(), "CUSTOM_PADTR_%s" % tag.upper()
+    for path in ("/resource_classes/" + rc, "/traits/" + trait):
+        status, body = client("PUT", path)
+        assert status == 201, body
+    status, body = client(
+        "PUT",
+        "/resource_providers/%s/inventories" % rp,
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
+    assert status == 200, body
+    status, body = client(
+        "PUT",
+        "/resource_providers/%s/traits" % rp,
+        {"resource_provider_generation": 1, "traits": [trait]},
+    )
+    assert status == 200, body
+    status, body = client(
+        "PUT",
+        "/resource_providers/%s/aggregates" % rp,
+        {"resource_provider_generation": 2, "aggregates": [str(uuid.uuid4())]},
+    )
+    assert status == 200, body
+    consumer = str(uuid.uuid4())
+    status, body = client(
+        "PUT",
+        "/allocations/" + consumer,
+        {
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
+    assert status == 204, body
+    return rp, consumer, rc, trait
+
+
+def _padded_state(client, rp, consumer, rc, trait):
+    state = {}
+    for path in (
+        "/resource_providers/" + rp,
+        "/resource_providers/%s/inventories" % rp,
+        "/resource_providers/%s/traits" % rp,
+        "/resource_providers/%s/aggregates" % rp,
+        "/resource_providers/%s/allocations" % rp,
+        "/allocations/" + consumer,
+        "/resource_classes/" + rc,
+        "/traits/" + trait,
+    ):
+        state[path] = client("GET", path)
+    return state
+
+
+def _padded_requests(rp, consumer, rc, trait, generation, pad):
+    """(method, path, body, query, statuses the twin may get): every route
+    taking a path value, its value followed by ``pad``."""
+    p = rp + " "  # the decoded path: a real space
+    gen = {"resource_provider_generation": generation}
+    inv = dict(gen, inventories={"VCPU": {"total": 4}})
+    one = {"resource_class": "VCPU", "total": 4}
+    requests = [
+        ("GET", "/resource_providers/" + p, None, "", {404}),
+        ("PUT", "/resource_providers/" + p, {"name": "renamed"}, "", {404}),
+        ("DELETE", "/resource_providers/" + p, None, "", {404}),
+        ("GET", "/resource_providers/%s/inventories" % p, None, "", {404}),
+        ("POST", "/resource_providers/%s/inventories" % p, one, "", {404}),
+        ("PUT", "/resource_providers/%s/inventories" % p, inv, "", {404}),
+        ("DELETE", "/resource_providers/%s/inventories" % p, None, "", {404}),
+        ("GET", "/resource_providers/%s/inventories/VCPU" % p, None, "", {404}),
+        (
+            "PUT",
+            "/resource_providers/%s/inventories/VCPU" % p,
+            dict(gen, total=4),
+            "",
+            {404},
+        ),
+        ("DELETE", "/resource_providers/%s/inventories/VCPU" % p, None, "", {404}),
+        ("GET", "/resource_providers/%s/inventories/VCPU " % rp, None, "", {404}),
+        (
+            "PUT",
+            "/resource_providers/%s/inventories/VCPU " % rp,
+            dict(gen, total=4),
+            "",
+            {400, 404},
+        ),
+        (
+            "DELETE",
+            "/resource_providers/%s/inventories/VCPU " % rp,
+            None,
+            "",
+            {404},
+        ),
+        ("GET", "/resource_providers/%s/usages" % p, None, "", {404}),
+        ("GET", "/resource_providers/%s/allocations" % p, None, "", {404}),
+        ("GET", "/resource_providers/%s/aggregates" % p, None, "", {404}),
+        (
+            "PUT",
+            "/resource_providers/%s/aggregates" % p,
+            dict(gen, aggregates=[]),
+            "",
+            {404},
+        ),
+        ("GET", "/resource_providers/%s/traits" % p, None, "", {404}),
+        (
+            "PUT",
+            "/resource_providers/%s/traits" % p,
+            dict(gen, traits=[]),
+            "",
+            {404},
+        ),
+        ("DELETE", "/resource_providers/%s/traits" % p, None, "", {404}),
+        ("GET", "/allocations/%s " % consumer, None, "", {200}),
+        ("DELETE", "/allocations/%s " % consumer, None, "", {404}),
+        ("GET", "/resource_classes/%s " % rc, None, "", {404}),
+        ("PUT", "/resource_classes/%s " % rc, None, "", {400}),
+        ("DELETE", "/resource_classes/%s " % rc, None, "", {404}),
+        ("GET", "/traits/%s " % trait, None, "", {404}),
+        ("PUT", "/traits/%s " % trait, None, "", {400}),
+        ("DELETE", "/traits/%s " % trait, None, "", {404}),
+        ("GET", "/traits", None, "name=in:%s%%20" % trait, {200}),
+        ("GET", "/traits", None, "name=in:%s%%20,%s%%20%%20" % (trait, trait), {200}),
+    ]
+    quoted = urllib.parse.quote(pad)
+    return [
+        (method, path.replace(" ", pad), body, query.replace("%20", quoted), statuses)
+        for method, path, body, query, statuses in requests
+    ]
+
+
+@pytest.mark.parametrize("pad", [" ", "  ", "\x00"], ids=["space", "spaces", "nul"])
+def test_a_padded_path_value_names_nothing(client, pad):
+    """A path value (or ?name=in: trait) that differs from an existing
+    one only by trailing spaces names nothing on every backend (MySQL's
+    PAD SPACE collations took it for the unpadded one), and acting on it
+    leaves the unpadded object as it was. A NUL, which PostgreSQL cannot
+    hold, is answered alike too (it was a 400 there)."""
+    tag = uuid.uuid4().hex[:8]
+    rp, consumer, rc, trait = _seed_padded_world(client, tag)
+    before = _padded_state(client, rp, consumer, rc, trait)
+    failures = []
+    assert {status for status, _ in before.values()} <= {200, 204}, before
+    generation = before["/resource_providers/" + rp][1]["generation"]
+    for method, path, body, query, statuses in _padded_requests(
+        rp, consumer, rc, trait, generation, pad
+    ):
+        status, answer = client(method, path, body, query=query)
+        empty = None
+        if status == 200 and method == "GET":
+            empty = answer.get("traits", answer.get("allocations"))
+        code = answer["errors"][0].get("code") if status >= 400 else None
+        if (
+            status not in statuses
+            or empty not in (None, [], {})
+            or code not in (None, "placement.undefined_code")
+        ):
+            failures.append((method, path, query, status, answer))
+        after = _padded_state(client, rp, consumer, rc, trait)
+        if after != before:
+            failures.append(("wrote", method, path, status, answer))
+            before = after
+    assert not failures, "\n".join(map(str, failures))
+
+
+@pytest.mark.parametrize(
+    "taken,sent,path",
+    [
+        ("wordtest", "wordtest ", "create"),
+        ("word2  ", "word2", "create"),
+        ("wordtest3", "wordtest3 ", "rename"),
+    ],
+)
+def test_a_padded_name_conflict_is_worded_alike(client, taken, sent, path):
+    # resource-providers.md: create says "name: <name>", rename does not.
+    _provider(client, taken)
+    if path == "create":
+        status, body = client("POST", "/resource_providers", {"name": sent})
+        expected = "Conflicting resource provider name: %s already exists." % sent
+    else:
+        other = _provider(client, "other-" + taken)
+        status, body = client("PUT", "/resource_providers/" + other, {"name": sent})
+        expected = "Conflicting resource provider %s already exists." % sent
+    _error(status, body, 409, "placement.duplicate_name")
+    assert expected in body["errors"][0]["detail"], body
+
+
+def test_padded_twins_created_at_once_make_one_provider(client):
+    def _create_at(barrier, name):
+        barrier.wait()
+        return client("POST", "/resource_providers", {"name": name})
+
+    """Three concurrent creates of "raceN", "raceN " and "raceN  " (threads
+    calling the app, each request on a pooled connection of its own): one
+    provider, the others a 409 (PostgreSQL's check under READ COMMITTED
+    missed the other transactions' rows before)."""
+    triples = 30
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=3)
+    answers = []
+    try:
+        for n in range(triples):
+            barrier = threading.Barrier(3)
+
+            names = ["race%d" % n + " " * pad for pad in range(3)]
+            answers.append(list(pool.map(_create_at, [barrier] * 3, names)))
+    finally:
+        pool.shutdown()
+    status, body = client("GET", "/resource_providers")
+    assert status == 200, body
+    made = {}
+    for rp in body["resource_providers"]:
+        if rp["name"].startswith("race"):
+            made.setdefault(rp["name"].rstrip(" "), []).append(rp["name"])
+    twins = {base: names for base, names in made.items() if len(names) > 1}
+    assert not twins, twins
+    assert len(made) == triples, made
+    for triple in answers:
+        assert sorted(s for s, _ in triple) == [200, 409, 409], triple
