@@ -144,7 +144,10 @@ class Database:
                         raise
                     failed = e
             finally:
-                del conn.info[_WRITE]
+                # A connection lost meanwhile has new (empty) info, or
+                # refuses to be used until rolled back: nothing to remove.
+                with contextlib.suppress(KeyError, sa_exc.InvalidRequestError):
+                    del conn.info[_WRITE]
         if failed is not None:
             # Read on another connection, this one given back (it may be
             # the only one, or lost).
