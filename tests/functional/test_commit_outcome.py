@@ -600,3 +600,33 @@ def test_a_write_whose_commit_failed_wrote_nothing(shared, name, kind, status):
     if status == 409 and version == "latest":
         assert resp.json()["errors"][0]["code"] == "placement.concurrent_update"
     assert _looks(app, write, ctx) == before
+
+
+@pytest.mark.parametrize("kind", ["deadlock", "lost"])
+def test_the_same_traits_set_meanwhile_by_another_are_answered_done(shared, kind):
+    """A write not done whose exact content another client wrote from the
+    same generation meanwhile: the database holds what it would have left,
+    at the generation it would have answered, and it is answered as done
+    (doc/architecture.md, "A failed COMMIT")."""
+    app, db = shared
+    ctx = _with_traits(app)
+    path = "/resource_providers/%s/traits" % ctx["u"]
+    body = {"resource_provider_generation": 1, "traits": ["HW_CPU_X86_SSE"]}
+    other = []
+
+    def fault(conn, at):
+        if at != db_api.BEFORE_COMMIT or other:
+            return
+        other.append(None)  # its own COMMIT goes through
+        conn.rollback()  # nothing of this write is written
+        other[0] = _at(app, path, "PUT", body)  # the other client's
+        raise _error(db, kind)
+
+    db.commit_fault = fault
+    try:
+        resp = _at(app, path, "PUT", body)
+    finally:
+        db.commit_fault = None
+    assert _ok(other[0]) == _ok(resp)
+    assert _ok(resp)["resource_provider_generation"] == 2
+    assert _ok(_at(app, path)) == _ok(resp)
