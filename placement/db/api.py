@@ -23,7 +23,9 @@ from placement.db.transaction import AFTER_COMMIT
 from placement.db.transaction import BEFORE_COMMIT
 from placement.db.transaction import Database
 from placement.db.transaction import PerDatabase
+from placement.db.transaction import ReadBack
 from placement.db.transaction import before_commit
+from placement.db.transaction import expect
 from placement.db.transaction import may_conflict
 from placement.db.transaction import maybe_committed
 from placement.db.transaction import text_equals
@@ -37,12 +39,14 @@ __all__ = [
     "Database",
     "PING_AFTER_IDLE_S",
     "PerDatabase",
+    "ReadBack",
     "SQLITE_BUSY_TIMEOUT_MS",
     "at_commit",
     "before_commit",
     "build_url",
     "connect_problem",
     "create_engine",
+    "expect",
     "holds_for_commit",
     "insert_ignore",
     "inserted_id",

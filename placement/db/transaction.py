@@ -6,6 +6,7 @@ Objects open one transaction per operation with ``db.reader()`` or
 """
 
 import contextlib
+import logging
 import threading
 import weakref
 from collections.abc import Iterator
@@ -18,6 +19,8 @@ from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
 from placement.db import statements
+
+LOG = logging.getLogger(__name__)
 
 _WRITE = "placement_write"
 # Run by every write transaction just before its COMMIT, in order of
@@ -41,6 +44,30 @@ def write_notes(conn: sa.Connection) -> dict[str, Any] | None:
     ``before_commit`` hooks read; empty when it begins), or None when
     ``conn`` is not in one."""
     return conn.info.get(_WRITE)
+
+
+# A function telling whether the database (read on ``conn``) holds what a
+# write noted it leaves (``expect``): ``read_back(conn, expected)``.
+ReadBack = Callable[[sa.Connection, dict[Any, Any]], bool]
+_OUTCOME = "placement_outcome"
+
+
+def expect(conn: sa.Connection, read_back: ReadBack, outcome: dict[Any, Any]) -> None:
+    """Note what ``conn``'s write transaction leaves once committed:
+    ``outcome``, {key: what the database holds of it then}, merged with
+    what was noted before with the same ``read_back`` (a function made
+    once, at import), which tells whether the database holds it (reading
+    the keys of all the notes at once). Noted from the reads the write
+    makes anyway, nothing is read for it unless the COMMIT fails
+    (``Database.writer``). Each note must tell this write from another:
+    a provider's generation, moved by one by each write, is what does.
+    Noting nothing (or an empty ``outcome``) leaves the write answered
+    as failed whenever its COMMIT fails."""
+    if not outcome:
+        return
+    notes = write_notes(conn)
+    assert notes is not None, "not in a write transaction"
+    notes.setdefault(_OUTCOME, {}).setdefault(read_back, {}).update(outcome)
 
 
 def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
@@ -90,7 +117,13 @@ class Database:
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.Connection]:
         """A write transaction. The ``before_commit`` hooks run just before
-        it commits (the objects layer's catalog log is one)."""
+        it commits (the objects layer's catalog log is one). When its
+        COMMIT fails and may have been done (``maybe_committed``), what
+        the write noted it leaves (``expect``) is read back in a new
+        transaction first: if it is all there the write was done and the
+        block ends as if the COMMIT had answered; otherwise (nothing
+        noted, not there, or the read failing too) the error is raised."""
+        failed = None
         with self.engine.connect() as conn:
             conn = conn.execution_options(placement_writer=True)
             notes: dict[str, Any] = {}
@@ -104,9 +137,46 @@ class Database:
                 except BaseException:
                     transaction.rollback()
                     raise
-                self._commit(conn, transaction)
+                try:
+                    self._commit(conn, transaction)
+                except Exception as e:
+                    if not (maybe_committed(e) and notes.get(_OUTCOME)):
+                        raise
+                    failed = e
             finally:
-                del conn.info[_WRITE]
+                # A connection lost meanwhile has new (empty) info, or
+                # refuses to be used until rolled back: nothing to remove.
+                with contextlib.suppress(KeyError, sa_exc.InvalidRequestError):
+                    del conn.info[_WRITE]
+        if failed is not None:
+            # Read on another connection, this one given back (it may be
+            # the only one, or lost).
+            self._answer_what_happened(failed, notes[_OUTCOME])
+
+    def _answer_what_happened(
+        self, error: Exception, outcome: dict[ReadBack, dict[Any, Any]]
+    ) -> None:
+        """Return if ``outcome`` (``expect``) is what the database holds,
+        else raise ``error`` (the COMMIT's)."""
+        try:
+            with self.reader() as conn:
+                written = all(
+                    read(conn, expected) for read, expected in outcome.items()
+                )
+        except Exception as read_error:
+            LOG.warning(
+                "a write's COMMIT failed (%s) and what it leaves could not be "
+                "read back (%s): answered as failed",
+                error,
+                read_error,
+            )
+            raise error
+        if not written:
+            raise error
+        LOG.warning(
+            "a write's COMMIT failed (%s) but it was written: answered as written",
+            error,
+        )
 
     def _commit(self, conn: sa.Connection, transaction: sa.RootTransaction) -> None:
         """COMMIT; an error met on the way (sending it, or the statements

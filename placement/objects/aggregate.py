@@ -10,6 +10,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects import outcome
 from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
@@ -84,5 +85,15 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
         if wanted != current:
             changes.record(conn, changes.PROVIDER, [provider["id"]])
             changes.record(conn, changes.AGGREGATE, wanted - current)
+        outcome.provider(
+            conn,
+            provider["id"],
+            outcome.Leaves(
+                uuid,
+                # Moved only when a generation is given (v1.19+).
+                generation=generation if expected is not None else None,
+                aggregates=frozenset(wanted),
+            ),
+        )
     common.remember(conn, learned)
     return generation

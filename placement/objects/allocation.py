@@ -17,7 +17,6 @@ generation.
 
 import dataclasses
 import functools
-import logging
 import random
 import time
 import typing
@@ -33,8 +32,6 @@ from placement.db import tables
 from placement.objects import common
 from placement.objects import consumer as consumer_obj
 from placement.objects.catalog import refresh
-
-LOG = logging.getLogger(__name__)
 
 ALLOC = tables.allocations
 INV = tables.inventories
@@ -132,77 +129,51 @@ def run_write(
 @db_api.retry_on_deadlock
 def _transaction(db, attempt):
     """``attempt(conn)`` in one write transaction. When its COMMIT failed
-    (``db_api.maybe_committed``: sent, maybe done, the answer lost or an
-    error) what it would have left (``_expect``) is read back first: if
-    that is there the write was done and its result is returned; only
-    otherwise is the error raised (and, a deadlock, retried)."""
-    expected = None
+    what it noted it leaves (``_expect``) is read back first
+    (``db_api.expect``): if that is there the write was done and its
+    result is returned; only otherwise is the error raised (and, a
+    deadlock, retried)."""
     try:
         with db.writer() as conn:
-            result = attempt(conn)
-            expected = _expected(conn)
-    except Exception as e:
-        if expected is not None and db_api.maybe_committed(e):
-            if _written(db, expected):
-                LOG.warning(
-                    "a write's COMMIT failed (%s) but it was written: "
-                    "answered as written",
-                    e,
-                )
-                return result
-        concurrent = isinstance(e, sa_exc.IntegrityError) and (
-            consumer_obj.is_created_concurrently(e)
-        )
-        if concurrent:
+            return attempt(conn)
+    except sa_exc.IntegrityError as e:
+        if consumer_obj.is_created_concurrently(e):
             # Raised by the statement, or on MySQL by the COMMIT it was
             # sent with (``write_in``): nothing was written either way.
             raise consumer_obj.ConsumerRace("consumer created concurrently") from e
         raise
-    return result
-
-
-# The key of the write notes (``db_api.write_notes``) holding what an
-# allocation write leaves once committed.
-_EXPECTED = "allocation_outcome"
 
 
 def _expect(conn: sa.Connection, outcome: dict) -> None:
-    """Note what this transaction leaves once committed: {consumer uuid:
-    (its generation, or None for no record; its allocation rows as
-    {(provider id, class id, used)})}. The consumer generations tell one
-    write from another: each write moves them (a new consumer's is 1)."""
-    notes = db_api.write_notes(conn)
-    assert notes is not None, "not in a write transaction"
-    notes.setdefault(_EXPECTED, {}).update(outcome)
+    """Note what this transaction leaves once committed (``db_api.expect``):
+    {consumer uuid: (its generation, or None for no record; its allocation
+    rows as {(provider id, class id, used)})}. The consumer generations
+    tell one write from another: each write moves them (a new consumer's
+    is 1)."""
+    db_api.expect(conn, _written, outcome)
 
 
-def _expected(conn: sa.Connection) -> dict | None:
-    notes = db_api.write_notes(conn)
-    return notes.get(_EXPECTED) if notes else None
-
-
-def _written(db: db_api.Database, expected: dict) -> bool:
+def _written(conn: sa.Connection, expected: dict) -> bool:
     """Whether the database holds what ``expected`` (``_expect``) says:
     the consumer records' generations and the allocation rows."""
     uuids = list(expected)
-    with db.reader() as conn:
-        generations: dict[str, int] = dict(
-            conn.execute(
-                sa.select(CONSUMERS.c.uuid, CONSUMERS.c.generation).where(
-                    CONSUMERS.c.uuid.in_(uuids)
-                )
-            ).all()
-        )
-        rows: dict[str, set] = {}
-        for uuid, rp, rc, used in conn.execute(
-            sa.select(
-                ALLOC.c.consumer_id,
-                ALLOC.c.resource_provider_id,
-                ALLOC.c.resource_class_id,
-                ALLOC.c.used,
-            ).where(ALLOC.c.consumer_id.in_(uuids))
-        ):
-            rows.setdefault(uuid, set()).add((rp, rc, used))
+    generations: dict[str, int] = dict(
+        conn.execute(
+            sa.select(CONSUMERS.c.uuid, CONSUMERS.c.generation)
+            .where(CONSUMERS.c.uuid.in_(uuids))
+            .with_for_update(read=True)
+        ).all()
+    )
+    rows: dict[str, set] = {}
+    for uuid, rp, rc, used in conn.execute(
+        sa.select(
+            ALLOC.c.consumer_id,
+            ALLOC.c.resource_provider_id,
+            ALLOC.c.resource_class_id,
+            ALLOC.c.used,
+        ).where(ALLOC.c.consumer_id.in_(uuids))
+    ):
+        rows.setdefault(uuid, set()).add((rp, rc, used))
     return all(
         generations.get(uuid) == generation and rows.get(uuid, set()) == allocations
         for uuid, (generation, allocations) in expected.items()

@@ -20,6 +20,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects import outcome
 from placement.objects.catalog import changes
 from placement.schemas import inventory as schema
 
@@ -219,6 +220,19 @@ def _write(
         changes.record(conn, changes.PROVIDER, [provider["id"]])
 
 
+def _leaves(conn, provider_id, uuid, generation, records, every=False):
+    """Note what the write leaves (``outcome``): the provider at
+    ``generation`` with ``records`` ({class id: column values, or None
+    for none}), and (``every``) no other inventory."""
+    outcome.provider(
+        conn,
+        provider_id,
+        outcome.Leaves(
+            uuid, generation=generation, inventories=records, all_inventories=every
+        ),
+    )
+
+
 @db_api.retry_on_deadlock
 def create_inventory(
     db: db_api.Database, uuid: str, rc_name: str, record: Mapping[str, Any]
@@ -244,13 +258,13 @@ def create_inventory(
                 "Update conflict: Inventory for '%s' on resource provider "
                 "'%s' already exists." % (rc_name, uuid)
             )
+        values = _values(record)
         conn.execute(
             INV.insert().values(
-                resource_provider_id=provider_id,
-                resource_class_id=rc_id,
-                **_values(record),
+                resource_provider_id=provider_id, resource_class_id=rc_id, **values
             )
         )
+        _leaves(conn, provider_id, uuid, generation, {rc_id: values})
     return generation
 
 
@@ -315,6 +329,14 @@ def replace_inventories(
                 updated,
             )
         changes.record(conn, changes.PROVIDER, [provider["id"]])
+        _leaves(
+            conn,
+            provider["id"],
+            uuid,
+            new_generation,
+            {rc_id: _values(record) for rc_id, record in wanted.items()},
+            every=True,
+        )
     return new_generation
 
 
@@ -335,16 +357,18 @@ def update_inventory(
         generation,
         rc_name,
     ) as (conn, provider_id, rc_id, new_generation):
+        values = _values(record)
         result = conn.execute(
             INV.update()
             .where(
                 INV.c.resource_provider_id == provider_id,
                 INV.c.resource_class_id == rc_id,
             )
-            .values(**_values(record))
+            .values(**values)
         )
         if result.rowcount != 1:
             raise InventoryNotFound("No inventory of class %s found." % rc_name)
+        _leaves(conn, provider_id, uuid, new_generation, {rc_id: values})
     return new_generation
 
 
@@ -357,7 +381,7 @@ def delete_inventory(db: db_api.Database, uuid: str, rc_name: str) -> None:
         "Inventory for '%s' on resource provider '%s' was changed by "
         "another process." % (rc_name, uuid),
         rc_name=rc_name,
-    ) as (conn, provider_id, rc_id, _):
+    ) as (conn, provider_id, rc_id, new_generation):
         where = (
             INV.c.resource_provider_id == provider_id,
             INV.c.resource_class_id == rc_id,
@@ -369,6 +393,7 @@ def delete_inventory(db: db_api.Database, uuid: str, rc_name: str) -> None:
         if _in_use_class_names(conn, provider_id, [rc_id]):
             raise exception.InventoryInUse(_in_use_message([rc_name], uuid))
         conn.execute(INV.delete().where(*where))
+        _leaves(conn, provider_id, uuid, new_generation, {rc_id: None})
 
 
 @db_api.retry_on_deadlock
@@ -380,7 +405,7 @@ def delete_inventories(db: db_api.Database, uuid: str) -> None:
         "Unable to delete inventory for resource provider %s because "
         "the inventory was updated by another process. Please retry "
         "your request." % uuid,
-    ) as (conn, provider_id, _, _):
+    ) as (conn, provider_id, _, new_generation):
         existing = list(
             conn.scalars(
                 sa.select(INV.c.resource_class_id).where(
@@ -392,3 +417,4 @@ def delete_inventories(db: db_api.Database, uuid: str) -> None:
         if in_use:
             raise exception.InventoryInUse(_in_use_message(in_use, uuid))
         conn.execute(INV.delete().where(INV.c.resource_provider_id == provider_id))
+        _leaves(conn, provider_id, uuid, new_generation, {}, every=True)

@@ -14,6 +14,7 @@ from placement.objects import allocation
 from placement.objects import common
 from placement.objects import consumer
 from placement.objects import inventory
+from placement.objects import outcome
 from placement.objects.catalog import changes
 
 INV = tables.inventories
@@ -53,8 +54,25 @@ def reshape(
         _drop_unlisted(
             conn, records, rc_ids, {row["id"]: uuid for uuid, row in providers.items()}
         )
-        _bump(conn, expected, records)
+        expected = _bump(conn, expected, records)
         changes.record(conn, changes.PROVIDER, records)
+        # What it leaves of each provider; the consumers are noted by
+        # ``write_in`` (none when the body has no allocations).
+        for uuid, row in providers.items():
+            recs = records[row["id"]]
+            outcome.provider(
+                conn,
+                row["id"],
+                outcome.Leaves(
+                    uuid,
+                    generation=expected[row["id"]],
+                    inventories={
+                        rc_ids[rc]: inventory.with_defaults(rec)
+                        for rc, rec in recs.items()
+                    },
+                    all_inventories=True,
+                ),
+            )
 
     allocation.run_write(db, attempt, "update conflict: ")
 

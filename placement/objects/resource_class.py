@@ -16,6 +16,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects import outcome
 from placement.objects.catalog import changes
 
 RC = tables.resource_classes
@@ -89,6 +90,7 @@ def _create_once(db, name):
         rc_id = (top or CUSTOM_ID_START - 1) + 1
         conn.execute(RC.insert().values(id=rc_id, name=name))
         changes.record(conn, changes.RESOURCE_CLASS, [rc_id])
+        outcome.names(conn, RC, {rc_id: (name, True)})
     return name
 
 
@@ -106,6 +108,7 @@ def rename(db: db_api.Database, name: str, new_name: str) -> sa.RowMapping:
         except sa_exc.IntegrityError:
             raise exception.Exists("Resource class already exists: %s" % new_name)
         changes.record(conn, changes.RESOURCE_CLASS, [row["id"]])
+        outcome.names(conn, RC, {row["id"]: (new_name, True)})
         return _get(conn, new_name)
 
 
@@ -127,3 +130,4 @@ def delete(db: db_api.Database, name: str) -> None:
                 "Cannot delete resource class %s. Class is in use in inventory." % name
             )
         changes.record(conn, changes.RESOURCE_CLASS, [row["id"]])
+        outcome.names(conn, RC, {row["id"]: (name, False)})

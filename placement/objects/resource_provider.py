@@ -15,6 +15,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects import outcome
 from placement.objects import provider_tree
 from placement.objects.catalog import changes
 
@@ -184,6 +185,14 @@ def create(
         changes.record(conn, changes.PROVIDER, [new_id])
         if parent is None:
             db_api.at_commit(conn, _ROOT_IS_SELF, {"b_id": new_id})
+        row_leaves = (
+            ("name", name),
+            ("parent_provider_id", parent.id if parent else None),
+            ("root_provider_id", parent.root_provider_id if parent else new_id),
+        )
+        outcome.provider(
+            conn, new_id, outcome.Leaves(uuid, generation=0, columns=row_leaves)
+        )
         inserted: Any = result.last_inserted_params()  # one row's values
         created_at = inserted["created_at"]
         if conn.dialect.name == "mysql":
@@ -265,6 +274,9 @@ def update(
             _check_name_free(conn, name, me.id)
             raise
         changes.record(conn, changes.PROVIDER, [me.id])
+        outcome.provider(
+            conn, me.id, outcome.Leaves(uuid, columns=tuple(values.items()))
+        )
         return _fetch(conn, uuid)
 
 
@@ -306,6 +318,7 @@ def delete(db: db_api.Database, uuid: str) -> None:
                 "allocations." % uuid
             )
         changes.record(conn, changes.PROVIDER, [me.id])
+        outcome.provider(conn, me.id, outcome.Leaves(uuid, exists=False))
 
 
 def _cannot_delete_parent(uuid):

@@ -10,6 +10,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects import outcome
 from placement.objects.catalog import changes
 
 T = tables.traits
@@ -72,7 +73,9 @@ def ensure_trait(db: db_api.Database, name: str) -> tuple[sa.RowMapping, bool]:
         trait_id = db_api.inserted_id(result)
         if trait_id is not None:
             changes.record(conn, changes.TRAIT, [trait_id])
-        return _get(conn, name), trait_id is not None
+        row = _get(conn, name)
+        outcome.names(conn, T, {row["id"]: (name, True)})
+        return row, trait_id is not None
 
 
 @db_api.retry_on_deadlock
@@ -96,6 +99,7 @@ def delete_trait(db: db_api.Database, name: str) -> None:
                 "The trait %s is in use by a resource provider." % name
             )
         changes.record(conn, changes.TRAIT, [trait["id"]])
+        outcome.names(conn, T, {trait["id"]: (name, False)})
 
 
 def _provider_traits(conn, provider_id):
@@ -147,6 +151,11 @@ def set_provider_traits(
             generation = common.bump_held(conn, provider)
             _replace_links(conn, provider["id"], current, set(wanted))
             changes.record(conn, changes.PROVIDER, [provider["id"]])
+        outcome.provider(
+            conn,
+            provider["id"],
+            outcome.Leaves(uuid, generation=generation, traits=frozenset(wanted)),
+        )
         return generation, sorted(wanted.values(), key=lambda r: r["id"])
 
 
@@ -176,8 +185,13 @@ def delete_provider_traits(db: db_api.Database, uuid: str) -> None:
         provider = common.get_provider(conn, uuid)
         if not _provider_traits(conn, provider["id"]):
             return
-        common.bump_generation(
+        generation = common.bump_generation(
             conn, provider["id"], provider["generation"], common.GENERATION_CHANGED
         )
         conn.execute(RPT.delete().where(RPT.c.resource_provider_id == provider["id"]))
         changes.record(conn, changes.PROVIDER, [provider["id"]])
+        outcome.provider(
+            conn,
+            provider["id"],
+            outcome.Leaves(uuid, generation=generation, traits=frozenset()),
+        )
