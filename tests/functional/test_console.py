@@ -12,20 +12,19 @@ import shutil
 import urllib.parse
 import uuid
 
-import httpx
 import pytest
 import requests
 
 from tests import browser as browser_tool
 from tests import fixtures
 from tests import wsgi_client
-from tests.functional import live_server
+from tests.functional import console_cloud
+from tests.functional.console_cloud import ADMIN
 
 pytestmark = pytest.mark.slow
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 AGG2 = "7e5a0000-0000-4000-8000-0000000000a2"  # cn2's: no VGPU under it
-ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 WAIT = 30  # seconds: a hang guard, not a measure
 
 
@@ -41,69 +40,16 @@ def _browser(tmp_path):
     )
 
 
-def _create(client, name, parent=None, inventories=None, traits=(), aggregates=()):
-    rp = str(uuid.uuid4())
-    body = {"name": name, "uuid": rp}
-    if parent:
-        body["parent_provider_uuid"] = parent
-    resp = client.post("/resource_providers", json=body, headers=ADMIN)
-    assert resp.status_code == 200, resp.text
-    generation = resp.json()["generation"]
-    if inventories:
-        resp = client.put(
-            "/resource_providers/%s/inventories" % rp,
-            json={
-                "resource_provider_generation": generation,
-                "inventories": inventories,
-            },
-            headers=ADMIN,
-        )
-        assert resp.status_code == 200, resp.text
-        generation = resp.json()["resource_provider_generation"]
-    if traits:
-        for trait in traits:
-            client.put("/traits/" + trait, headers=ADMIN)
-        resp = client.put(
-            "/resource_providers/%s/traits" % rp,
-            json={"resource_provider_generation": generation, "traits": list(traits)},
-            headers=ADMIN,
-        )
-        assert resp.status_code == 200, resp.text
-        generation = resp.json()["resource_provider_generation"]
-    if aggregates:
-        resp = client.put(
-            "/resource_providers/%s/aggregates" % rp,
-            json={
-                "resource_provider_generation": generation,
-                "aggregates": list(aggregates),
-            },
-            headers=ADMIN,
-        )
-        assert resp.status_code == 200, resp.text
-    return rp
-
-
 @pytest.fixture(scope="module", params=["sqlite", "mysql"])
 def cloud(request, tmp_path_factory):
     """(base URL, {name: uuid}, consumer uuid) of a live server holding two
     hosts (one with a NUMA child), a hostile name and an allocation."""
     fixtures.require_backend(request.param)
     tmp = tmp_path_factory.mktemp("console-" + request.param)
-    with (
-        fixtures.database_url(request.param) as url,
-        live_server.placement_api(
-            str(tmp),
-            "--workers",
-            "1",
-            "--db-sync",
-            OS_API__AUTH_STRATEGY="noauth2",
-            OS_PLACEMENT_DATABASE__CONNECTION=url,
-        ) as base,
-    ):
-        client = httpx.Client(base_url=base, timeout=30)
+    with console_cloud.live_api(tmp, request.param) as (base, url, client):
         agg = str(uuid.uuid4())
         names = {}
-        names["cn1"] = _create(
+        names["cn1"] = console_cloud.create(
             client,
             "cn1",
             inventories={
@@ -113,34 +59,25 @@ def cloud(request, tmp_path_factory):
             traits=["HW_CPU_X86_AVX2"],
             aggregates=[agg],
         )
-        names["cn1-numa0"] = _create(
+        names["cn1-numa0"] = console_cloud.create(
             client, "cn1-numa0", parent=names["cn1"], inventories={"VGPU": {"total": 2}}
         )
-        names["cn2"] = _create(
+        names["cn2"] = console_cloud.create(
             client,
             "cn2",
             inventories={"VCPU": {"total": 4, "allocation_ratio": 2.0}},
             aggregates=[AGG2],
         )
-        names[HOSTILE] = _create(
+        names[HOSTILE] = console_cloud.create(
             client, HOSTILE, inventories={"DISK_GB": {"total": 100}}
         )
-        consumer = str(uuid.uuid4())
-        resp = client.put(
-            "/allocations/" + consumer,
-            json={
-                "allocations": {
-                    names["cn1"]: {"resources": {"VCPU": 7, "MEMORY_MB": 1024}},
-                    names["cn1-numa0"]: {"resources": {"VGPU": 1}},
-                },
-                "project_id": "p-console",
-                "user_id": "u-console",
-                "consumer_generation": None,
-                "consumer_type": "INSTANCE",
+        consumer = console_cloud.claim(
+            client,
+            {
+                names["cn1"]: {"VCPU": 7, "MEMORY_MB": 1024},
+                names["cn1-numa0"]: {"VGPU": 1},
             },
-            headers=ADMIN,
         )
-        assert resp.status_code == 204, resp.text
         yield base, names, consumer, agg
 
 

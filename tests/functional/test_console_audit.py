@@ -4,68 +4,49 @@ placement-api: a host and a nested child put over capacity with SQL, as
 another placement's rows can be, are flagged on their roots' rows with
 what is over; a healthy host is not."""
 
-import uuid
-
-import httpx
 import pytest
 import sqlalchemy as sa
 
 from placement.objects import audit as audit_obj
-from tests import fixtures
-from tests.functional import live_server
+from tests.functional import console_cloud
 from tests.functional import test_audit
-from tests.functional.test_console import ADMIN
 from tests.functional.test_console import _browser
-from tests.functional.test_console import _create
 from tests.functional.test_console import _sign_in
 from tests.functional.test_console import _wait
 
 pytestmark = pytest.mark.slow
 
 
-def _claim(client, allocations):
-    resp = client.put(
-        "/allocations/%s" % uuid.uuid4(),
-        json={
-            "allocations": {
-                rp: {"resources": resources} for rp, resources in allocations.items()
-            },
-            "project_id": "p-console",
-            "user_id": "u-console",
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-        headers=ADMIN,
-    )
-    assert resp.status_code == 204, resp.text
+def _flags(driver):
+    """{root uuid: its flag's text} of the cloud view's rows flagged over
+    capacity."""
+    from selenium.webdriver.common.by import By
+
+    return {
+        row.get_attribute("data-uuid"): row.find_element(
+            By.CSS_SELECTOR, ".over-capacity-flag"
+        ).text
+        for row in driver.find_elements(By.CSS_SELECTOR, "tr.root.over-capacity")
+    }
 
 
 def test_cloud_view_flags_roots_over_capacity(tmp_path):
     from selenium.webdriver.common.by import By
 
-    with (
-        fixtures.database_url("sqlite") as url,
-        live_server.placement_api(
-            str(tmp_path),
-            "--workers",
-            "1",
-            "--db-sync",
-            OS_API__AUTH_STRATEGY="noauth2",
-            OS_PLACEMENT_DATABASE__CONNECTION=url,
-        ) as base,
-    ):
-        client = httpx.Client(base_url=base, timeout=30)
+    with console_cloud.live_api(tmp_path, "sqlite") as (base, url, client):
         vcpu = {"VCPU": {"total": 4}}
         names = {
-            name: _create(client, name, inventories=vcpu)
+            name: console_cloud.create(client, name, inventories=vcpu)
             for name in ("full", "fine", "parent")
         }
-        names["numa"] = _create(
+        names["numa"] = console_cloud.create(
             client, "numa", parent=names["parent"], inventories={"VGPU": {"total": 2}}
         )
-        _claim(client, {names["full"]: {"VCPU": 4}})
-        _claim(client, {names["fine"]: {"VCPU": 4}})
-        _claim(client, {names["parent"]: {"VCPU": 1}, names["numa"]: {"VGPU": 2}})
+        console_cloud.claim(client, {names["full"]: {"VCPU": 4}})
+        console_cloud.claim(client, {names["fine"]: {"VCPU": 4}})
+        console_cloud.claim(
+            client, {names["parent"]: {"VCPU": 1}, names["numa"]: {"VGPU": 2}}
+        )
         engine = sa.create_engine(url)
         with engine.begin() as conn:
             # Less room than is used: VCPU 4 of 3 on "full", VGPU 2 of 1
@@ -81,14 +62,7 @@ def test_cloud_view_flags_roots_over_capacity(tmp_path):
         driver = _browser(tmp_path / "chromium")
         try:
             _sign_in(driver, base)
-            flagged = {
-                row.get_attribute("data-uuid"): row.find_element(
-                    By.CSS_SELECTOR, ".over-capacity-flag"
-                ).text
-                for row in driver.find_elements(
-                    By.CSS_SELECTOR, "tr.root.over-capacity"
-                )
-            }
+            flagged = _flags(driver)
             shown = {
                 row.get_attribute("data-uuid")
                 for row in driver.find_elements(By.CSS_SELECTOR, "tr.root")
@@ -110,17 +84,7 @@ def test_roots_past_the_audits_item_cap_are_flagged(tmp_path):
     the last page's hosts, all past the first 1,000 items, are flagged."""
     from selenium.webdriver.common.by import By
 
-    with (
-        fixtures.database_url("sqlite") as url,
-        live_server.placement_api(
-            str(tmp_path),
-            "--workers",
-            "1",
-            "--db-sync",
-            OS_API__AUTH_STRATEGY="noauth2",
-            OS_PLACEMENT_DATABASE__CONNECTION=url,
-        ) as base,
-    ):
+    with console_cloud.live_api(tmp_path, "sqlite") as (base, url, client):
         engine = sa.create_engine(url)
         try:
             hosts = test_audit.over_capacity_hosts(engine, audit_obj.ITEMS + 50)
@@ -136,14 +100,7 @@ def test_roots_past_the_audits_item_cap_are_flagged(tmp_path):
                 row.get_attribute("data-uuid")
                 for row in driver.find_elements(By.CSS_SELECTOR, "tr.root")
             ]
-            flags = {
-                row.get_attribute("data-uuid"): row.find_element(
-                    By.CSS_SELECTOR, ".over-capacity-flag"
-                ).text
-                for row in driver.find_elements(
-                    By.CSS_SELECTOR, "tr.root.over-capacity"
-                )
-            }
+            flags = _flags(driver)
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         finally:
             driver.quit()

@@ -3,12 +3,12 @@ against a live placement-api on SQLite and MySQL: reached from a host's
 page, it shows the plan's moves as a table and the consumers that fit
 nowhere with the API's reasons."""
 
-import uuid
-
+import httpx
 import pytest
 import requests
 
-from tests.functional.test_console import ADMIN
+from tests.functional import console_cloud
+from tests.functional.console_cloud import ADMIN
 from tests.functional.test_console import _shot
 from tests.functional.test_console import _sign_in
 from tests.functional.test_console import _wait
@@ -23,21 +23,8 @@ def small(cloud):  # noqa: F811
     """A second consumer on cn1 that fits on cn2 (the first, with a VGPU
     on cn1's child, fits nowhere)."""
     base, names, _consumer, _agg = cloud
-    consumer = str(uuid.uuid4())
-    resp = requests.put(
-        base + "/allocations/" + consumer,
-        json={
-            "allocations": {names["cn1"]: {"resources": {"VCPU": 1}}},
-            "project_id": "p-console",
-            "user_id": "u-console",
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-        headers=ADMIN,
-        timeout=10,
-    )
-    assert resp.status_code == 204, resp.text
-    return consumer
+    with httpx.Client(base_url=base, timeout=10) as client:
+        return console_cloud.claim(client, {names["cn1"]: {"VCPU": 1}})
 
 
 def test_drain_view_from_a_host_page(cloud, browser, small):  # noqa: F811

@@ -4,17 +4,14 @@ MySQL: a checkbox per root row and "Drain selected" lead to the Drain view
 with those hosts, whose table lists the moves of both hosts' consumers."""
 
 import urllib.parse
-import uuid
 
-import httpx
 import pytest
 import requests
 
 from tests import fixtures
-from tests.functional import live_server
-from tests.functional.test_console import ADMIN
+from tests.functional import console_cloud
+from tests.functional.console_cloud import ADMIN
 from tests.functional.test_console import _browser
-from tests.functional.test_console import _create
 from tests.functional.test_console import _errors
 from tests.functional.test_console import _sign_in
 from tests.functional.test_console import _wait
@@ -24,50 +21,26 @@ pytestmark = pytest.mark.slow
 HOST = {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 2048}}
 
 
-def _claim(client, host, resources):
-    consumer = str(uuid.uuid4())
-    resp = client.put(
-        "/allocations/" + consumer,
-        json={
-            "allocations": {host: {"resources": resources}},
-            "project_id": "p-console",
-            "user_id": "u-console",
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        },
-        headers=ADMIN,
-    )
-    assert resp.status_code == 204, resp.text
-    return consumer
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "mysql"])
 def test_drain_selected_hosts_from_the_cloud_view(backend, tmp_path):
     from selenium.webdriver.common.by import By
 
     fixtures.require_backend(backend)
-    with (
-        fixtures.database_url(backend) as url,
-        live_server.placement_api(
-            str(tmp_path),
-            "--workers",
-            "1",
-            "--db-sync",
-            OS_API__AUTH_STRATEGY="noauth2",
-            OS_PLACEMENT_DATABASE__CONNECTION=url,
-        ) as base,
-    ):
-        client = httpx.Client(base_url=base, timeout=30)
+    with console_cloud.live_api(tmp_path, backend) as (base, url, client):
         hosts = {
-            name: _create(client, name, inventories=HOST)
+            name: console_cloud.create(client, name, inventories=HOST)
             for name in ("d1", "d2", "spare1", "spare2", "untouched")
         }
         consumers = {
-            _claim(client, hosts["d1"], {"VCPU": 2, "MEMORY_MB": 512}): "d1",
-            _claim(client, hosts["d1"], {"VCPU": 1}): "d1",
-            _claim(client, hosts["d2"], {"VCPU": 1, "MEMORY_MB": 1024}): "d2",
+            console_cloud.claim(
+                client, {hosts["d1"]: {"VCPU": 2, "MEMORY_MB": 512}}
+            ): "d1",
+            console_cloud.claim(client, {hosts["d1"]: {"VCPU": 1}}): "d1",
+            console_cloud.claim(
+                client, {hosts["d2"]: {"VCPU": 1, "MEMORY_MB": 1024}}
+            ): "d2",
         }
-        _claim(client, hosts["untouched"], {"VCPU": 1})
+        console_cloud.claim(client, {hosts["untouched"]: {"VCPU": 1}})
         selected = [hosts["d1"], hosts["d2"]]
         plan = requests.get(
             base + "/maintenance/drain",

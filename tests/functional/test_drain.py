@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 from tests import fixtures
 from tests import helpers
-from tests import wsgi_client
+from tests.functional import drain_cloud
+from tests.functional.drain_cloud import ADMIN
 
-ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 AGG_STORAGE = "5a000000-0000-4000-8000-0000000000a1"
 AGG_RACK2 = "5a000000-0000-4000-8000-0000000000a2"
 AGG_LONE = "5a000000-0000-4000-8000-0000000000a3"
@@ -31,75 +31,17 @@ def app(request):
         yield Cloud(app, db)
 
 
-class Cloud:
-    def __init__(self, app, db):
-        self.app = app
-        self.db = db
-        self.names = {}
+class Cloud(drain_cloud.Cloud):
+    """drain_cloud's, with plans as their bodies and moves applied one
+    at a time."""
 
-    def call(self, path, method="GET", body=None, headers=ADMIN):
-        return wsgi_client.call(
-            self.app, path, method=method, body=body, headers=headers
-        )
+    def plan(self, query, status=200, headers=ADMIN):
+        return self.drain_response(query, status, headers).json()
 
-    def provider(self, name, parent=None, inventories=None, traits=(), aggregates=()):
-        rp = str(uuid.uuid4())
-        body = {"name": name, "uuid": rp}
-        if parent:
-            body["parent_provider_uuid"] = self.names[parent]
-        resp = self.call("/resource_providers", "POST", body)
-        assert resp.status == 200, resp.body
-        generation = resp.json()["generation"]
-        if inventories:
-            resp = self.call(
-                "/resource_providers/%s/inventories" % rp,
-                "PUT",
-                {
-                    "resource_provider_generation": generation,
-                    "inventories": inventories,
-                },
-            )
-            assert resp.status == 200, resp.body
-            generation = resp.json()["resource_provider_generation"]
-        for trait in traits:
-            self.call("/traits/" + trait, "PUT")
-        if traits:
-            resp = self.call(
-                "/resource_providers/%s/traits" % rp,
-                "PUT",
-                {"resource_provider_generation": generation, "traits": list(traits)},
-            )
-            assert resp.status == 200, resp.body
-            generation = resp.json()["resource_provider_generation"]
-        if aggregates:
-            resp = self.call(
-                "/resource_providers/%s/aggregates" % rp,
-                "PUT",
-                {
-                    "resource_provider_generation": generation,
-                    "aggregates": list(aggregates),
-                },
-            )
-            assert resp.status == 200, resp.body
-        self.names[name] = rp
-        return rp
-
-    def allocate(self, consumer, allocations):
-        resp = self.call(
-            "/allocations/" + consumer,
-            "PUT",
-            {
-                "allocations": {
-                    self.names[name]: {"resources": resources}
-                    for name, resources in allocations.items()
-                },
-                "project_id": "p-drain",
-                "user_id": "u-drain",
-                "consumer_generation": None,
-                "consumer_type": "INSTANCE",
-            },
-        )
-        assert resp.status == 204, resp.body
+    def apply(self, move):
+        """One move as a real write: (status, body)."""
+        resp = self.put_move(move)
+        return resp.status, resp.body
 
     def aggregates(self, name, aggregates):
         rp = self.names[name]
@@ -132,42 +74,6 @@ class Cloud:
             {rp: a["resources"] for rp, a in r["allocations"].items()}
             for r in resp.json()["allocation_requests"]
         ]
-
-    def plan(self, query, status=200, headers=ADMIN):
-        resp = self.call("/maintenance/drain?" + query, headers=headers)
-        assert resp.status == status, resp.body
-        return resp.json()
-
-    def over_capacity(self):
-        """(provider, class, used, capacity) of every provider used past
-        its capacity, as the API reports them."""
-        over = []
-        for name, rp in self.names.items():
-            inventories = self.call("/resource_providers/%s/inventories" % rp).json()
-            usages = self.call("/resource_providers/%s/usages" % rp).json()["usages"]
-            for rc, inv in inventories["inventories"].items():
-                capacity = int(
-                    (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
-                )
-                if usages.get(rc, 0) > capacity:
-                    over.append((name, rc, usages[rc], capacity))
-        return over
-
-    def apply(self, move):
-        """One move as a real write: the planned allocation replaces the
-        consumer's, with its generation."""
-        resp = self.call(
-            "/allocations/" + move["consumer"],
-            "PUT",
-            {
-                "allocations": move["allocations"],
-                "project_id": move["project_id"],
-                "user_id": move["user_id"],
-                "consumer_generation": move["consumer_generation"],
-                "consumer_type": move["consumer_type"],
-            },
-        )
-        return resp.status, resp.body
 
 
 def consumer(n):

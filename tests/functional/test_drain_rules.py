@@ -18,9 +18,9 @@ import pytest
 
 from tests import fixtures
 from tests import helpers
-from tests import wsgi_client
+from tests.functional import drain_cloud
+from tests.functional.drain_cloud import ADMIN
 
-ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 AVX2 = "HW_CPU_X86_AVX2"
 AGG_A = "5b000000-0000-4000-8000-0000000000a1"
 AGG_B = "5b000000-0000-4000-8000-0000000000b2"
@@ -40,85 +40,15 @@ def consumer(n):
     return "c1000000-0000-4000-8000-%012d" % n
 
 
-class Cloud:
-    """Providers by name, consumers, plans, moves applied as real writes."""
+class Cloud(drain_cloud.Cloud):
+    """drain_cloud's, with its own project, plans as responses and whole
+    plans applied."""
 
-    def __init__(self, app, db):
-        self.app = app
-        self.db = db
-        self.names: dict[str, str] = {}
-
-    def call(self, path, method="GET", body=None, headers=ADMIN):
-        return wsgi_client.call(
-            self.app, path, method=method, body=body, headers=headers
-        )
-
-    def ok(self, path, method, body, status=200):
-        resp = self.call(path, method, body)
-        assert resp.status == status, (path, resp.body)
-        return resp.json() if resp.body else None
-
-    def provider(self, name, parent=None, inventories=None, traits=(), aggregates=()):
-        """A provider (created in call order: root ids follow it)."""
-        rp = str(uuid.uuid4())
-        body = {"name": name, "uuid": rp}
-        if parent:
-            body["parent_provider_uuid"] = self.names[parent]
-        generation = self.ok("/resource_providers", "POST", body)["generation"]
-        base = "/resource_providers/%s/" % rp
-        if inventories:
-            generation = self.ok(
-                base + "inventories",
-                "PUT",
-                {
-                    "resource_provider_generation": generation,
-                    "inventories": {
-                        rc: {"total": n} if isinstance(n, int) else n
-                        for rc, n in inventories.items()
-                    },
-                },
-            )["resource_provider_generation"]
-        for trait in traits:
-            self.call("/traits/" + trait, "PUT")
-        if traits:
-            generation = self.ok(
-                base + "traits",
-                "PUT",
-                {"resource_provider_generation": generation, "traits": list(traits)},
-            )["resource_provider_generation"]
-        if aggregates:
-            self.ok(
-                base + "aggregates",
-                "PUT",
-                {
-                    "resource_provider_generation": generation,
-                    "aggregates": list(aggregates),
-                },
-            )
-        self.names[name] = rp
-        return rp
-
-    def allocate(self, who, allocations):
-        self.ok(
-            "/allocations/" + who,
-            "PUT",
-            {
-                "allocations": {
-                    self.names[name]: {"resources": resources}
-                    for name, resources in allocations.items()
-                },
-                "project_id": "p-rules",
-                "user_id": "u-rules",
-                "consumer_generation": None,
-                "consumer_type": "INSTANCE",
-            },
-            status=204,
-        )
+    PROJECT_ID = "p-rules"
+    USER_ID = "u-rules"
 
     def plan(self, query, status=200, headers=ADMIN):
-        resp = self.call("/maintenance/drain?" + query, headers=headers)
-        assert resp.status == status, (query, resp.body)
-        return resp
+        return self.drain_response(query, status, headers)
 
     def drain(self, *names, **params):
         query = "providers=" + ",".join(self.names[n] for n in names)
@@ -127,41 +57,12 @@ class Cloud:
                 query += "&%s=%s" % (key, one)
         return self.plan(query).json()
 
-    def name(self, rp):
-        return {u: n for n, u in self.names.items()}[rp]
-
     def apply(self, plan):
         """Every move of ``plan`` as a PUT /allocations, in plan order;
         each must succeed."""
         for move in plan["moves"]:
-            resp = self.call(
-                "/allocations/" + move["consumer"],
-                "PUT",
-                {
-                    "allocations": move["allocations"],
-                    "project_id": move["project_id"],
-                    "user_id": move["user_id"],
-                    "consumer_generation": move["consumer_generation"],
-                    "consumer_type": move["consumer_type"],
-                },
-            )
+            resp = self.put_move(move)
             assert resp.status == 204, (move["consumer"], resp.body)
-
-    def over_capacity(self):
-        """(provider, class, used, capacity) of every provider used past
-        its capacity, as GET .../usages and .../inventories report them."""
-        over = []
-        for name, rp in self.names.items():
-            base = "/resource_providers/%s/" % rp
-            inventories = self.call(base + "inventories").json()["inventories"]
-            usages = self.call(base + "usages").json()["usages"]
-            for rc, inv in inventories.items():
-                capacity = int(
-                    (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
-                )
-                if usages.get(rc, 0) > capacity:
-                    over.append((name, rc, usages[rc], capacity))
-        return over
 
     def candidate_roots(self, query):
         """The root names of GET /allocation_candidates?``query``'s
