@@ -67,10 +67,10 @@ def stored_ratio(value: float) -> float:
     0.1234567 reads back 0.123457 and 1e-300 as 0.0); the ratio is rounded
     so before it is stored, on every database, and stored -0.0 as 0.0 (as
     MySQL answers it): every backend then answers what the write answered.
-    Past float32's range (below -3.4e38, refused by ``check_capacity``)
-    it is left alone."""
+    Below -3.40282e38 (refused by ``check_capacity``, whatever rounding
+    would make of it) it is left alone."""
     value = float(value)
-    if -_FLOAT32_MAX <= value <= _FLOAT32_MAX:
+    if -schema.MAX_FLOAT <= value <= _FLOAT32_MAX:
         value = float("%.6g" % struct.unpack("f", struct.pack("f", value))[0])
     return value + 0.0
 
