@@ -202,9 +202,9 @@ def _sql_name_hash(dialect: str, column: Any) -> Any:
 def _sql_ratio(dialect: str, column: Any) -> Any:
     """``ratio``'s term in SQL, a BIGINT congruent to it modulo PRIME
     (non-negative: the row's sum is reduced by SQL's MOD, which keeps a
-    negative sign). SQLite: ``ratio`` itself, registered as a function."""
-    if dialect == "sqlite":
-        return getattr(sa.func, _RATIO_FUNCTION)(column)
+    negative sign). SQLite, which may lack FLOOR: CAST truncates, the
+    floor of a positive number; ``ratio`` itself, registered as a
+    function, for the others."""
 
     def double(value):
         return sa.literal(value, sa.Float)
@@ -212,6 +212,15 @@ def _sql_ratio(dialect: str, column: Any) -> Any:
     def bigint(value):
         return sa.cast(value, sa.BigInteger)
 
+    if dialect == "sqlite":
+        return sa.case(
+            (
+                sa.and_(column >= double(0.0), column < double(RATIO_SMALL)),
+                bigint(column * double(float(RATIO_SCALE)) + double(0.5))
+                + sa.literal(RATIO_LIFT, sa.BigInteger),
+            ),
+            else_=getattr(sa.func, _RATIO_FUNCTION)(column),
+        )
     small = bigint(
         sa.func.floor(column * double(float(RATIO_SCALE)) + double(0.5))
     ) + sa.literal(RATIO_LIFT, sa.BigInteger)
