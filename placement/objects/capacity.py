@@ -147,6 +147,8 @@ def _columnar(index, request, options):
         stock = columns.stock.get(rc)
         if stock is None:
             return EMPTY
+        if stock.big:
+            return None  # counts past int64: the engine's (Python ints)
         column = 1 + wanted.index(rc)
         amounts = np.fromiter(
             (r[column] or 0 for r in rows),

@@ -9,6 +9,7 @@ that follow read allocations no allocation writer can change underneath
 """
 
 import contextlib
+import struct
 from collections.abc import Iterator
 from collections.abc import Mapping
 from collections.abc import Sequence
@@ -46,10 +47,33 @@ class InventoryNotFound(exception.NotFound):
 
 
 def with_defaults(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The six record fields, defaults filled in, extra keys dropped."""
-    return {
+    """The six record fields, defaults filled in, extra keys dropped; the
+    ratio as it will be stored (``stored_ratio``), which the write then
+    answers as every backend reads it back (the integers as they were
+    sent: the contract echoes "total": 4.0 as 4.0)."""
+    values = {
         field: record.get(field, schema.DEFAULTS.get(field)) for field in schema.FIELDS
     }
+    values["allocation_ratio"] = stored_ratio(values["allocation_ratio"])
+    return values
+
+
+# The largest float32: MySQL's FLOAT column holds no more.
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def stored_ratio(value: float) -> float:
+    """``value`` as every database stores and answers it. MySQL's FLOAT
+    column holds a float32 and answers it in 6 significant digits (so
+    0.1234567 reads back 0.123457 and 1e-300 as 0.0); the ratio is rounded
+    so before it is stored, on every database, and stored -0.0 as 0.0 (as
+    MySQL answers it): every backend then answers what the write answered.
+    Below -3.40282e38 (refused by ``check_capacity``, whatever rounding
+    would make of it) it is left alone."""
+    value = float(value)
+    if -schema.MAX_FLOAT <= value <= _FLOAT32_MAX:
+        value = float("%.6g" % struct.unpack("f", struct.pack("f", value))[0])
+    return value + 0.0
 
 
 def capacity(record: Mapping[str, Any]) -> int:
@@ -161,7 +185,7 @@ def get_inventory(
 def _values(record):
     """Column values; integral floats such as 4.0 are valid integers."""
     values = {field: int(record[field]) for field in schema.FIELDS}
-    values["allocation_ratio"] = float(record["allocation_ratio"])
+    values["allocation_ratio"] = stored_ratio(record["allocation_ratio"])
     return values
 
 

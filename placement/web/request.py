@@ -85,8 +85,22 @@ def _json_body(req, schema):
     if _body_items(data) > MAX_ITEMS:
         raise _too_many_items("list elements and object members in the body")
     if schema is not None:
-        validate(data, schema)
+        try:
+            validate(data, schema)
+        except errors.BadRequest:
+            if not _LONG_INTEGER.search(raw):
+                raise
+            # orjson reads an integer past 64 bits as a float: the body is
+            # judged again as sent (its message quotes the number so),
+            # only when refused, so that an accepted body is parsed once.
+            data = json.loads(raw)
+            validate(data, schema)
     return data
+
+
+# 19 digits in a row: maybe an integer orjson read as a float (one below
+# -2**63 or from 2**64).
+_LONG_INTEGER = re.compile(rb"[0-9]{19}")
 
 
 FORMAT_CHECKER = jsonschema.FormatChecker()

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from placement.objects import allocation_candidates as engine
+from placement.web import request
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,7 +190,9 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
         summary = summaries[rp]
         known = fragments.get(rp)
         if known is None or known[0] is not summary:
-            fragment = orjson.dumps(
+            # request.dumps: a capacity can pass 64 bits (a ratio up to
+            # 3.4e38), which orjson refuses.
+            fragment = request.dumps(
                 {summary.uuid: _summary_body(summary, form, requested)}
             )[1:-1]
             known = fragments[rp] = (summary, fragment)

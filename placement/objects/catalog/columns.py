@@ -28,6 +28,16 @@ class Stock(typing.NamedTuple):
     min_unit: np.ndarray
     max_unit: np.ndarray
     step_size: np.ndarray
+    # Some limit, or their sum, is past LIMIT_MAX (a ratio up to 3.4e38
+    # makes limits of 2**127 and more): ``limit`` is then clipped, and
+    # the class's counts are not for int64 columns (capacity.py scans).
+    big: bool = False
+
+
+# The largest sum of a class's limits the columns count with: per root,
+# per aggregate and in total, the counts of instances stay below it, and
+# so in int64.
+LIMIT_MAX = 2**62
 
 
 class Columns:
@@ -76,13 +86,22 @@ def _stock(idle, providers, position):
     product = (column("total") - column("reserved")).astype(np.float64) * column(
         "allocation_ratio", np.float64
     )
+    limit = np.floor(product)
+    with np.errstate(invalid="ignore", over="ignore"):
+        big = not (
+            np.all(np.abs(limit) < LIMIT_MAX)
+            and float(np.sum(limit[limit > 0])) < LIMIT_MAX
+        )
+    if big:
+        limit = np.clip(np.nan_to_num(limit), -LIMIT_MAX, LIMIT_MAX)
     return Stock(
         rp=rp,
         root=root,
-        limit=np.floor(product).astype(np.int64),
+        limit=limit.astype(np.int64),
         min_unit=column("min_unit"),
         max_unit=column("max_unit"),
         step_size=column("step_size"),
+        big=big,
     )
 
 

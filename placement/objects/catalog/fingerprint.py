@@ -17,6 +17,8 @@ PostgreSQL.
 """
 
 import hashlib
+import math
+import struct
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -31,8 +33,24 @@ from placement.db import tables
 # at most 8 terms stays below 2**58.
 PRIME = 2147483647
 MULTIPLIERS = (1000003, 1500007, 2000003, 2500009, 3000017, 3500017, 4000037, 4500007)
-# allocation_ratio in thousandths, as an integer both sides round alike.
+# allocation_ratio in thousandths, floor(ratio * 1000 + 0.5) in IEEE doubles
+# on both sides (the same operations give the same double everywhere), then
+# bounded (``ratio``): any double the column holds, up to 3.4e38 through
+# the API, and more by another writer on PostgreSQL or SQLite.
 RATIO_SCALE = 1000
+# Ratios strictly between -RATIO_SMALL and RATIO_SMALL: thousandths within
+# +-2**38, made positive by adding RATIO_LIFT (a multiple of PRIME above
+# 2**38); the row's sum stays below 2**62. Others are clamped to
+# +-RATIO_CLAMP (2**128, past float32's range) and reduced modulo PRIME by
+# their base-2**31 digits (2**31 is 1 modulo PRIME, so a number is its
+# digits' sum modulo PRIME), each found exactly in doubles by FLOOR and
+# scaling by powers of 2: thousandths of 2**128 take 5 digits, and the
+# floor past them (0 or -1) stands for the sixth.
+RATIO_SMALL = 2.0**38 / RATIO_SCALE
+RATIO_LIFT = 129 * 2147483647
+RATIO_CLAMP = 2.0**128
+RATIO_DIGITS = 5
+_FLOAT32_MAX = 3.4028234663852886e38
 # The tables, in the order of the fingerprint's (count, sum) pairs.
 PROVIDERS, INVENTORIES, TRAIT_LINKS, AGGREGATE_LINKS, CLASSES, TRAITS = range(6)
 SIZE = 12
@@ -41,6 +59,7 @@ RP, INV = tables.resource_providers, tables.inventories
 RPT, RPA = tables.resource_provider_traits, tables.resource_provider_aggregates
 RC, T = tables.resource_classes, tables.traits
 _CRC32_FUNCTION = "placement_crc32"
+_RATIO_FUNCTION = "placement_ratio"
 NameHash = Callable[[str | None], int]
 
 
@@ -63,8 +82,44 @@ def row_hash(*values: int) -> int:
     return sum(m * v for m, v in zip(MULTIPLIERS, values)) % PRIME
 
 
-def ratio(value: float) -> int:
-    return round(value * RATIO_SCALE)
+def ratio(value: float, dialect: str = "") -> int:
+    """The ratio's term of an inventory's hash, as the database of
+    ``dialect`` computes it (``_sql_ratio``), modulo PRIME. MySQL's FLOAT
+    column holds a float32 and computes with it, but answers the value in
+    6 digits: the float32 is that value's nearest (exactly so for the
+    ratios this service writes, ``inventory.stored_ratio``)."""
+    if value != value:
+        value = RATIO_CLAMP  # NaN: the databases order it above all
+    elif dialect == "mysql" and -_FLOAT32_MAX <= value <= _FLOAT32_MAX:
+        value = struct.unpack("f", struct.pack("f", value))[0]
+    value = min(max(value, -RATIO_CLAMP), RATIO_CLAMP)
+    return math.floor(value * RATIO_SCALE + 0.5) % PRIME
+
+
+def ratio_of(dialect: str) -> Callable[[float], int]:
+    """``ratio`` for the database of ``dialect``, remembered per value: a
+    cloud has few distinct ratios, and a catalog of 300,000 inventories
+    asks for each one's."""
+    return _TERMS["mysql" if dialect == "mysql" else ""]
+
+
+class _Terms(dict):
+    """{ratio: its term} for one dialect; called for a ratio's term."""
+
+    def __init__(self, dialect: str) -> None:
+        super().__init__()
+        self.dialect = dialect
+
+    def __call__(self, value: float) -> int:
+        term = self.get(value)
+        if term is None:
+            if len(self) >= 4096:
+                self.clear()
+            term = self[value] = ratio(value, self.dialect)
+        return term
+
+
+_TERMS = {dialect: _Terms(dialect) for dialect in ("", "mysql")}
 
 
 def empty() -> list[int]:
@@ -77,9 +132,16 @@ def add(into: list[int], table: int, h: int, sign: int = 1) -> None:
     into[2 * table + 1] += sign * h
 
 
-def add_provider(into: list[int], state: Any, hashed: NameHash, sign: int = 1) -> None:
+def add_provider(
+    into: list[int],
+    state: Any,
+    hashed: NameHash,
+    sign: int = 1,
+    ratio_term: Callable[[float], int] = ratio,
+) -> None:
     """Provider ``state`` (rows.State) with its inventories, traits and
-    aggregates, counted in or out; ``hashed``: ``name_hash``'s."""
+    aggregates, counted in or out; ``hashed``: ``name_hash``'s,
+    ``ratio_term``: ``ratio_of``'s."""
     provider = state.provider
     if provider is None:
         return
@@ -108,7 +170,7 @@ def add_provider(into: list[int], state: Any, hashed: NameHash, sign: int = 1) -
                 inv.min_unit,
                 inv.max_unit,
                 inv.step_size,
-                ratio(inv.allocation_ratio),
+                ratio_term(inv.allocation_ratio),
             ),
             sign,
         )
@@ -135,6 +197,51 @@ def _sql_name_hash(dialect: str, column: Any) -> Any:
     if dialect == "mysql":
         return sa.func.crc32(column)
     return getattr(sa.func, _CRC32_FUNCTION)(column)
+
+
+def _sql_ratio(dialect: str, column: Any) -> Any:
+    """``ratio``'s term in SQL, a BIGINT congruent to it modulo PRIME
+    (non-negative: the row's sum is reduced by SQL's MOD, which keeps a
+    negative sign). SQLite, which may lack FLOOR: CAST truncates, the
+    floor of a positive number; ``ratio`` itself, registered as a
+    function, for the others."""
+
+    def double(value):
+        return sa.literal(value, sa.Float)
+
+    def bigint(value):
+        return sa.cast(value, sa.BigInteger)
+
+    if dialect == "sqlite":
+        return sa.case(
+            (
+                sa.and_(column >= double(0.0), column < double(RATIO_SMALL)),
+                bigint(column * double(float(RATIO_SCALE)) + double(0.5))
+                + sa.literal(RATIO_LIFT, sa.BigInteger),
+            ),
+            else_=getattr(sa.func, _RATIO_FUNCTION)(column),
+        )
+    small = bigint(
+        sa.func.floor(column * double(float(RATIO_SCALE)) + double(0.5))
+    ) + sa.literal(RATIO_LIFT, sa.BigInteger)
+    clamped = sa.func.least(
+        sa.func.greatest(column, double(-RATIO_CLAMP)), double(RATIO_CLAMP)
+    )
+    thousandths = sa.func.floor(clamped * double(float(RATIO_SCALE)) + double(0.5))
+    # floor(v / 2**(31 k)), k = 0 .. RATIO_DIGITS: exact in doubles.
+    floors = [thousandths] + [
+        sa.func.floor(thousandths * double(2.0 ** (-31 * k)))
+        for k in range(1, RATIO_DIGITS + 1)
+    ]
+    digits = [floors[k] - floors[k + 1] * double(2.0**31) for k in range(RATIO_DIGITS)]
+    large = bigint(sum(digits, floors[-1]) + double(float(PRIME)))
+    return sa.case(
+        (
+            sa.and_(column > double(-RATIO_SMALL), column < double(RATIO_SMALL)),
+            small,
+        ),
+        else_=large,
+    )
 
 
 # The table of each part of the fingerprint, in its order.
@@ -182,9 +289,7 @@ def _statement(dialect: str, only: frozenset | None = None) -> Any:
                 _int(INV.c.min_unit),
                 _int(INV.c.max_unit),
                 _int(INV.c.step_size),
-                sa.cast(
-                    sa.func.round(INV.c.allocation_ratio * RATIO_SCALE), sa.BigInteger
-                ),
+                _sql_ratio(dialect, INV.c.allocation_ratio),
             ],
         ),
         (TRAIT_LINKS, RPT, [_int(RPT.c.resource_provider_id), _int(RPT.c.trait_id)]),
@@ -225,6 +330,7 @@ def of_database(
     if dialect == "sqlite":
         dbapi_conn: Any = conn.connection.dbapi_connection
         dbapi_conn.create_function(_CRC32_FUNCTION, 1, _crc32, deterministic=True)
+        dbapi_conn.create_function(_RATIO_FUNCTION, 1, _TERMS[""], deterministic=True)
     found = list(before) if only is not None and before else empty()
     for table, count, total in conn.execute(statement):
         found[2 * table], found[2 * table + 1] = int(count), int(total)

@@ -231,8 +231,31 @@ class Cache:
             ):
                 found = self._verified(db)
             return found
+        except sa.exc.DBAPIError:
+            # The comparison failed (a statement the database refused, a
+            # lost connection): what the catalog lacks cannot be told, so
+            # it is read whole again, as when it differs, rather than fail
+            # the request that compares.
+            LOGGER.warning(
+                "provider catalog: the comparison with the database failed;"
+                " reading it again",
+                exc_info=True,
+            )
+            return self._read_again(db)
         finally:
             self.verifying.release()
+
+    def _read_again(self, db):
+        """The catalog read whole in a new snapshot, without the
+        fingerprint statement (``verify`` when it failed): "full"."""
+        started = time.monotonic()
+        self.looked = None
+        self.found = None
+        with _own_snapshot(db) as reading:
+            self._reread(db, reading, None)
+        self.verified_at = started
+        events.catalog_updated("full")
+        return "full"
 
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
@@ -339,7 +362,7 @@ class Cache:
 
     def _reread(self, db, reading, found):
         """Read the catalog whole in ``reading``'s snapshot, whose
-        fingerprint statement found ``found``."""
+        fingerprint statement found ``found`` (None: none ran)."""
         with self.reading:
             # Requests answer through SQL until the new catalog is in.
             self.catalog = None
@@ -348,10 +371,11 @@ class Cache:
                 catalog = Catalog.read(reading)
             finally:
                 self.reading_all = False
-            catalog.offset = [
-                db_value - mine
-                for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
-            ]
+            if found is not None:
+                catalog.offset = [
+                    db_value - mine
+                    for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
+                ]
             self._install(db, catalog, whole=True)
 
     def _publish(self, db, seqs, found, taken_at, started):

@@ -70,6 +70,7 @@ class Catalog:
         # date as the catalog advances.
         self.content: list[int] | None = None
         self.hashed: fingerprint.NameHash = fingerprint.name_hash("")
+        self.ratio_term = fingerprint.ratio_of("")
         # What the database's fingerprint differed by when the catalog was
         # read whole in the same snapshot (normally nothing: a rounding of
         # allocation_ratio the database does otherwise than Python would).
@@ -82,15 +83,19 @@ class Catalog:
         catalog (``fingerprint.of_database``)."""
         if self.content is None:
             hashed = fingerprint.name_hash(dialect)
+            ratio_term = fingerprint.ratio_of(dialect)
             content = fingerprint.empty()
             for rp in self.providers:
-                fingerprint.add_provider(content, self._state(rp), hashed)
+                fingerprint.add_provider(
+                    content, self._state(rp), hashed, ratio_term=ratio_term
+                )
             for table, names in (
                 (fingerprint.CLASSES, self.class_names),
                 (fingerprint.TRAITS, self.trait_names_by_id),
             ):
                 fingerprint.names_part(content, table, names, hashed)
             self.hashed, self.content = hashed, content
+            self.ratio_term = ratio_term
         return [mine + off for mine, off in zip(self.content, self.offset)]
 
     def derived(self, root: int) -> "Derived":
@@ -224,8 +229,12 @@ class Catalog:
             return
         if self.content is not None:
             for rp in changed:
-                fingerprint.add_provider(self.content, old[rp], self.hashed, -1)
-                fingerprint.add_provider(self.content, new[rp], self.hashed)
+                fingerprint.add_provider(
+                    self.content, old[rp], self.hashed, -1, self.ratio_term
+                )
+                fingerprint.add_provider(
+                    self.content, new[rp], self.hashed, 1, self.ratio_term
+                )
         stale = {
             state.provider.root_id
             for rp in changed
