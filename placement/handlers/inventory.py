@@ -29,6 +29,15 @@ def _provider_not_found(error):
     return errors.NotFound("%s : %s" % (error.message, error.message))
 
 
+def _echoed(record, sent):
+    """A write's answer: the values sent, defaults filled in, as the
+    contract has it (not a re-read: a "total": 4.0 answers 4.0, a ratio
+    answers as sent although it is stored as a float32 would hold it)."""
+    if "allocation_ratio" in sent:
+        return dict(record, allocation_ratio=sent["allocation_ratio"])
+    return record
+
+
 def _render_one(resp, record, generation, status=200):
     request.render(resp, dict(record, resource_provider_generation=generation), status)
 
@@ -82,7 +91,7 @@ def create_inventory(req, resp, uuid):
     except exception.ResourceClassNotFound as e:
         raise errors.BadRequest("%s %s: %s" % (prefix, uuid, e.message))
     request.set_location(req, resp, _path(uuid, rc_name))
-    _render_one(resp, record, generation, status=201)
+    _render_one(resp, _echoed(record, data), generation, status=201)
     request.set_last_modified(req, resp, None, always=True)
 
 
@@ -120,7 +129,13 @@ def set_inventories(req, resp, uuid):
         )
     request.render(
         resp,
-        {"resource_provider_generation": generation, "inventories": records},
+        {
+            "resource_provider_generation": generation,
+            "inventories": {
+                name: _echoed(record, data["inventories"][name])
+                for name, record in records.items()
+            },
+        },
     )
     request.set_last_modified(req, resp, None, always=True)
 
@@ -148,7 +163,7 @@ def update_inventory(req, resp, uuid, resource_class):
             "No inventory record with resource class for resource provider "
             "%s: %s" % (uuid, e.message)
         )
-    _render_one(resp, record, generation)
+    _render_one(resp, _echoed(record, data), generation)
     request.set_last_modified(req, resp, None, always=True)
 
 

@@ -184,7 +184,7 @@ def test_a_capacity_past_64_bits_is_answered_alike(cloud, ratio, providers):
     cloud.call("/allocation_candidates/explain?resources=VCPU:1")
 
 
-# The ratio sent, and the one every backend stores and answers (MySQL's
+# The ratio sent, and the one every backend stores and reads back (MySQL's
 # FLOAT: a float32 in 6 digits).
 RATIOS = [
     (1e-300, 0.0),
@@ -199,7 +199,10 @@ RATIOS = [
 
 
 @pytest.mark.parametrize("sent, stored", RATIOS)
-def test_an_inventory_write_answers_what_is_read_back(cloud, sent, stored):
+def test_an_inventory_write_is_stored_alike_and_echoed(cloud, sent, stored):
+    """Every backend stores (and reads back) the ratio as MySQL's FLOAT
+    holds it; the write answers the values sent, defaults filled in, as
+    the contract says (not a re-read: "total": 100.0 answers 100.0)."""
     rp = cloud.provider()
     record = {"total": 100.0, "reserved": -0.0, "allocation_ratio": sent}
     answers = [
@@ -220,11 +223,15 @@ def test_an_inventory_write_answers_what_is_read_back(cloud, sent, stored):
     ]
     read = cloud.inventories(rp)["VCPU"]
     for answer in answers:
-        # The ratio exactly (-0.0 is not 0.0 here); the integers are
-        # echoed as sent, as the contract says (100.0 answers 100.0).
-        assert repr(answer["allocation_ratio"]) == repr(read["allocation_ratio"])
-        assert {k: answer[k] for k in read} == read
+        assert repr(answer["allocation_ratio"]) == repr(sent)
+        assert {k: answer[k] for k in read} == dict(
+            read,
+            allocation_ratio=answer["allocation_ratio"],
+            total=100.0,
+            reserved=-0.0,
+        )
     assert repr(read["allocation_ratio"]) == repr(stored)
+    assert (read["total"], read["reserved"]) == (100, 0)
     with cloud.db.reader() as conn:
         column = conn.scalars(sa.select(tables.inventories.c.allocation_ratio)).all()
     assert [repr(float(c)) for c in column] == [repr(stored)] * 2
