@@ -229,6 +229,18 @@ UNEXPECTED = (
         "Database schema missing",
         _retry_later("The database schema is missing, request id %s."),
     ),
+    # The one 503 after which something may have been written: say so.
+    Unexpected(
+        lambda ex: isinstance(ex, db_api.OutcomeUnknown),
+        logging.ERROR,
+        "Database lost at a write's COMMIT, outcome unknown",
+        _retry_later(
+            "The database went away while this write was being committed, "
+            "and whether it was done could not be found out: read what it "
+            "writes (its generation tells) before sending it again, request "
+            "id %s."
+        ),
+    ),
     Unexpected(
         db_errors.is_unavailable,
         logging.ERROR,

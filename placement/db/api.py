@@ -22,6 +22,7 @@ from placement.db.statements import int_list
 from placement.db.transaction import AFTER_COMMIT
 from placement.db.transaction import BEFORE_COMMIT
 from placement.db.transaction import Database
+from placement.db.transaction import OutcomeUnknown
 from placement.db.transaction import PerDatabase
 from placement.db.transaction import ReadBack
 from placement.db.transaction import before_commit
@@ -37,6 +38,7 @@ __all__ = [
     "DEADLOCKED",
     "DEADLOCK_RETRIES",
     "Database",
+    "OutcomeUnknown",
     "PING_AFTER_IDLE_S",
     "PerDatabase",
     "ReadBack",

@@ -8,6 +8,7 @@ Objects open one transaction per operation with ``db.reader()`` or
 import contextlib
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -44,6 +45,15 @@ def write_notes(conn: sa.Connection) -> dict[str, Any] | None:
     ``before_commit`` hooks read; empty when it begins), or None when
     ``conn`` is not in one."""
     return conn.info.get(_WRITE)
+
+
+# Pauses before each try to read back a write whose COMMIT failed.
+READ_BACK_PAUSES = (0, 0.1, 0.3, 0.6)
+
+
+class OutcomeUnknown(Exception):
+    """A write's COMMIT failed, and the database could not be asked
+    whether it was done."""
 
 
 # A function telling whether the database (read on ``conn``) holds what a
@@ -157,20 +167,27 @@ class Database:
         self, error: Exception, outcome: dict[ReadBack, dict[Any, Any]]
     ) -> None:
         """Return if ``outcome`` (``expect``) is what the database holds,
-        else raise ``error`` (the COMMIT's)."""
-        try:
-            with self.reader() as conn:
-                written = all(
-                    read(conn, expected) for read, expected in outcome.items()
+        else raise ``error`` (the COMMIT's). A database that cannot be read
+        either is asked again for up to about a second (a connection lost
+        with the COMMIT is often back at once); after that the answer is
+        OutcomeUnknown, never an error that says nothing was written."""
+        for pause in READ_BACK_PAUSES:
+            time.sleep(pause)
+            try:
+                with self.reader() as conn:
+                    written = all(
+                        read(conn, expected) for read, expected in outcome.items()
+                    )
+                break
+            except Exception as read_error:
+                LOG.warning(
+                    "a write's COMMIT failed (%s) and what it leaves could not "
+                    "be read back (%s)",
+                    error,
+                    read_error,
                 )
-        except Exception as read_error:
-            LOG.warning(
-                "a write's COMMIT failed (%s) and what it leaves could not be "
-                "read back (%s): answered as failed",
-                error,
-                read_error,
-            )
-            raise error
+        else:
+            raise OutcomeUnknown() from error
         if not written:
             raise error
         LOG.warning(

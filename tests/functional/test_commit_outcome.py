@@ -14,10 +14,12 @@ import typing
 import uuid
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement.db import api as db_api
 from tests import fixtures
+from tests import ports
 from tests import wsgi_client
 from tests.functional.test_shared_database import _call
 from tests.functional.test_shared_database import _host
@@ -630,3 +632,50 @@ def test_the_same_traits_set_meanwhile_by_another_are_answered_done(shared, kind
     assert _ok(other[0]) == _ok(resp)
     assert _ok(resp)["resource_provider_generation"] == 2
     assert _ok(_at(app, path)) == _ok(resp)
+
+
+# Writes, and what shows they were done although answered 503.
+UNKNOWN = {
+    "PUT inventories": lambda app, ctx, body: _expect_inventories(
+        app, ctx, 2, {"VCPU": 16, "MEMORY_MB": 512}
+    ),
+    "DELETE resource_providers/{u}": _gone("/resource_providers/{u}"),
+}
+
+
+@pytest.mark.parametrize("name", list(UNKNOWN))
+def test_a_commit_lost_with_the_database_is_an_unknown_outcome(shared, name):
+    """The COMMIT went through, its answer was lost, and the database is
+    then out of reach (connections refused) for every read-back try: the
+    answer is a 503 saying the outcome is unknown, not one that says
+    nothing was written."""
+    app, db = shared
+    write = WRITES[name]
+    ctx = write.setup(app)
+    method, path, body, version = write.call(ctx)
+    reachable = db.engine
+    unreachable = sa.create_engine(
+        "sqlite:////nonexistent-dir/placement.db"
+        if db.dialect == "sqlite"
+        else reachable.url.set(host="127.0.0.1", port=ports.free_port())
+    )
+
+    def fault(conn, at):
+        if at == db_api.AFTER_COMMIT:
+            db.commit_fault = None
+            db.engine = unreachable
+            raise _error(db, "lost")
+
+    db.commit_fault = fault
+    try:
+        resp = _at(app, path, method, body, version)
+    finally:
+        db.commit_fault = None
+        db.engine = reachable
+        unreachable.dispose()
+    assert resp.status == 503, resp.body
+    assert resp.headers["retry-after"]
+    detail = resp.json()["errors"][0]["detail"]
+    assert "whether it was done could not be found out" in detail, detail
+    # It was done: the database, back, holds what the write leaves.
+    UNKNOWN[name](app, ctx, None)
