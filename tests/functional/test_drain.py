@@ -641,3 +641,30 @@ def test_a_consumer_without_its_consumer_row(app):
     assert (found["project_id"], found["user_id"]) == (incomplete, incomplete)
     assert found["consumer_generation"] == 1
     assert cloud.over_capacity() == []
+
+
+def test_a_consumer_whose_owner_rows_are_gone(app):
+    """A consumer whose project or user row is missing (the audit's
+    missing_owners): the move carries the incomplete-consumer id for the
+    missing one, and its PUT succeeds with that owner."""
+    cloud = app
+    _rack(cloud)
+    moved = cloud.plan("providers=" + cloud.names["CN1"])["moves"]
+    owners = {m["consumer"]: (m["project_id"], m["user_id"]) for m in moved}
+    cloud.sql(
+        "DELETE FROM projects WHERE external_id = :project",
+        project=owners[consumer(2)][0],
+    )
+    cloud.sql(
+        "DELETE FROM users WHERE external_id = :user", user=owners[consumer(2)][1]
+    )
+    plan = cloud.plan("providers=" + cloud.names["CN1"])
+    incomplete = "00000000-0000-0000-0000-000000000000"
+    for move in plan["moves"]:
+        # Every consumer of the rack shares the one project and user.
+        assert (move["project_id"], move["user_id"]) == (incomplete, incomplete)
+        assert move["consumer_generation"] is not None
+        assert cloud.apply(move)[0] == 204, move
+    found = cloud.call("/allocations/" + consumer(2)).json()
+    assert (found["project_id"], found["user_id"]) == (incomplete, incomplete)
+    assert cloud.over_capacity() == []

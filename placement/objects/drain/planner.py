@@ -530,10 +530,13 @@ class _Planner:
         a consumers row gets the owner ``placement-manage db
         online_data_migrations`` would give it ([placement]
         incomplete_consumer_project_id and _user_id) and a null
-        generation: the move's PUT creates its row."""
+        generation: the move's PUT creates its row. So does one whose
+        project or user row is gone (the audit's missing_owners), for
+        that id: the move's PUT then records that owner."""
         project, user = holding.project_id, holding.user_id
-        if holding.missing:
+        if holding.missing or project is None:
             project = self.conf.placement.incomplete_consumer_project_id
+        if holding.missing or user is None:
             user = self.conf.placement.incomplete_consumer_user_id
         return {
             "consumer": holding.uuid,
