@@ -53,7 +53,7 @@ READ_BACK_PAUSES = (0, 0.1, 0.3, 0.6)
 
 class OutcomeUnknown(Exception):
     """A write's COMMIT failed, and the database could not be asked
-    whether it was done."""
+    whether it was done (the text: the COMMIT's error)."""
 
 
 # A function telling whether the database (read on ``conn``) holds what a
@@ -187,7 +187,7 @@ class Database:
                     read_error,
                 )
         else:
-            raise OutcomeUnknown() from error
+            raise OutcomeUnknown(str(error)) from error
         if not written:
             raise error
         LOG.warning(

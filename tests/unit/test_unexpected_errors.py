@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from placement.api import app
+from placement.db import api as db_api
 from placement.db import sqlite_file
 from placement.objects import resource_class
 from tests.wsgi_client import call
@@ -29,6 +30,7 @@ ROWS = [
     (statement_error(pymysql.err.OperationalError(3024, SECRET)), 503, "5"),
     (sqlite_file.FileRemoved(SECRET), 503, None),
     (statement_error(pymysql.err.OperationalError(1146, SECRET)), 503, "5"),
+    (db_api.OutcomeUnknown(SECRET), 503, "5"),
     (statement_error(pymysql.err.OperationalError(2013, SECRET)), 503, "5"),
     (RuntimeError(SECRET), 500, None),
 ]
