@@ -129,7 +129,9 @@ def database_url(backend, node=-1):
     with admin.connect() as conn:
         conn.exec_driver_sql(create % name)
     if backend == "galera":
-        _wait_for_database(galera_urls()[node], name)
+        # Every node: tests connect to others than ``node`` too.
+        for server in galera_urls():
+            _wait_for_database(server, name)
     try:
         yield url
     finally:
