@@ -27,9 +27,9 @@ from placement.db.transaction import PerDatabase
 from placement.db.transaction import ReadBack
 from placement.db.transaction import before_commit
 from placement.db.transaction import expect
+from placement.db.transaction import holds_text
 from placement.db.transaction import may_conflict
 from placement.db.transaction import maybe_committed
-from placement.db.transaction import text_equals
 from placement.db.transaction import write_notes
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "create_engine",
     "expect",
     "holds_for_commit",
+    "holds_text",
     "insert_ignore",
     "inserted_id",
     "int_list",
@@ -57,7 +58,6 @@ __all__ = [
     "maybe_committed",
     "retry_on_deadlock",
     "tables_not_utf8mb4",
-    "text_equals",
     "unbounded",
     "write_notes",
 ]

@@ -90,14 +90,11 @@ def may_conflict(conn: sa.Connection) -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def text_equals(
-    db: "Database", column: sa.ColumnElement[Any], value: str
-) -> sa.ColumnElement[bool]:
-    """``column == value``, except that on PostgreSQL (which cannot store
-    NUL characters) a value with one matches nothing instead of failing."""
-    if db.dialect == "postgresql" and "\x00" in value:
-        return sa.false()
-    return column == value
+def holds_text(dialect: str, value: str) -> bool:
+    """Whether a database of ``dialect`` can hold ``value``: PostgreSQL
+    cannot store a NUL character, so such a value names nothing there
+    (as on SQLite and MySQL) rather than failing the statement."""
+    return not (dialect == "postgresql" and "\x00" in value)
 
 
 class Database:

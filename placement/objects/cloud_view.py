@@ -95,8 +95,8 @@ def _text(db, text):
     if len(bare) == 32 and all(c in "0123456789abcdef" for c in bare):
         whole = "-".join((bare[:8], bare[8:12], bare[12:16], bare[16:20], bare[20:]))
         return [RP.c.uuid == whole]
-    if db.dialect == "postgresql" and "\x00" in text:
-        return [sa.false()]  # PostgreSQL stores no NUL
+    if not db_api.holds_text(db.dialect, text):
+        return [sa.false()]
     return [sa.func.lower(RP.c.name).contains(text.lower(), autoescape=True)]
 
 

@@ -49,8 +49,8 @@ def text_exactly(
     comparison, which the index serves). ``db``: the database or an open
     connection to it."""
     dialect = db.dialect if isinstance(db, db_api.Database) else db.dialect.name
-    if dialect == "postgresql" and "\x00" in value:
-        return sa.false()  # PostgreSQL cannot store NUL: nothing matches
+    if not db_api.holds_text(dialect, value):
+        return sa.false()
     clause: sa.ColumnElement[bool] = column == value
     if dialect == "mysql":
         exact = value.encode("utf-8", "surrogatepass")
@@ -68,12 +68,9 @@ def exact(rows: Iterable[Any], key: str, value: Any) -> list[Any]:
 
 
 def holdable(conn: sa.Connection, values: Iterable[str]) -> list[str]:
-    """The ``values`` the database can hold, the ones worth looking up:
-    PostgreSQL cannot store a NUL, so a value with one names nothing there
-    (as on SQLite and MySQL) rather than failing the statement."""
-    if conn.dialect.name != "postgresql":
-        return list(values)
-    return [value for value in values if "\x00" not in value]
+    """The ``values`` the database can hold (``db_api.holds_text``), the
+    ones worth looking up."""
+    return [value for value in values if db_api.holds_text(conn.dialect.name, value)]
 
 
 def _by_uuid(conn, statement, uuid, key):
