@@ -196,9 +196,10 @@ database_opts = [
         min=0,
         max=15,
         help="On a MariaDB Galera cluster (wsrep_on), the session's "
-        "wsrep_sync_wait: 1 (the default) makes every read wait until this "
-        "node has applied what the cluster committed before it, so a read "
-        "through any API host sees every write acknowledged by another one, "
+        "wsrep_sync_wait: 1 (the default) makes every read, and the start "
+        "of every write transaction, wait until this node has applied what "
+        "the cluster committed before it, so a request through any API "
+        "host sees every write acknowledged by another one, "
         "including the change count that tells a worker its provider "
         "catalog is out of date. 0 reads without waiting (possibly stale "
         "for a moment; writes are still certified, so stale generations "

@@ -51,6 +51,8 @@ _CONF = None  # the tests' configuration, made by configure()
 
 
 def _admin(backend):
+    if backend == "galera":
+        galera_urls()  # the cluster may still be starting
     server, first = SERVERS[backend]
     # CREATE/DROP DATABASE cannot run inside a PostgreSQL transaction.
     return sa.create_engine(

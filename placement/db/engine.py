@@ -10,6 +10,7 @@ is a ROLLBACK only when its transaction may not have ended.
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -167,7 +168,33 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
             cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
         cur.close()
 
+    # A write transaction on a Galera node must start from what the cluster
+    # committed before it. Its SELECTs wait for that (wsrep_sync_wait's
+    # read bit), but a write whose first statement is a DELETE or UPDATE (a
+    # consumer's allocations deleted just after another API host wrote
+    # them) would run on this node's older state and miss rows: such a
+    # transaction is opened with an explicit START TRANSACTION, which the
+    # read bit makes wait too. Sent just before that first statement, so a
+    # write opening with a SELECT (a claim) pays no extra round trip.
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        conn.info[_OPENING] = bool(
+            conn.info.get(held.GALERA)
+            and conn.get_execution_options().get("placement_writer")
+        )
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _open(conn, cursor, statement, parameters, context, executemany):
+        if conn.info.pop(_OPENING, False) and not _SELECT.match(statement):
+            cursor.execute("START TRANSACTION")
+
     _track_transaction_end(engine)
+
+
+# The info key of a Galera write transaction whose first statement is still
+# to come; a statement that waits for the cluster by itself.
+_OPENING = "placement_opening"
+_SELECT = re.compile(r"\s*SELECT\b", re.IGNORECASE)
 
 
 def _setup_postgresql(engine, budget):

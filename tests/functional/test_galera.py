@@ -9,6 +9,7 @@ answer 5xx. Run with ``-s`` for claims/s and the cluster's certification
 failure count.
 """
 
+import contextlib
 import random
 import threading
 import uuid
@@ -230,6 +231,108 @@ def test_sessions_wait_for_the_cluster(tmp_path):
                     assert rp in seen
                     listed = session.get(other + "/resource_providers/%s" % rp)
                     assert listed.status_code == 200
+
+
+# Rows of the write set that keeps the second node's applier busy: about
+# 0.3 s of applying on this machine, while a claim commits at once.
+BACKLOG_ROWS = 50000
+
+
+def _backlog(url):
+    """Commit a large write set through the node of ``url`` (a table of
+    its own): the other nodes apply it, and whatever follows it, some
+    tenths of a second later."""
+    url = sa.engine.make_url(url)
+    conn = pymysql.connect(
+        host=url.host, port=url.port, user=url.username, database=url.database
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS backlog"
+                " (id INT PRIMARY KEY AUTO_INCREMENT, pad VARCHAR(200))"
+            )
+            cur.execute(
+                "INSERT INTO backlog (pad) SELECT REPEAT('x', 200)"
+                " FROM seq_1_to_%d" % BACKLOG_ROWS
+            )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def _one_applier(url):
+    """The node of ``url`` applies one write set at a time (and commits in
+    order): what was committed after a large write set is not even begun
+    there until that is done. (With parallel appliers, a small write set
+    is often already being applied, its rows locked, and a statement on
+    them waits for it anyway.)"""
+    url = sa.engine.make_url(url)
+    conn = pymysql.connect(host=url.host, port=url.port, user=url.username)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@wsrep_slave_threads")
+            threads = cur.fetchone()[0]
+            cur.execute("SET GLOBAL wsrep_slave_threads = 1")
+            try:
+                yield
+            finally:
+                cur.execute("SET GLOBAL wsrep_slave_threads = %s", (threads,))
+    finally:
+        conn.close()
+
+
+def test_writes_through_another_node_start_from_the_cluster(tmp_path):
+    """A write whose first statement is a DELETE or UPDATE, sent through
+    one node's server just after another node's server answered a write,
+    sees that write even while its node is still applying it (a write
+    transaction opens with START TRANSACTION, which wsrep_sync_wait makes
+    wait): a consumer claimed through one server is deleted (204, not
+    404) through the other, and a provider made through one is renamed
+    and deleted through the other."""
+    fixtures.require_backend("galera")
+    nodes = fixtures.galera_urls()
+    with fixtures.database_url("galera", node=0) as first:
+        name = sa.engine.make_url(first).database
+        urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
+        providers = test_concurrency._create_providers(urls[0], 1)
+        with (
+            test_concurrency._server(urls[0], 1, str(tmp_path)) as one,
+            test_concurrency._server(urls[1], 1, str(tmp_path)) as other,
+            requests.Session() as session,
+            _one_applier(urls[1]),
+        ):
+            session.headers.update(test_concurrency.HEADERS)
+            rnd = random.Random(7)
+            for _ in range(3):
+                _backlog(urls[0])
+                consumer, _, _, claim = test_concurrency.random_claim(
+                    session, one, providers, rnd
+                )
+                assert claim.status_code == 204, claim.text
+                gone = session.delete(other + "/allocations/" + consumer)
+                assert gone.status_code == 204, gone.text
+                left = session.get(one + "/allocations/" + consumer)
+                assert left.json()["allocations"] == {}
+            for n in range(2):
+                _backlog(urls[0])
+                made = session.post(
+                    one + "/resource_providers", json={"name": "r%d" % n}
+                )
+                assert made.status_code == 200, made.text
+                rp = made.json()["uuid"]
+                renamed = session.put(
+                    other + "/resource_providers/" + rp,
+                    json={"name": "renamed-%d" % n},
+                )
+                assert renamed.status_code == 200, renamed.text
+                assert renamed.json()["name"] == "renamed-%d" % n
+                _backlog(urls[0])
+                trait = session.put(one + "/traits/CUSTOM_LAG_%d" % n)
+                assert trait.status_code == 201, trait.text
+                gone = session.delete(other + "/traits/CUSTOM_LAG_%d" % n)
+                assert gone.status_code == 204, gone.text
 
 
 def test_catalogs_follow_writes_made_through_another_node():

@@ -137,7 +137,9 @@ class Claims:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", choices=("sqlite", "mysql"), default="sqlite")
+    # galera: the cluster of PLACEMENT_TEST_GALERA_DIR (python -m
+    # tests.galera start DIR), claims through its last node.
+    parser.add_argument("--db", choices=("sqlite", "mysql", "galera"), default="sqlite")
     parser.add_argument("--providers", type=int, default=100)
     parser.add_argument("--vcpu-total", type=int, default=64)
     parser.add_argument("--vcpu", type=int, default=8, help="VCPU per claim")
