@@ -1,11 +1,15 @@
-"""``placement-manage audit [--kind K ...] [--json]``: the data audit
-(doc/audit.md), as text or as the JSON of GET /maintenance/audit. Exit 0
-when nothing is wrong, 1 when a check of severity error found rows
-(information alone does not count)."""
+"""``placement-manage audit [--kind K ...] [--in-tree UUID ...] [--json]``:
+the data audit (doc/audit.md), as text or as the JSON of GET
+/maintenance/audit. Exit 0 when nothing is wrong, 1 when a check of
+severity error found rows (information alone does not count), 2 for
+arguments the audit cannot take."""
 
 import json
+import re
+import sys
 
 from placement.objects import audit as audit_obj
+from placement.schemas.uuids import CANONICAL
 
 SHOWN = 20  # items printed per kind; --json lists up to audit_obj.ITEMS
 
@@ -33,9 +37,30 @@ def _print_check(check):
     print("  What to do: " + check["fix"])
 
 
+def _refused(message):
+    print("audit: " + message, file=sys.stderr)
+    return 2
+
+
 def audit(conf, db):
-    kinds = conf.category.kind or audit_obj.KINDS
-    found = audit_obj.run(db, kinds)
+    trees = conf.category.in_tree
+    kinds = conf.category.kind or (audit_obj.TREE_KINDS if trees else audit_obj.KINDS)
+    if trees:
+        outside = sorted(set(kinds) - set(audit_obj.TREE_KINDS))
+        if outside:
+            return _refused(
+                "--in-tree applies to the kinds %s only, not %s."
+                % (", ".join(audit_obj.TREE_KINDS), ", ".join(outside))
+            )
+        for value in trees:
+            if not re.fullmatch(CANONICAL, value):
+                return _refused(
+                    "%r is not a provider uuid (8-4-4-4-12 hex digits)." % value
+                )
+        unknown = audit_obj.unknown_providers(db, trees)
+        if unknown:
+            return _refused("no resource provider %s." % ", ".join(unknown))
+    found = audit_obj.run(db, kinds, in_tree=trees or None)
     if conf.category.json:
         print(json.dumps(found, indent=2, sort_keys=True))
     else:
@@ -60,6 +85,14 @@ def add_parser(subparsers):
         action="append",
         choices=audit_obj.KINDS,
         help="Run only this check (may repeat; default all).",
+    )
+    parser.add_argument(
+        "--in-tree",
+        dest="in_tree",
+        action="append",
+        metavar="UUID",
+        help="Only the rows of this provider's tree (may repeat), for the "
+        "kinds %s, which are then the default." % ", ".join(audit_obj.TREE_KINDS),
     )
     parser.add_argument(
         "--json", action="store_true", help="The JSON of GET /maintenance/audit."

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects import common
 from placement.objects import standard_names
 
 RP = tables.resource_providers
@@ -624,6 +625,15 @@ def _tree_members(conn: sa.Connection, uuids: Collection[str]) -> list[int]:
     return list(
         conn.scalars(sa.select(RP.c.id).where(RP.c.root_provider_id.in_(roots)))
     )
+
+
+def unknown_providers(db: db_api.Database, uuids: Collection[str]) -> list[str]:
+    """Those of ``uuids`` that name no resource provider (as written)."""
+    wanted = sorted(set(uuids))
+    with db.reader() as conn:
+        rows = conn.execute(sa.select(RP.c.uuid).where(RP.c.uuid.in_(wanted))).all()
+    known = {row[0] for row in common.exact_in(rows, wanted)}
+    return [u for u in wanted if u not in known]
 
 
 def run(

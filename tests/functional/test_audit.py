@@ -502,6 +502,43 @@ def test_in_tree_flags_every_root_past_the_item_cap(backend):
             assert resp.status == 400, (query, resp.body)
 
 
+def test_command_in_tree():
+    """``placement-manage audit --in-tree``: the per-provider checks (the
+    default kinds with it) for those trees only, past the item cap too;
+    exit 2, nothing run, for a kind it does not apply to, a malformed uuid
+    or one naming no provider."""
+    with fixtures.app("sqlite") as (app, db):
+        healthy = _provider(app, "healthy", {"VCPU": {"total": 8}})
+        over = over_capacity_hosts(db.engine, audit_obj.ITEMS + 5)
+        code, out = _command(db, "--in-tree", over[-1], "--in-tree", over[0], "--json")
+        assert code == 1
+        found = json.loads(out)
+        assert [c["kind"] for c in found["checks"]] == list(audit_obj.TREE_KINDS)
+        check = _by_kind(found)["over_capacity"]
+        assert {i["root_provider"] for i in check["items"]} == {over[0], over[-1]}
+        assert found["problems"] == 2
+        code, out = _command(db, "--in-tree", healthy)
+        assert code == 0
+        assert out.splitlines()[-1] == "Nothing is wrong."
+        code, out = _command(db, "--in-tree", over[-1], "--kind", "over_capacity")
+        assert code == 1
+        assert "oc%05d" % (len(over) - 1) in out
+        missing = str(uuid.uuid4())
+        for args, said in (
+            (["--in-tree", healthy, "--kind", "empty_consumers"], "empty_consumers"),
+            (["--in-tree", "cn1"], "'cn1' is not a provider uuid"),
+            (["--in-tree", missing], "no resource provider %s." % missing),
+        ):
+            url = db.engine.url.render_as_string(hide_password=False)
+            result = helpers.run(
+                [helpers.script("placement-manage"), "audit", *args],
+                {"OS_PLACEMENT_DATABASE__CONNECTION": url},
+            )
+            assert result.returncode == 2, (args, result.stdout, result.stderr)
+            assert said in result.stderr, result.stderr
+            assert result.stdout == ""
+
+
 def test_admin_only_and_bad_kind():
     with fixtures.app("sqlite") as (app, _db):
         resp = _call(
