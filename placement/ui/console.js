@@ -7,6 +7,20 @@
 const BASE = location.pathname.replace(/\/ui\/.*$/, "");
 const VERSION = "placement 1.39";
 const PAGE = 50;
+// The cloud view's hosts checked to drain (sessionStorage key), and how
+// many one drain plan may name: their uuids go in its URL, which must stay
+// under the server's request-line limit (gunicorn's 4094 bytes).
+const SELECTION = "placement-drain-selection";
+const MAX_SELECTED = 100;
+
+function selection() {
+  try {
+    const stored = JSON.parse(sessionStorage.getItem(SELECTION) || "[]");
+    return Array.isArray(stored) ? stored.filter((u) => typeof u === "string") : [];
+  } catch (error) {
+    return [];
+  }
+}
 const PARALLEL = 8;
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -227,23 +241,43 @@ async function cloudView(view, params) {
       el("th", { text: "Usage" }), el("th", { text: "Traits" }), el("th", { text: "Aggregates" }))
   );
   // Hosts to drain together: a checkbox per root, and a button to the
-  // Drain view with the checked ones (this page's).
-  const drain = el("button", { type: "button", id: "drain-selected", text: "Drain selected (0)" });
-  drain.disabled = true;
-  const selected = () => [...table.querySelectorAll("input.select-root:checked")].map((box) => box.value);
-  table.addEventListener("change", () => {
-    const chosen = selected();
-    drain.textContent = "Drain selected (" + chosen.length + ")";
-    drain.disabled = chosen.length === 0;
+  // Drain view with the checked ones. The selection outlives the page (the
+  // pager, a filter): it is kept for the tab (sessionStorage) until it is
+  // drained or cleared.
+  const chosen = new Set(selection());
+  const drain = el("button", { type: "button", id: "drain-selected" });
+  const clear = el("button", { type: "button", id: "clear-selected", text: "Clear selection" });
+  const showChosen = () => {
+    sessionStorage.setItem(SELECTION, JSON.stringify([...chosen]));
+    drain.textContent = "Drain selected (" + chosen.size + ")";
+    drain.disabled = chosen.size === 0 || chosen.size > MAX_SELECTED;
+    drain.title = chosen.size > MAX_SELECTED ? "At most " + MAX_SELECTED + " hosts at once" : "";
+    clear.disabled = chosen.size === 0;
+  };
+  table.addEventListener("change", (event) => {
+    const box = event.target;
+    if (!box.classList.contains("select-root")) return;
+    if (box.checked) chosen.add(box.value);
+    else chosen.delete(box.value);
+    showChosen();
   });
   drain.addEventListener("click", () => {
-    const chosen = selected();
-    if (chosen.length) location.hash = "#/drain?providers=" + chosen.join(",");
+    if (!chosen.size) return;
+    const providers = [...chosen];
+    sessionStorage.removeItem(SELECTION);
+    location.hash = "#/drain?providers=" + providers.join(",");
   });
+  clear.addEventListener("click", () => {
+    chosen.clear();
+    for (const box of table.querySelectorAll("input.select-root")) box.checked = false;
+    showChosen();
+  });
+  showChosen();
   for (const row of listed) {
     const link = el("a", { href: "#/provider/" + row.root.uuid, class: "root-link", text: row.root.name });
     const box = el("input", { type: "checkbox", class: "select-root", value: row.root.uuid,
       "aria-label": "Select " + row.root.name + " to drain" });
+    box.checked = chosen.has(row.root.uuid);
     table.append(
       el(
         "tr",
@@ -266,7 +300,7 @@ async function cloudView(view, params) {
     found.total + " root providers" + (full ? "; nearly full on this page: " + listed.length : "");
   // The page shows at once; the audit's flags follow (at 100,000 hosts
   // the audit's scan takes longer than the page's one call).
-  view.append(el("div", { class: "toolbar" }, pager, drain), table);
+  view.append(el("div", { class: "toolbar" }, pager, drain, clear), table);
   await flagOverCapacity(table);
 }
 
