@@ -23,6 +23,7 @@ from placement.handlers import drain as drain_handler
 from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
+from placement.objects import standard_names
 from placement.schemas import drain as drain_schema
 
 DEFAULT_BATCH = 50
@@ -34,6 +35,12 @@ _PARSERS = {}
 
 def db_sync(conf, db):
     before, after = schema.upgrade(db.engine)
+    # The standard traits and classes too, as a starting server would add
+    # them: servers started together on the database then have nothing to
+    # add, and none writes while another (the reference, whose start-up
+    # sync on SQLite fails on a write committed between its read and its
+    # insert) is adding them.
+    standard_names.sync_standard_names(db)
     if before == after:
         print("Schema already at head %s." % after)
     else:

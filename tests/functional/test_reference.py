@@ -17,10 +17,12 @@ is what ours answers from.
 import contextlib
 import os
 import subprocess
+import threading
 import time
 import uuid
 
 import os_resource_classes
+import os_traits
 import pytest
 import requests
 import sqlalchemy as sa
@@ -179,6 +181,68 @@ def test_beside_the_reference(backend, together, tmp_path):
             _scenario(reference, ours, engine)
         finally:
             engine.dispose()
+
+
+def test_reference_starts_beside_writes_after_our_db_sync(tmp_path):
+    """The reference's start-up adds the standard traits it finds missing
+    and, on SQLite, fails to start ("database is locked") when another
+    connection commits between its read and its insert: with both
+    implementations' servers starting at once, ours adding the same
+    names, it failed now and then. Our ``db sync`` adds them (the
+    reference's does not), so a reference started after it has nothing
+    to add and starts while others write."""
+    with fixtures.database_url("sqlite") as url:
+        env = helpers.clean_env(OS_PLACEMENT_DATABASE__CONNECTION=url)
+        reference_env = dict(env, PYTHONPATH="")
+        synced = helpers.run(
+            [_reference("placement-manage"), "db", "sync"], reference_env
+        )
+        assert synced.returncode == 0, synced.stderr
+        synced = helpers.run([helpers.script("placement-manage"), "db", "sync"], env)
+        assert synced.returncode == 0, synced.stderr
+        engine = sa.create_engine(url)
+        try:
+            with engine.begin() as conn:
+                names = set(conn.scalars(sa.select(tables.traits.c.name)))
+                conn.exec_driver_sql("CREATE TABLE churn (n INTEGER)")
+            assert names == set(os_traits.get_traits())
+            _standard_class_ids(engine)
+            stop = threading.Event()
+            commits = []
+
+            def churn():
+                while not stop.is_set():
+                    with engine.begin() as conn:
+                        conn.exec_driver_sql("INSERT INTO churn VALUES (1)")
+                    commits.append(1)
+
+            writer = threading.Thread(target=churn)
+            writer.start()
+            try:
+                port = ports.free_port()
+                base = "http://127.0.0.1:%d" % port
+                with live_server.running(
+                    [
+                        _reference("gunicorn"),
+                        "-b",
+                        "127.0.0.1:%d" % port,
+                        "-w",
+                        "1",
+                        "placement.wsgi.api:application",
+                    ],
+                    dict(reference_env, OS_API__AUTH_STRATEGY="noauth2"),
+                    str(tmp_path / "reference.log"),
+                    base + "/",
+                    cwd=str(tmp_path),
+                ):
+                    listed = Api(base).call("GET", "/traits").json()["traits"]
+            finally:
+                stop.set()
+                writer.join()
+        finally:
+            engine.dispose()
+    assert set(listed) == names
+    assert len(commits) > 10  # it did write meanwhile
 
 
 def _standard_class_ids(engine):

@@ -226,6 +226,8 @@ def test_upgrade_check_reports_wrong_standard_class_ids(tmp_path):
     )
     engine = sa.create_engine(url)
     with engine.begin() as conn:
+        # db sync added the standard classes at their ids: take them back.
+        conn.execute(sa.text("DELETE FROM resource_classes"))
         conn.execute(
             sa.text("INSERT INTO resource_classes (id, name) VALUES (1, 'VCPU')")
         )
