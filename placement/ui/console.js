@@ -12,15 +12,6 @@ const PAGE = 50;
 // under the server's request-line limit (gunicorn's 4094 bytes).
 const SELECTION = "placement-drain-selection";
 const MAX_SELECTED = 100;
-
-function selection() {
-  try {
-    const stored = JSON.parse(sessionStorage.getItem(SELECTION) || "[]");
-    return Array.isArray(stored) ? stored.filter((u) => typeof u === "string") : [];
-  } catch (error) {
-    return [];
-  }
-}
 const PARALLEL = 8;
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -339,6 +330,16 @@ async function flagOverCapacity(table) {
     row.querySelector(".root-cell").append(
       el("div", { class: "over-capacity-flag", text: "Over capacity: " + what.join(", ") + " (see placement-manage audit)" })
     );
+  }
+}
+
+// The hosts checked to drain, as the tab keeps them (none if unreadable).
+function selection() {
+  try {
+    const stored = JSON.parse(sessionStorage.getItem(SELECTION) || "[]");
+    return Array.isArray(stored) ? stored.filter((u) => typeof u === "string") : [];
+  } catch (error) {
+    return [];
   }
 }
 
