@@ -5,11 +5,10 @@ severity error found rows (information alone does not count), 2 for
 arguments the audit cannot take."""
 
 import json
-import re
 import sys
 
 from placement.objects import audit as audit_obj
-from placement.schemas.uuids import CANONICAL
+from placement.schemas import uuids
 
 SHOWN = 20  # items printed per kind; --json lists up to audit_obj.ITEMS
 
@@ -52,11 +51,9 @@ def audit(conf, db):
                 "--in-tree applies to the kinds %s only, not %s."
                 % (", ".join(audit_obj.TREE_KINDS), ", ".join(outside))
             )
-        for value in trees:
-            if not re.fullmatch(CANONICAL, value):
-                return _refused(
-                    "%r is not a provider uuid (8-4-4-4-12 hex digits)." % value
-                )
+        malformed = uuids.first_malformed(trees)
+        if malformed is not None:
+            return _refused(uuids.NOT_A_UUID % malformed)
         unknown = audit_obj.unknown_providers(db, trees)
         if unknown:
             return _refused("no resource provider %s." % ", ".join(unknown))

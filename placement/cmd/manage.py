@@ -8,7 +8,6 @@ Commands: ``sync``, ``downgrade <revision>``, ``version``,
 """
 
 import json
-import re
 import sys
 
 import prettytable
@@ -24,7 +23,7 @@ from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
 from placement.objects import standard_names
-from placement.schemas import drain as drain_schema
+from placement.schemas import uuids
 
 DEFAULT_BATCH = 50
 # online_data_migrations exit codes
@@ -182,14 +181,10 @@ def drain_plan(conf, db):
     args = conf.category
     named = [u for value in args.providers or () for u in value.split(",")]
     named += [args.in_tree] if args.in_tree else []
-    for value in named:
-        if not re.fullmatch(drain_schema.CANONICAL, value):
-            print(
-                "drain-plan: %r is not a provider uuid (8-4-4-4-12 hex digits)."
-                % value,
-                file=sys.stderr,
-            )
-            return 1
+    malformed = uuids.first_malformed(named)
+    if malformed is not None:
+        print("drain-plan: " + uuids.NOT_A_UUID % malformed, file=sys.stderr)
+        return 1
     pairs = [("providers", ",".join(args.providers))] if args.providers else []
     pairs += [("in_tree", args.in_tree)] if args.in_tree else []
     pairs += [("member_of", args.member_of)] if args.member_of else []
