@@ -23,6 +23,9 @@ OVER_TIME_BUDGET = "over time budget"  # cancelled after statement_timeout
 SCHEMA_MISSING = "schema missing"  # no database or no such table
 UNSTORABLE_TEXT = "unstorable text"  # the tables' character set
 TOO_MANY_PARAMETERS = "too many parameters"  # more than one statement binds
+# A row the statement refers to is not there: a NULL id taken by name
+# (NOT NULL), or a foreign key. Another writer took it away (a restore).
+MISSING_ROW = "missing row"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +73,8 @@ MYSQL = Backend(
         1267: UNSTORABLE_TEXT,
         1271: UNSTORABLE_TEXT,
         1366: UNSTORABLE_TEXT,
+        1048: MISSING_ROW,  # column cannot be null
+        1452: MISSING_ROW,  # foreign key: no parent row
     },
 )
 
@@ -86,6 +91,8 @@ POSTGRESQL = Backend(
         "57014": OVER_TIME_BUDGET,  # query_canceled
         "3D000": SCHEMA_MISSING,  # database does not exist
         "42P01": SCHEMA_MISSING,  # undefined table
+        "23502": MISSING_ROW,  # not_null_violation
+        "23503": MISSING_ROW,  # foreign_key_violation
     },
     # psycopg's own check, before anything is sent.
     messages={"number of parameters must be": TOO_MANY_PARAMETERS},
@@ -100,6 +107,8 @@ SQLITE = Backend(
         # A build setting: 250,000 on Debian, 32,766 by default, 999 in
         # old builds.
         "too many SQL variables": TOO_MANY_PARAMETERS,
+        "NOT NULL constraint failed": MISSING_ROW,
+        "FOREIGN KEY constraint failed": MISSING_ROW,
     },
 )
 
@@ -191,3 +200,32 @@ def is_too_many_parameters(error: BaseException) -> bool:
     """True when a statement had more bound parameters than the database
     takes: the request named too many items for one statement."""
     return kind(error) == TOO_MANY_PARAMETERS
+
+
+def is_missing_row(error: BaseException) -> bool:
+    """True when a statement found a row it refers to gone (an id taken
+    by name was NULL, or a foreign key had no row)."""
+    return kind(error) == MISSING_ROW
+
+
+# The columns that refer to a row by id -> what the row is, for a client.
+REFERRED = {
+    "project_id": "project",
+    "user_id": "user",
+    "consumer_type_id": "consumer type",
+    "aggregate_id": "aggregate",
+    "trait_id": "trait",
+    "resource_class_id": "resource class",
+    "resource_provider_id": "resource provider",
+}
+
+
+def missing_what(error: BaseException) -> str:
+    """What ``is_missing_row`` found gone, as the error's text names it
+    ("project"), or "row" when the text names no column (SQLite's
+    foreign key error)."""
+    text = str(getattr(error, "orig", error))
+    for column, what in REFERRED.items():
+        if column in text:
+            return what
+    return "row"

@@ -19,6 +19,7 @@ QUESTIONS = {
     errors.SCHEMA_MISSING: errors.is_schema_missing,
     errors.UNSTORABLE_TEXT: errors.is_unstorable_text,
     errors.TOO_MANY_PARAMETERS: errors.is_too_many_parameters,
+    errors.MISSING_ROW: errors.is_missing_row,
 }
 
 
@@ -90,3 +91,30 @@ def test_psycopg_without_a_sqlstate_could_not_connect():
     error = sa_exc.OperationalError("SELECT 1", {}, psycopg.OperationalError("no"))
     assert errors.kind(error) is None
     assert errors.is_unavailable(error)
+
+
+@pytest.mark.parametrize(
+    "orig,what",
+    [
+        (
+            pymysql.err.IntegrityError(1048, "Column 'project_id' cannot be null"),
+            "project",
+        ),
+        (
+            psycopg.errors.lookup("23503")(
+                'insert or update on table "consumers" violates foreign key'
+                ' constraint "consumers_consumer_type_id_fkey"'
+            ),
+            "consumer type",
+        ),
+        (
+            sqlite3.IntegrityError("NOT NULL constraint failed: consumers.user_id"),
+            "user",
+        ),
+        (sqlite3.IntegrityError("FOREIGN KEY constraint failed"), "row"),
+    ],
+)
+def test_a_missing_row_is_named_by_its_column(orig, what):
+    error = wrapped(orig)
+    assert errors.is_missing_row(error)
+    assert errors.missing_what(error) == what

@@ -177,9 +177,13 @@ class Cache:
 
     def _install(self, db, catalog, whole=False):
         """Hold ``catalog`` (made by following the log from the one held,
-        or read ``whole``) and remember its fingerprint by its counts."""
+        or read ``whole``) and remember its fingerprint by its counts. A
+        whole read means the log could not tell what changed (another
+        writer's rows, counts gone back in a restore, a gap): the ids this
+        process remembers may be gone too, and are forgotten."""
         if whole:
             self.history.clear()
+            db_api.forget_remembered()
         self.catalog = catalog
         self._remember(db, catalog, compute=False)
 
