@@ -56,8 +56,21 @@ def restore(url, backup) -> None:
     if backend == "mysql":
         cmd = ["mysql", *_client_args(url), url.database]
     else:
-        cmd = ["psql", "-q", "-v", "ON_ERROR_STOP=1", *_client_args(url), url.database]
-    subprocess.run(cmd, input=backup, check=True, capture_output=True)
+        # In one transaction: dropping the tables one by one deadlocks
+        # with a running service's reads of several at times, which psql
+        # then reports after it has dropped some; all or nothing, tried
+        # again, as an operator would.
+        cmd = ["psql", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction"]
+        cmd += [*_client_args(url), url.database]
+    for attempt in range(RESTORE_TRIES):
+        done = subprocess.run(cmd, input=backup, capture_output=True)
+        if done.returncode == 0:
+            return
+        if b"deadlock detected" not in done.stderr or attempt == RESTORE_TRIES - 1:
+            raise AssertionError("restore failed: %s" % done.stderr.decode())
+
+
+RESTORE_TRIES = 5
 
 
 def _sqlite(path):
