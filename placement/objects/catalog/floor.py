@@ -17,6 +17,7 @@ import multiprocessing
 import struct
 
 _VALUE = struct.Struct("d")
+LOCK_WAIT_S = 0.5
 
 
 class Floor:
@@ -31,7 +32,14 @@ class Floor:
         return _VALUE.unpack_from(self._map, 0)[0]
 
     def raise_to(self, moment: float) -> None:
-        """Make the floor ``moment`` unless it is there already."""
-        with self._lock:
+        """Make the floor ``moment`` unless it is there already. A worker
+        killed while it held the lock (a few instructions) leaves it held:
+        past LOCK_WAIT_S the floor is raised without it, at the risk of
+        a concurrent raise to a lower value winning."""
+        locked = self._lock.acquire(timeout=LOCK_WAIT_S)
+        try:
             if moment > self.value():
                 _VALUE.pack_into(self._map, 0, moment)
+        finally:
+            if locked:
+                self._lock.release()
