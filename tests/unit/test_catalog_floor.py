@@ -37,3 +37,17 @@ def test_a_worker_killed_holding_the_lock_does_not_stop_raises(monkeypatch):
     os.waitpid(pid, 0)
     shared.raise_to(7.0)
     assert shared.value() == 7.0
+
+
+def test_a_catalog_read_in_the_floor_s_state_leaves_it_where_it_is():
+    shared = floor.Floor()
+    assert shared.raise_to(5.0, state=42) == 5.0
+    # Another worker read the same database state later: it holds what
+    # the floor stands for, and the others need not compare again.
+    assert shared.raise_to(9.0, state=42) == 5.0
+    assert shared.value() == 5.0
+    assert shared.raise_to(9.0, state=43) == 9.0
+    assert shared.value() == 9.0
+    # A state not known always raises.
+    assert shared.raise_to(11.0) == 11.0
+    assert shared.value() == 11.0

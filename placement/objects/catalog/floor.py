@@ -16,7 +16,9 @@ import mmap
 import multiprocessing
 import struct
 
-_VALUE = struct.Struct("d")
+# The floor's time, and what identifies the database's state the worker
+# that set it read its catalog in (0: not known).
+_VALUE = struct.Struct("dq")
 LOCK_WAIT_S = 0.5
 
 
@@ -25,21 +27,32 @@ class Floor:
         # Anonymous and shared (MAP_SHARED): processes forked after this
         # see each other's writes.
         self._map = mmap.mmap(-1, _VALUE.size)
-        _VALUE.pack_into(self._map, 0, float("-inf"))
+        _VALUE.pack_into(self._map, 0, float("-inf"), 0)
         self._lock = multiprocessing.get_context("fork").Lock()
 
     def value(self) -> float:
         return _VALUE.unpack_from(self._map, 0)[0]
 
-    def raise_to(self, moment: float) -> None:
-        """Make the floor ``moment`` unless it is there already. A worker
-        killed while it held the lock (a few instructions) leaves it held:
-        past LOCK_WAIT_S the floor is raised without it, at the risk of
-        a concurrent raise to a lower value winning."""
+    def raise_to(self, moment: float, state: int = 0) -> float:
+        """Make the floor ``moment`` unless it is there already, for a
+        catalog read in the database's ``state`` (a hash of its counts and
+        fingerprint; 0: not known). A floor set for the same state is
+        left as it is: that catalog holds what the floor stands for, and
+        the other workers need not compare again (each would otherwise
+        raise it in turn after reading the same change). Returns the
+        floor this process's catalog now holds.
+
+        A worker killed while it held the lock (a few instructions) leaves
+        it held: past LOCK_WAIT_S the floor is raised without it, at the
+        risk of a concurrent raise to a lower value winning."""
         locked = self._lock.acquire(timeout=LOCK_WAIT_S)
         try:
-            if moment > self.value():
-                _VALUE.pack_into(self._map, 0, moment)
+            value, held_state = _VALUE.unpack_from(self._map, 0)
+            if state and state == held_state:
+                return value
+            if moment > value:
+                _VALUE.pack_into(self._map, 0, moment, state)
+            return moment
         finally:
             if locked:
                 self._lock.release()

@@ -364,7 +364,7 @@ class Cache:
                 _foreign()
             else:
                 how = "full"
-            self._reread(db, reading, found)
+            self._reread(db, reading, found, seqs)
             self.looked = look
             self.verified_at = started
         self._publish(db, seqs, found, taken_at, started)
@@ -388,23 +388,25 @@ class Cache:
             return fingerprint.of_database(reading)
         return fingerprint.of_database(reading, frozenset(changed), self.found[1])
 
-    def _reread(self, db, reading, found):
+    def _reread(self, db, reading, found, seqs=None):
         """Read the catalog whole in ``reading``'s snapshot, whose
-        fingerprint statement found ``found`` (None: none ran)."""
+        fingerprint statement found ``found`` at the counts ``seqs``
+        (None: none ran)."""
+        state = hash((currency.key(seqs), tuple(found))) if found else 0
         with self.reading:
             # Every other worker of this host compares before its next
             # answer from a catalog found right before now, so none answers
             # without what this one will (through SQL meanwhile, then from
             # the catalog read in a snapshot fixed by the time of the
             # second raise).
-            self._raise_floor()
+            self._raise_floor(state)
             self.catalog = None
             self.reading_all = True
             try:
                 catalog = Catalog.read(reading)
             finally:
                 self.reading_all = False
-            self._raise_floor()
+            self._raise_floor(state)
             if found is not None:
                 catalog.offset = [
                     db_value - mine
@@ -412,9 +414,8 @@ class Cache:
                 ]
             self._install(db, catalog, whole=True)
 
-    def _raise_floor(self):
-        self.raised = time.monotonic()
-        self.floor.raise_to(self.raised)
+    def _raise_floor(self, state):
+        self.raised = self.floor.raise_to(time.monotonic(), state)
 
     def _publish(self, db, seqs, found, taken_at, started):
         """As the lease holder, publish a comparison started at ``started``
@@ -458,7 +459,8 @@ class Cache:
         _foreign()
         started = time.monotonic()
         with _own_snapshot(db) as reading:
-            self._reread(db, reading, fingerprint.of_database(reading))
+            seqs = changes.counts(reading)
+            self._reread(db, reading, fingerprint.of_database(reading), seqs)
         self.verified_at = started
         events.catalog_updated("foreign")
         return "foreign"
