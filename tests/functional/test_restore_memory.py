@@ -9,12 +9,14 @@ with it off, only the statement that finds a remembered row gone can."""
 import uuid
 
 import pytest
+import requests
 import sqlalchemy as sa
 
 from placement.db import tables
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional import backups
+from tests.functional import live_server
 
 HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
 
@@ -265,3 +267,73 @@ def test_a_row_gone_is_looked_up_again_then_a_409_naming_it(backend, gone):
         assert got["allocations"] == {}
         usages = _call(app, "/resource_providers/%s/usages" % rp).json()["usages"]
         assert usages == {"VCPU": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", fixtures.BACKENDS)
+def test_claims_after_a_restore_under_placement_api(backend, tmp_path):
+    """Issue 46's run, black box: ``placement-api`` with two workers, a
+    backup taken while it serves, claims for new projects and users, the
+    backup restored (and another writer taking the freed ids), then
+    claims for the same projects and users on both workers: every one
+    answers 204 and is recorded under its own project and user."""
+    fixtures.require_backend(backend)
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.38"}
+    projects = ["project-%d" % i for i in range(3)]
+    with fixtures.database(backend) as db:
+        url = db.engine.url.render_as_string(hide_password=False)
+        with live_server.placement_api(
+            str(tmp_path), "--workers", "2", OS_PLACEMENT_DATABASE__CONNECTION=url
+        ) as base:
+            session = requests.Session()
+            rp = session.post(
+                base + "/resource_providers",
+                json={"name": "host"},
+                headers=headers,
+                timeout=30,
+            ).json()["uuid"]
+            resp = session.put(
+                base + "/resource_providers/%s/inventories" % rp,
+                json={
+                    "resource_provider_generation": 0,
+                    "inventories": {"VCPU": {"total": 1000}},
+                },
+                headers=headers,
+                timeout=30,
+            )
+            assert resp.status_code == 200, resp.text
+
+            def claims(rounds):
+                made = {}
+                for _ in range(rounds):
+                    for project in projects:
+                        consumer = str(uuid.uuid4())
+                        # A new connection each: both workers claim.
+                        resp = requests.put(
+                            base + "/allocations/%s" % consumer,
+                            json={
+                                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                                "project_id": project,
+                                "user_id": "user-of-" + project,
+                                "consumer_generation": None,
+                                "consumer_type": "INSTANCE",
+                            },
+                            headers=dict(headers, connection="close"),
+                            timeout=30,
+                        )
+                        assert resp.status_code == 204, resp.text
+                        made[consumer] = project
+                return made
+
+            backup = backups.dump(url)
+            claims(4)
+            backups.restore(url, backup)
+            _another_writer_takes_the_ids(db)
+            for consumer, project in claims(4).items():
+                got = session.get(
+                    base + "/allocations/%s" % consumer, headers=headers, timeout=30
+                ).json()
+                assert (got["project_id"], got["user_id"]) == (
+                    project,
+                    "user-of-" + project,
+                )
