@@ -358,3 +358,14 @@ def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path):
         assert {s.trace_id for _a, s in spans} == {
             osprofiler_utils.uuid_to_int128(b).to_bytes(16, "big") for b, _ in traces
         }
+
+
+@pytest.mark.parametrize("keys,warned", [("SECRET_KEY", True), (KEY, False)])
+def test_start_up_warns_of_osprofilers_default_key(caplog, keys, warned):
+    settings = {"profiler.enabled": True, "profiler.hmac_keys": keys}
+    with fixtures.overrides(**settings) as conf, caplog.at_level("WARNING"):
+        deploy.log_summary(conf)
+    warnings = [r.getMessage() for r in caplog.records if "hmac_keys" in r.getMessage()]
+    assert bool(warnings) is warned
+    if warned:
+        assert "anyone can have requests traced" in warnings[0]
