@@ -126,6 +126,17 @@ def test_a_traced_request_has_its_span_and_its_statements_spans():
         assert created.status == 200
         assert created.json()["name"] == name
         spans = _spans(rows(), base_id)
+        # A traced answer is the answer: status, headers and body.
+        path = "/resource_providers/%s" % created.json()["uuid"]
+        plain = call(app, path, headers=ADMIN)
+        traced = call(app, path, headers=dict(ADMIN, **_trace_headers()[0]))
+        for response in (plain, traced):
+            response.headers.pop("x-openstack-request-id")
+        assert (traced.status, traced.headers, traced.body) == (
+            plain.status,
+            plain.headers,
+            plain.body,
+        )
     [(request_id, request)] = [(t, s) for t, s in spans.items() if s[0] == "wsgi"]
     # Under the client's span, as nova's report client sent it.
     assert request[1] == parent
