@@ -10,8 +10,10 @@ hold a connection (the sqlalchemy driver) or a thread (the otlp driver's
 exporter), neither of which survives a fork: ``start`` makes it in the
 process that serves, after the fork (placement-api's workers as they
 start, any other WSGI server's processes at their first traced request).
+The otlp driver's stack of open spans is made one per thread.
 """
 
+import collections
 import os
 import socket
 import threading
@@ -52,7 +54,28 @@ def start(conf):
             service=SERVICE,
             host=socket.gethostname(),
         )
+        _open_spans_per_thread(getattr(notifier.get(), "__self__", None))
         _started = wanted
+
+
+class _ThreadSpans(threading.local):
+    """A stack of open spans per thread, in place of the otlp driver's one
+    per process: a worker's threads serve requests at once, and with one
+    stack a traced request's end would close another's span."""
+
+    def __init__(self):
+        self.stack = collections.deque()
+
+    def append(self, span):
+        self.stack.append(span)
+
+    def pop(self):
+        return self.stack.pop()
+
+
+def _open_spans_per_thread(driver):
+    if isinstance(getattr(driver, "spans", None), collections.deque):
+        driver.spans = _ThreadSpans()
 
 
 class Tracing:

@@ -380,3 +380,55 @@ def test_start_up_warns_of_osprofilers_default_key(caplog, keys, warned):
     assert bool(warnings) is warned
     if warned:
         assert "anyone can have requests traced" in warnings[0]
+
+
+def test_a_workers_threads_end_their_own_spans():
+    """Two traced requests at once in one process (a worker's threads): each
+    ends its own span, though the otlp driver kept one stack per process."""
+    from opentelemetry import trace as trace_api
+
+    a_started, b_started, a_ended = (threading.Event() for _ in range(3))
+
+    def request(path, begin_after, then, end_after, ended=None, stop_info=None):
+        profiler.init(KEY, base_id=str(uuid.uuid4()), parent_id=str(uuid.uuid4()))
+        try:
+            if begin_after is not None:
+                begin_after.wait(10)
+            info = {"path": path, "query": "", "method": "GET", "scheme": "http"}
+            profiler.start("wsgi", info={"request": info})
+            then.set()
+            end_after.wait(10)
+            profiler.stop(info=stop_info)
+            if ended is not None:
+                ended.set()
+        finally:
+            profiler.clean()
+
+    with _collector() as (port, spans):
+        settings = {
+            "profiler.enabled": True,
+            "profiler.connection_string": "otlp://127.0.0.1:%d" % port,
+        }
+        with fixtures.overrides(**settings) as conf:
+            tracing.start(conf)
+        # /a starts, then /b; /a ends, then /b, with an error.
+        failed = {"etype": "RuntimeError", "message": "b failed"}
+        threads = [
+            threading.Thread(
+                target=request, args=("/a", None, a_started, b_started, a_ended)
+            ),
+            threading.Thread(
+                target=request, args=("/b", a_started, b_started, a_ended, None, failed)
+            ),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        trace_api.get_tracer_provider().force_flush()
+        ended = {
+            span.name: {a.key for a in span.attributes} for _a, span in list(spans)
+        }
+    assert set(ended) == {"WSGI_GET_/a", "WSGI_GET_/b"}
+    assert "error" in ended["WSGI_GET_/b"]
+    assert "error" not in ended["WSGI_GET_/a"]
