@@ -22,6 +22,7 @@ import orjson
 import pytest
 import requests
 import sqlalchemy as sa
+from keystoneauth1 import session as ksa_session
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from osprofiler import _utils as osprofiler_utils
 from osprofiler import notifier
@@ -83,7 +84,7 @@ def _span_store():
 
 
 @contextlib.contextmanager
-def _traced_app(connection_string, **options):
+def _traced_app(connection_string, backend="sqlite", **options):
     settings = {
         "profiler.enabled": True,
         "profiler.trace_sqlalchemy": True,
@@ -91,7 +92,7 @@ def _traced_app(connection_string, **options):
         "profiler.connection_string": connection_string,
     }
     settings.update(options)
-    with fixtures.overrides(**settings) as conf, fixtures.database("sqlite") as db:
+    with fixtures.overrides(**settings) as conf, fixtures.database(backend) as db:
         yield deploy.build_app(conf, db=db), db
 
 
@@ -112,8 +113,10 @@ def _spans(rows, base_id):
     return started
 
 
-def test_a_traced_request_has_its_span_and_its_statements_spans():
-    with _span_store() as (url, rows), _traced_app(url) as (app, _db):
+@pytest.mark.parametrize("backend", fixtures.BACKENDS)
+def test_a_traced_request_has_its_span_and_its_statements_spans(backend):
+    fixtures.require_backend(backend)
+    with _span_store() as (url, rows), _traced_app(url, backend) as (app, _db):
         headers, base_id, parent = _trace_headers()
         name = "traced-%s" % uuid.uuid4().hex[:8]
         created = call(
@@ -321,6 +324,19 @@ def _wait_for(spans, trace_id, timeout=30):
         time.sleep(0.1)
 
 
+def _as_nova_sends(url, base_id, parent):
+    """A GET sent as nova's report client sends it inside a traced span
+    (``parent``): through a keystoneauth session, which adds the trace's
+    headers itself."""
+    profiler.init(KEY, base_id=base_id, parent_id=parent)
+    try:
+        return ksa_session.Session().get(
+            url, headers=ADMIN, authenticated=False, raise_exc=False
+        )
+    finally:
+        profiler.clean()
+
+
 def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path):
     """Through the real server: the app is built in the master, and each
     worker makes its exporter (a thread) after the fork."""
@@ -342,12 +358,8 @@ def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path):
         traces = []
         # Several, so that both workers are likely to serve one.
         for _ in range(4):
-            headers, base_id, parent = _trace_headers()
-            response = requests.get(
-                url + "/resource_providers",
-                headers=dict(ADMIN, **headers),
-                timeout=30,
-            )
+            base_id, parent = str(uuid.uuid4()), str(uuid.uuid4())
+            response = _as_nova_sends(url + "/resource_providers", base_id, parent)
             assert response.status_code == 200
             assert response.json() == {"resource_providers": []}
             traces.append((base_id, parent))
