@@ -373,8 +373,9 @@ LOG_DEFAULTS = (
 
 def register_opts(conf):
     """Register every option the app reads on ``conf``: placement's own,
-    the libraries' of ``LIB_GROUPS``, osprofiler's and oslo.policy's, with placement's
-    defaults for those (on ``conf`` alone). Registering again is a no-op."""
+    the libraries' of ``LIB_GROUPS``, osprofiler's and oslo.policy's, with
+    placement's defaults for those (on ``conf`` alone). Registering again
+    is a no-op."""
     for group, opts in GROUPS.items():
         conf.register_opts(opts, group=None if group == "DEFAULT" else group)
     for group, opts in (LIB_GROUPS | profiler_groups()).items():
@@ -533,7 +534,8 @@ def _option_names(conf, section):
 
 
 def check_profiler(conf):
-    """Tracing asked for without osprofiler installed."""
+    """Tracing asked for without osprofiler installed (``profiler_groups``
+    then registered ``enabled`` alone)."""
     if "profiler" not in conf or not conf.profiler.enabled:
         return
     if "trace_sqlalchemy" not in conf.profiler:

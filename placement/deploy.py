@@ -115,7 +115,8 @@ def log_summary(conf, serving=""):
         conf.api.auth_strategy,
         serving,
     )
-    if conf.profiler.enabled and OSPROFILER_DEFAULT_KEY in conf.profiler.hmac_keys:
+    keys = conf.profiler.hmac_keys if conf.profiler.enabled else ""
+    if OSPROFILER_DEFAULT_KEY in (key.strip() for key in keys.split(",")):
         LOG.warning(
             "[profiler] hmac_keys holds osprofiler's default key %s: anyone "
             "can have requests traced; set a secret key shared with nova",

@@ -335,8 +335,9 @@ def _capacity_gauges(conf, db):
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """proxy headers -> request id -> tracing -> metrics -> body size
     limit -> open paths -> CORS -> auth -> context -> falcon app. The
-    order decides which error a client sees first (doc/architecture.md "Request path").
-    ``db`` must be opened for ``conf``: the app reads no other."""
+    order decides which error a client sees first (doc/architecture.md
+    "Request path"). ``db`` must be opened for ``conf``: the app reads no
+    other."""
     if db.conf is not conf:
         raise ValueError("the database was opened for another configuration")
     app: Any = middleware.ContextMiddleware(

@@ -383,7 +383,10 @@ def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path):
         }
 
 
-@pytest.mark.parametrize("keys,warned", [("SECRET_KEY", True), (KEY, False)])
+@pytest.mark.parametrize(
+    "keys,warned",
+    [("SECRET_KEY", True), (KEY + ", SECRET_KEY", True), (KEY, False)],
+)
 def test_start_up_warns_of_osprofilers_default_key(caplog, keys, warned):
     settings = {"profiler.enabled": True, "profiler.hmac_keys": keys}
     with fixtures.overrides(**settings) as conf, caplog.at_level("WARNING"):
