@@ -333,10 +333,11 @@ def _capacity_gauges(conf, db):
 
 
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
-    """proxy headers -> request id -> metrics -> body size limit -> open
-    paths -> CORS -> auth -> context -> falcon app. The order decides which
-    error a client sees first (doc/architecture.md "Request path").
-    ``db`` must be opened for ``conf``: the app reads no other."""
+    """proxy headers -> request id -> tracing -> metrics -> body size
+    limit -> open paths -> CORS -> auth -> context -> falcon app. The
+    order decides which error a client sees first (doc/architecture.md
+    "Request path"). ``db`` must be opened for ``conf``: the app reads no
+    other."""
     if db.conf is not conf:
         raise ValueError("the database was opened for another configuration")
     app: Any = middleware.ContextMiddleware(
@@ -360,6 +361,12 @@ def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     app = OpenPaths(app, open_paths, console.app if conf.ui.enabled else None)
     app = sizelimit.SizeLimitMiddleware(app, conf.oslo_middleware.max_request_body_size)
     app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
+    # Only when enabled (osprofiler is optional), and inside the request
+    # id: a trace's span covers everything the request costs after that.
+    if conf.profiler.enabled:
+        from placement.api import tracing
+
+        app = tracing.Tracing(app, conf)
     app = middleware.RequestIdMiddleware(app)
     # Only when enabled: disabled, the middleware would still take every
     # request and response through webob for nothing.
