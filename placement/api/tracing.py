@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 
+from oslo_config import cfg
 from osprofiler import initializer
 from osprofiler import notifier
 from osprofiler import web
@@ -33,7 +34,7 @@ _started: tuple[int, str] | None = None
 _lock = threading.Lock()
 
 
-def start(conf):
+def start(conf: cfg.ConfigOpts) -> None:
     """This process's notifier for ``conf``'s ``[profiler]``, made once
     per process (and connection string)."""
     global _started
