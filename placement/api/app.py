@@ -208,6 +208,49 @@ UNEXPECTED = (
             "(a limit, fewer items), request id %s."
         ),
     ),
+    # A replica, a primary demoted by a fail-over, a Galera node set
+    # read-only, a file the process may not write: reads still answer.
+    # Nothing was written (the write's transaction is rolled back whole).
+    Unexpected(
+        db_errors.is_read_only,
+        logging.WARNING,
+        "Database refuses writes (read-only)",
+        _retry_later(
+            "The database refuses writes (it is read-only, e.g. during a "
+            "fail-over or maintenance): nothing was written. Reads still "
+            "work; try the write again later, request id %s."
+        ),
+    ),
+    Unexpected(
+        db_errors.is_full,
+        logging.ERROR,
+        "Database full",
+        _retry_later(
+            "The database has no room left for this write (its disk or a "
+            "table is full): nothing was written; try again later, request "
+            "id %s."
+        ),
+    ),
+    Unexpected(
+        db_errors.is_interrupted,
+        logging.WARNING,
+        "Database statement interrupted",
+        _retry_later(
+            "A database statement of this request was cancelled or killed "
+            "(by an operator or the database); try "
+            "again, request id %s."
+        ),
+    ),
+    # Where no retry_on_deadlock wraps the transaction (or a read met
+    # one): what the client does after a lost race is the same.
+    Unexpected(
+        db_errors.is_deadlock,
+        logging.WARNING,
+        "Database deadlock",
+        lambda request_id: errors.from_domain(
+            exception.ConcurrentUpdate(db_api.DEADLOCKED)
+        ),
+    ),
     # Not something waiting fixes: the service must be restarted on the
     # file (no Retry-After). Nothing was written.
     Unexpected(

@@ -18,8 +18,11 @@ from sqlalchemy import exc as sa_exc
 
 # The kinds of error placement tells apart.
 DEADLOCK = "deadlock"  # a fresh transaction may not hit it again
-UNAVAILABLE = "unavailable"  # down, unreachable, shutting down, full
+UNAVAILABLE = "unavailable"  # down, unreachable, shutting down, crowded
+READ_ONLY = "read-only"  # answers reads, refuses every write
+FULL = "full"  # no room left for a write: disk, table or tablespace
 OVER_TIME_BUDGET = "over time budget"  # cancelled after statement_timeout
+INTERRUPTED = "interrupted"  # a statement cancelled or killed by someone
 SCHEMA_MISSING = "schema missing"  # no database or no such table
 UNSTORABLE_TEXT = "unstorable text"  # the tables' character set
 TOO_MANY_PARAMETERS = "too many parameters"  # more than one statement binds
@@ -60,6 +63,16 @@ MYSQL = Backend(
         2045: UNAVAILABLE,  # can't open shared memory
         2055: UNAVAILABLE,  # lost connection (system error)
         4031: UNAVAILABLE,  # disconnected by the server (idle)
+        # A server started or set read-only (SET GLOBAL read_only: a
+        # replica, a primary demoted by a fail-over), for users without
+        # SUPER (READ ONLY ADMIN on MariaDB 10.11); a read-only
+        # transaction.
+        1290: READ_ONLY,  # running with the --read-only option
+        1836: READ_ONLY,  # running in read-only mode
+        1792: READ_ONLY,  # a statement in a READ ONLY transaction
+        1021: FULL,  # disk full
+        1114: FULL,  # the table is full
+        1317: INTERRUPTED,  # query execution was interrupted (KILL QUERY)
         1969: OVER_TIME_BUDGET,  # MariaDB: max_statement_time exceeded
         3024: OVER_TIME_BUDGET,  # MySQL: max_execution_time exceeded
         1049: SCHEMA_MISSING,  # unknown database
@@ -83,12 +96,21 @@ POSTGRESQL = Backend(
         "57P02": UNAVAILABLE,  # crashed
         "57P03": UNAVAILABLE,  # starting up
         "53300": UNAVAILABLE,  # too many connections
+        # default_transaction_read_only, a hot standby, a read-only
+        # transaction.
+        "25006": READ_ONLY,  # read_only_sql_transaction
+        "53100": FULL,  # disk_full
+        # Also what pg_cancel_backend gives (the message tells).
         "57014": OVER_TIME_BUDGET,  # query_canceled
         "3D000": SCHEMA_MISSING,  # database does not exist
         "42P01": SCHEMA_MISSING,  # undefined table
     },
-    # psycopg's own check, before anything is sent.
-    messages={"number of parameters must be": TOO_MANY_PARAMETERS},
+    messages={
+        # psycopg's own check, before anything is sent.
+        "number of parameters must be": TOO_MANY_PARAMETERS,
+        # 57014 of pg_cancel_backend, not of statement_timeout.
+        "canceling statement due to user request": INTERRUPTED,
+    },
 )
 
 SQLITE = Backend(
@@ -96,6 +118,10 @@ SQLITE = Backend(
     codes={},
     messages={
         "database is locked": DEADLOCK,  # the busy timeout ran out
+        # SQLITE_READONLY: a file (or directory, or mount) the process may
+        # not write, opened read-only.
+        "attempt to write a readonly database": READ_ONLY,
+        "database or disk is full": FULL,  # SQLITE_FULL
         "no such table": SCHEMA_MISSING,
         # A build setting: 250,000 on Debian, 32,766 by default, 999 in
         # old builds.
@@ -167,6 +193,25 @@ def _says_unavailable(error: BaseException) -> bool:
         and POSTGRESQL.code(error.orig) is None
         and isinstance(error, sa_exc.OperationalError)
     )
+
+
+def is_read_only(error: BaseException) -> bool:
+    """True when the database refused a write because it takes none
+    (read-only): reads still work, writes may again once it is made
+    writable (or the fail-over ends)."""
+    return kind(error) == READ_ONLY
+
+
+def is_full(error: BaseException) -> bool:
+    """True when the database refused a write for lack of room (disk,
+    table or tablespace full)."""
+    return kind(error) == FULL
+
+
+def is_interrupted(error: BaseException) -> bool:
+    """True when a statement was cancelled or killed by someone (an
+    operator's KILL QUERY or pg_cancel_backend), not for its time."""
+    return kind(error) == INTERRUPTED
 
 
 def is_over_time_budget(error: BaseException) -> bool:

@@ -15,6 +15,9 @@ from placement.db import errors
 QUESTIONS = {
     errors.DEADLOCK: errors.is_deadlock,
     errors.UNAVAILABLE: errors.is_unavailable,
+    errors.READ_ONLY: errors.is_read_only,
+    errors.FULL: errors.is_full,
+    errors.INTERRUPTED: errors.is_interrupted,
     errors.OVER_TIME_BUDGET: errors.is_over_time_budget,
     errors.SCHEMA_MISSING: errors.is_schema_missing,
     errors.UNSTORABLE_TEXT: errors.is_unstorable_text,
