@@ -306,10 +306,11 @@ UNEXPECTED = (
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any
 ) -> None:
-    """A database that is down or unreachable, or has lost its schema,
-    answers 503 with Retry-After; a request naming more items than one
+    """A database that is down or unreachable, refuses writes, is full,
+    cancelled a statement or has lost its schema answers 503 with
+    Retry-After; a deadlock 409; a request naming more items than one
     statement takes, or text the tables cannot hold, 400; anything else
-    is a 500 (``UNEXPECTED``). No body quotes the exception: its text
+    is a bug, a 500 (``UNEXPECTED``). No body quotes the exception: its text
     carries hosts, SQL and parameters, so it goes to the log alone (under
     the request id, which the body names)."""
     request_id = req.env.get(middleware.REQUEST_ID_ENV)

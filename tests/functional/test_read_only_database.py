@@ -19,6 +19,7 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.objects import standard_names
+from placement.objects.catalog import refresh
 from tests import fixtures
 from tests import helpers
 from tests.functional import private_mariadb
@@ -282,6 +283,17 @@ def test_read_only_database(target):
     assert [a for a in answers if a[2] != 503] == []
     # Nothing was written, and every read answers as before.
     assert _reads(client) == before
+    # A service (re)started meanwhile serves them too, as placement-api
+    # starts: its schema synced first (nothing to do), its catalog read.
+    with fixtures.overrides(**{"placement_database.connection": target.url}) as conf:
+        started = deploy.make_database(conf)
+    try:
+        deploy.prepare_schema(started, sync=True)
+        refresh.warm(started)
+        app = deploy.build_app(conf, db=started)
+        assert _reads(helpers.wsgi_client(app, ADMIN)) == before
+    finally:
+        started.engine.dispose()
 
     target.read_only(db, False)
     assert client.get("/healthcheck").json()["reasons"] == ["database reachable"]
