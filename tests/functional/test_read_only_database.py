@@ -9,10 +9,14 @@ Retry-After; nothing is written; every read answers as before; the health
 check and ``placement-status upgrade check`` name it; once writable
 again, writes go through."""
 
+import re
 import subprocess
+import time
 import uuid
 
+import httpx
 import pytest
+import requests
 import sqlalchemy as sa
 
 from placement import deploy
@@ -22,6 +26,7 @@ from placement.objects import standard_names
 from placement.objects.catalog import refresh
 from tests import fixtures
 from tests import helpers
+from tests.functional import live_server
 from tests.functional import private_mariadb
 from tests.functional import test_cmd
 
@@ -29,6 +34,7 @@ ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 RP, RP2 = str(uuid.uuid4()), str(uuid.uuid4())
 PROJECT, USER = str(uuid.uuid4()), str(uuid.uuid4())
 C1 = str(uuid.uuid4())
+READ_ONLY_REASON = "database read-only: writes are refused"
 
 
 class MariaDBReadOnly:
@@ -54,6 +60,9 @@ class MariaDBReadOnly:
     def read_only(self, db, on):
         # Counts at once, for the connections the service holds too.
         self.server.execute("SET GLOBAL read_only = %d" % on)
+
+    def end_sessions(self):
+        pass  # they see the change as it is made
 
     def __exit__(self, *exc):
         self.server.close()
@@ -83,6 +92,24 @@ class PostgreSQLReadOnly:
         finally:
             admin.dispose()
         db.engine.dispose()
+
+    def end_sessions(self):
+        """End the database's sessions, as a fail-over does, and wait until
+        the service's are idle for long enough to be pinged before use:
+        the ended ones are then replaced unseen."""
+        admin = fixtures._admin("postgresql")
+        try:
+            with admin.connect() as conn:
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": self.name},
+                )
+        finally:
+            admin.dispose()
+        time.sleep(db_api.PING_AFTER_IDLE_S * 1.5)
 
     def __exit__(self, *exc):
         self._url.__exit__(*exc)
@@ -266,7 +293,7 @@ def test_read_only_database(target):
     target.read_only(db, True)
     health = client.get("/healthcheck")
     assert health.status_code == 200
-    assert health.json()["reasons"] == ["database read-only: writes are refused"]
+    assert health.json()["reasons"] == [READ_ONLY_REASON]
     status = test_cmd.run(["placement-status", "upgrade", "check"], target.url)
     assert status.returncode == 2, status.stdout + status.stderr
     assert "The database refuses writes" in status.stdout
@@ -299,3 +326,73 @@ def test_read_only_database(target):
     assert client.get("/healthcheck").json()["reasons"] == ["database reachable"]
     for method, path, body in _writes(generation)[:2]:
         _ok(client.request(method, path, json=body))
+
+
+def _full_rereads(url):
+    """How many times the server's workers read their catalog whole again
+    (``placement_catalog_updates_total{how="full"}``, all workers)."""
+    text = requests.get(url + "/metrics").text
+    found = re.search(
+        r'^placement_catalog_updates_total\{how="full"\} (\S+)$', text, re.M
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.mark.parametrize("backend", ["mysql", "postgresql"])
+def test_read_only_under_placement_api(backend, tmp_path):
+    """The issue's reproduction: ``placement-api`` with 2 workers (and
+    their catalog followers), the database made read-only under it: on
+    MariaDB by ``SET GLOBAL read_only = 1`` for the service's ordinary
+    user; on PostgreSQL by ``default_transaction_read_only``, its
+    sessions ended as a fail-over ends them. Writes answer 503, reads
+    200, the followers go on without reading their catalogs again, and
+    each refusal is one log line, never a traceback."""
+    with TARGETS[backend]() as target:
+        conf = fixtures.configure()
+        engine = db_api.create_engine(target.url, conf)
+        try:
+            schema.create_at_head(engine)
+            db = db_api.Database(engine, conf)
+            with live_server.placement_api(
+                str(tmp_path),
+                "--workers",
+                "2",
+                OS_PLACEMENT_DATABASE__CONNECTION=target.url,
+            ) as url:
+                client = httpx.Client(base_url=url, headers=ADMIN, timeout=30)
+                _seed(client)
+                before = _reads(client)
+                generation = before["/resource_providers/%s" % RP]["generation"]
+                target.read_only(db, True)
+                target.end_sessions()
+                rereads = _full_rereads(url)
+                for method, path, body in _writes(generation) * 2:
+                    resp = client.request(method, path, json=body)
+                    assert resp.status_code == 503, (method, path, resp.text)
+                    assert int(resp.headers["retry-after"]) > 0
+                for _ in range(10):
+                    assert _reads(client) == before
+                time.sleep(2)  # several comparisons of each follower
+                assert _full_rereads(url) == rereads
+                health = client.get("/healthcheck")
+                assert health.json()["reasons"] == [READ_ONLY_REASON]
+                target.read_only(db, False)
+                target.end_sessions()
+                for method, path, body in _writes(generation)[:2]:
+                    _ok(client.request(method, path, json=body))
+            log = "".join(p.read_text() for p in tmp_path.glob("server-*.log"))
+            refusals = [
+                line
+                for line in log.splitlines()
+                if "read-only option" in line or "ReadOnlySqlTransaction" in line
+            ]
+            # One line each, none of a traceback.
+            assert refusals
+            assert [
+                line
+                for line in refusals
+                if "Database refuses writes (read-only) in" not in line
+                and "healthcheck: database read-only" not in line
+            ] == []
+        finally:
+            engine.dispose()
