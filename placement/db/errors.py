@@ -10,6 +10,7 @@ siblings; ``kind`` is what they share.
 """
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 from typing import Callable
@@ -26,6 +27,9 @@ INTERRUPTED = "interrupted"  # a statement cancelled or killed by someone
 SCHEMA_MISSING = "schema missing"  # no database or no such table
 UNSTORABLE_TEXT = "unstorable text"  # the tables' character set
 TOO_MANY_PARAMETERS = "too many parameters"  # more than one statement binds
+# A NULL where a statement read an id, or a foreign key without its row:
+# a row the write relied on is gone (another writer's change).
+FOREIGN_CHANGE = "foreign change"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,8 @@ class Backend:
     codes: Mapping[int | str, str]  # code -> kind
     messages: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # words in the message -> kind, for errors the driver gives no code
+    missing: tuple[re.Pattern[str], ...] = ()
+    # what a FOREIGN_CHANGE names as missing (its group 1), in the message
 
 
 def _mysql_code(orig: Any) -> int | None:
@@ -83,7 +89,14 @@ MYSQL = Backend(
         1267: UNSTORABLE_TEXT,
         1271: UNSTORABLE_TEXT,
         1366: UNSTORABLE_TEXT,
+        1048: FOREIGN_CHANGE,  # column cannot be null
+        1216: FOREIGN_CHANGE,  # no referenced row
+        1452: FOREIGN_CHANGE,  # no referenced row (a child row's key)
     },
+    missing=(
+        re.compile(r"Column '([^']+)' cannot be null"),
+        re.compile(r"FOREIGN KEY \(`([^`]+)`\)"),
+    ),
 )
 
 POSTGRESQL = Backend(
@@ -104,6 +117,8 @@ POSTGRESQL = Backend(
         "57014": OVER_TIME_BUDGET,  # query_canceled
         "3D000": SCHEMA_MISSING,  # database does not exist
         "42P01": SCHEMA_MISSING,  # undefined table
+        "23502": FOREIGN_CHANGE,  # not_null_violation
+        "23503": FOREIGN_CHANGE,  # foreign_key_violation
     },
     messages={
         # psycopg's own check, before anything is sent.
@@ -111,6 +126,10 @@ POSTGRESQL = Backend(
         # 57014 of pg_cancel_backend, not of statement_timeout.
         "canceling statement due to user request": INTERRUPTED,
     },
+    missing=(
+        re.compile(r'null value in column "([^"]+)"'),
+        re.compile(r"Key \(([^)]+)\)=.* is not present"),
+    ),
 )
 
 SQLITE = Backend(
@@ -126,7 +145,10 @@ SQLITE = Backend(
         # A build setting: 250,000 on Debian, 32,766 by default, 999 in
         # old builds.
         "too many SQL variables": TOO_MANY_PARAMETERS,
+        "NOT NULL constraint failed": FOREIGN_CHANGE,
+        "FOREIGN KEY constraint failed": FOREIGN_CHANGE,  # names nothing
     },
+    missing=(re.compile(r"NOT NULL constraint failed: (\S+)"),),
 )
 
 # The top-level module of a driver's exceptions -> its backend.
@@ -212,6 +234,23 @@ def is_interrupted(error: BaseException) -> bool:
     """True when a statement was cancelled or killed by someone (an
     operator's KILL QUERY or pg_cancel_backend), not for its time."""
     return kind(error) == INTERRUPTED
+
+
+def is_foreign_change(error: BaseException) -> bool:
+    """True when a write's statement found a row it relies on gone: a
+    NULL where it read an id, or a foreign key without its row."""
+    return kind(error) == FOREIGN_CHANGE
+
+
+def missing(error: BaseException) -> str | None:
+    """What a FOREIGN_CHANGE error names as missing (a column, or a key),
+    when its message says."""
+    table = backend(getattr(error, "orig", None))
+    if table is None:
+        return None
+    text = str(getattr(error, "orig", ""))
+    found = (p.search(text) for p in table.missing)
+    return next((m.group(1) for m in found if m), None)
 
 
 def is_over_time_budget(error: BaseException) -> bool:

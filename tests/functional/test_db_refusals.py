@@ -5,6 +5,7 @@ raise it (a listener on the engine, just before the statement is sent),
 then what the API answers. Never a 500; nothing half written; the next
 request is served again."""
 
+import contextlib
 import re
 import sqlite3
 import uuid
@@ -28,6 +29,13 @@ INTERRUPTED = (503, "cancelled or killed", True)
 OVER_BUDGET = (503, "ran longer", True)
 DEADLOCK = (409, "kept refusing this write", False)
 
+
+def gone(name=None):
+    """A row gone under the write, the answer naming what."""
+    named = " (%s)" % name if name else ""
+    return (409, "removed or renumbered by another writer meanwhile%s:" % named, 0)
+
+
 # backend -> (code, the server's message (cut short), answer, also met by
 # reads)
 FAULTS = {
@@ -44,6 +52,13 @@ FAULTS = {
         (1969, "Query execution was interrupted (max_statement_time", OVER_BUDGET, 1),
         (1213, "Deadlock found when trying to get lock", DEADLOCK, 0),
         (1205, "Lock wait timeout exceeded; try restarting", DEADLOCK, 0),
+        (1048, "Column 'project_id' cannot be null", gone("project_id"), 0),
+        (
+            1452,
+            "a foreign key constraint fails (... FOREIGN KEY (`root_id`)",
+            gone("root_id"),
+            0,
+        ),
     ],
     "postgresql": [
         ("25006", "cannot execute INSERT in a read-only transaction", READ_ONLY, 0),
@@ -53,11 +68,20 @@ FAULTS = {
         ("57014", "canceling statement due to statement timeout", OVER_BUDGET, 1),
         ("40001", "could not serialize access due to concurrent update", DEADLOCK, 0),
         ("40P01", "deadlock detected", DEADLOCK, 0),
+        ("23502", 'null value in column "user_id" of relation "x"', gone("user_id"), 0),
+        ("23503", "violates\nDETAIL:  Key (a)=(5) is not present in", gone("a"), 0),
     ],
     "sqlite": [
         (None, "attempt to write a readonly database", READ_ONLY, 0),
         (None, "database or disk is full", FULL, 0),
         (None, "database is locked", DEADLOCK, 0),
+        (
+            None,
+            "NOT NULL constraint failed: consumers.project_id",
+            gone("consumers.project_id"),
+            0,
+        ),
+        (None, "FOREIGN KEY constraint failed", gone(), 0),
     ],
 }
 CASES = [
@@ -118,12 +142,20 @@ READ = r"\s*SELECT\b"
 
 
 @pytest.fixture(scope="module")
-def served(request):
-    """(client, db) of an app on a fresh database of ``request.param``,
-    shared by the module's tests of that backend."""
-    fixtures.require_backend(request.param)
-    with fixtures.app(request.param) as (app, db):
-        yield helpers.wsgi_client(app, ADMIN), db
+def served():
+    """``of(backend)``: (client, db) of an app on a fresh database of
+    ``backend``, made at first use and shared by the module's tests."""
+    made = {}
+    with contextlib.ExitStack() as stack:
+
+        def of(backend):
+            if backend not in made:
+                fixtures.require_backend(backend)
+                app, db = stack.enter_context(fixtures.app(backend))
+                made[backend] = helpers.wsgi_client(app, ADMIN), db
+            return made[backend]
+
+        yield of
 
 
 def _assert_answer(resp, answer):
@@ -151,10 +183,9 @@ def _write_refused(client, db, error, answer):
     assert client.post("/resource_providers", json={"name": name}).status_code == 200
 
 
-@pytest.mark.parametrize("served,code,message,answer,reads", CASES, indirect=["served"])
-def test_a_refusal(request, served, code, message, answer, reads):
-    client, db = served
-    backend = request.node.callspec.params["served"]
+@pytest.mark.parametrize("backend,code,message,answer,reads", CASES)
+def test_a_refusal(served, backend, code, message, answer, reads):
+    client, db = served(backend)
 
     def error():
         return driver_error(backend, code, message)
@@ -172,10 +203,9 @@ def test_a_refusal(request, served, code, message, answer, reads):
     assert client.get("/traits").status_code == 200
 
 
-@pytest.mark.parametrize("served,code,message", DEADLOCKS, indirect=["served"])
-def test_a_deadlock_once_is_retried(request, served, code, message):
-    client, db = served
-    backend = request.node.callspec.params["served"]
+@pytest.mark.parametrize("backend,code,message", DEADLOCKS)
+def test_a_deadlock_once_is_retried(served, backend, code, message):
+    client, db = served(backend)
     name = "rp-%s" % uuid.uuid4().hex[:8]
 
     def error():
