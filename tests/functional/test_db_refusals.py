@@ -216,3 +216,30 @@ def test_a_deadlock_once_is_retried(served, backend, code, message):
     assert refusing.raised == 1
     assert resp.status_code == 200, resp.text
     assert resp.json()["name"] == name
+
+
+def test_a_full_sqlite_file():
+    """For real: a SQLite file that may not grow (``max_page_count`` at its
+    size, as a full disk leaves it). Writes fill the free room of its
+    pages, then answer 503 saying there is no room, never 500; what they
+    wrote before is whole, and reads answer."""
+    with fixtures.app("sqlite") as (app, db):
+        client = helpers.wsgi_client(app, ADMIN)
+
+        def no_growth(dbapi_conn, record):
+            pages = dbapi_conn.execute("PRAGMA page_count").fetchone()[0]
+            dbapi_conn.execute("PRAGMA max_page_count = %d" % pages)
+
+        sa.event.listen(db.engine, "connect", no_growth)
+        db.engine.dispose()
+        created = []
+        for i in range(200):
+            name = "rp-%d-%s" % (i, "x" * 150)
+            resp = client.post("/resource_providers", json={"name": name})
+            if resp.status_code != 200:
+                break
+            created.append(name)
+        assert created, "no room even for one provider"
+        _assert_answer(resp, FULL)
+        listed = client.get("/resource_providers").json()["resource_providers"]
+        assert sorted(rp["name"] for rp in listed) == sorted(created)
