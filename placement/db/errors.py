@@ -57,6 +57,11 @@ MYSQL = Backend(
         # The server cannot be reached or went away, as opposed to a fault
         # of the statement.
         1040: UNAVAILABLE,  # too many connections
+        1203: UNAVAILABLE,  # the user's max_user_connections
+        1226: UNAVAILABLE,  # the user's resource limit (queries per hour...)
+        1037: UNAVAILABLE,  # out of memory
+        1041: UNAVAILABLE,  # out of memory (resources)
+        1135: UNAVAILABLE,  # cannot create a thread
         1047: UNAVAILABLE,  # Galera node not in the primary component (yet)
         1053: UNAVAILABLE,  # server shutdown in progress
         1927: UNAVAILABLE,  # connection killed
@@ -93,6 +98,8 @@ MYSQL = Backend(
         1216: FOREIGN_CHANGE,  # no referenced row
         1452: FOREIGN_CHANGE,  # no referenced row (a child row's key)
     },
+    # A storage engine's own error (1030, 1180...) naming a full disk.
+    messages={"No space left on device": FULL},
     missing=(
         re.compile(r"Column '([^']+)' cannot be null"),
         re.compile(r"FOREIGN KEY \(`([^`]+)`\)"),
@@ -108,7 +115,10 @@ POSTGRESQL = Backend(
         "57P01": UNAVAILABLE,  # shutting down
         "57P02": UNAVAILABLE,  # crashed
         "57P03": UNAVAILABLE,  # starting up
+        "53": UNAVAILABLE,  # insufficient resources, the whole class
         "53300": UNAVAILABLE,  # too many connections
+        "57P05": UNAVAILABLE,  # idle session timeout
+        "25P03": UNAVAILABLE,  # idle in transaction session timeout
         # default_transaction_read_only, a hot standby, a read-only
         # transaction.
         "25006": READ_ONLY,  # read_only_sql_transaction
@@ -123,6 +133,8 @@ POSTGRESQL = Backend(
     messages={
         # psycopg's own check, before anything is sent.
         "number of parameters must be": TOO_MANY_PARAMETERS,
+        # An I/O error (58030) when a file could not be extended.
+        "No space left on device": FULL,
         # 57014 of pg_cancel_backend, not of statement_timeout.
         "canceling statement due to user request": INTERRUPTED,
     },
@@ -141,6 +153,9 @@ SQLITE = Backend(
         # not write, opened read-only.
         "attempt to write a readonly database": READ_ONLY,
         "database or disk is full": FULL,  # SQLITE_FULL
+        "disk I/O error": UNAVAILABLE,  # SQLITE_IOERR
+        # SQLITE_CANTOPEN: the file (or its directory) gone or unreadable.
+        "unable to open database file": UNAVAILABLE,
         "no such table": SCHEMA_MISSING,
         # A build setting: 250,000 on Debian, 32,766 by default, 999 in
         # old builds.

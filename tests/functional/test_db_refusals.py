@@ -46,6 +46,10 @@ FAULTS = {
         (1021, "Disk full (./ib_logfile0); waiting for someone", FULL, 0),
         (1114, "The table 'resource_providers' is full", FULL, 0),
         (1040, "Too many connections", AWAY, 1),
+        (1203, "User placement already has more than 'max_user_connections'", AWAY, 1),
+        (1226, "User 'placement' has exceeded the 'max_queries_per_hour'", AWAY, 1),
+        (1037, "Out of memory; restart server and try again", AWAY, 1),
+        (1030, 'Got error 28 "No space left on device" from storage engine', FULL, 0),
         (2006, "MySQL server has gone away", AWAY, 1),
         (2013, "Lost connection to MySQL server during query", AWAY, 1),
         (1317, "Query execution was interrupted", INTERRUPTED, 1),
@@ -64,6 +68,9 @@ FAULTS = {
         ("25006", "cannot execute INSERT in a read-only transaction", READ_ONLY, 0),
         ("53100", "could not extend file: No space left on device", FULL, 0),
         ("53300", "sorry, too many clients already", AWAY, 1),
+        ("53200", "out of memory", AWAY, 1),
+        ("57P05", "terminating connection due to idle-session timeout", AWAY, 1),
+        ("58030", 'could not extend file "x": No space left on device', FULL, 0),
         ("57014", "canceling statement due to user request", INTERRUPTED, 1),
         ("57014", "canceling statement due to statement timeout", OVER_BUDGET, 1),
         ("40001", "could not serialize access due to concurrent update", DEADLOCK, 0),
@@ -74,6 +81,7 @@ FAULTS = {
     "sqlite": [
         (None, "attempt to write a readonly database", READ_ONLY, 0),
         (None, "database or disk is full", FULL, 0),
+        (None, "disk I/O error", AWAY, 1),
         (None, "database is locked", DEADLOCK, 0),
         (
             None,

@@ -45,6 +45,10 @@ ROWS = (
         (pymysql.err.OperationalError(c, "failed"), k)
         for c, k in errors.MYSQL.codes.items()
     ]
+    + [
+        (pymysql.err.OperationalError(1030, "Got error 28 %s" % w), k)
+        for w, k in errors.MYSQL.messages.items()
+    ]
     + [(_pg_error(c), k) for c, k in errors.POSTGRESQL.codes.items()]
     + [
         (psycopg.OperationalError("sending query failed: %s 0 and 65535" % w), k)
