@@ -116,6 +116,8 @@ def driver_error(backend, code, message):
         return cls(code, message)
     if backend == "postgresql":
         return psycopg.errors.lookup(code)(message)
+    if "constraint failed" in message:
+        return sqlite3.IntegrityError(message)
     return sqlite3.OperationalError(message)
 
 
