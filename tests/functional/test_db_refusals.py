@@ -8,6 +8,8 @@ request is served again."""
 import contextlib
 import re
 import sqlite3
+import threading
+import time
 import uuid
 
 import psycopg
@@ -253,3 +255,56 @@ def test_a_full_sqlite_file():
         _assert_answer(resp, FULL)
         listed = client.get("/resource_providers").json()["resource_providers"]
         assert sorted(rp["name"] for rp in listed) == sorted(created)
+
+
+# The session of the request's statement, waiting for a row lock, and
+# how an operator stops it.
+WAITING = {
+    "mysql": (
+        "SELECT id FROM information_schema.processlist WHERE db = DATABASE()"
+        " AND id <> CONNECTION_ID() AND info LIKE '%%FOR UPDATE%%'",
+        "KILL QUERY %d",
+    ),
+    "postgresql": (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'",
+        "SELECT pg_cancel_backend(%d)",
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(WAITING))
+def test_a_statement_killed_while_it_waits(served, backend):
+    """For real: a write waits behind an operator's ``SELECT ... FOR
+    UPDATE`` of its provider, and the operator kills its statement
+    (``KILL QUERY``, ``pg_cancel_backend``): 503 saying so, nothing
+    written, and the write goes through once the lock is gone."""
+    client, db = served(backend)
+    uuid_ = client.post("/resource_providers", json={"name": "locked"}).json()["uuid"]
+    path = "/resource_providers/%s/inventories" % uuid_
+    body = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    find, kill = WAITING[backend]
+    answered = []
+    with db.engine.connect() as locker, db.engine.connect() as operator:
+        locker.execute(
+            sa.text("SELECT id FROM resource_providers WHERE uuid = :u FOR UPDATE"),
+            {"u": uuid_},
+        )
+        writer = threading.Thread(
+            target=lambda: answered.append(client.put(path, json=body))
+        )
+        writer.start()
+        waiting = []
+        deadline = time.monotonic() + 20
+        while not waiting and time.monotonic() < deadline:
+            time.sleep(0.05)
+            waiting = operator.exec_driver_sql(find).scalars().all()
+            operator.rollback()
+        assert len(waiting) == 1, waiting
+        operator.exec_driver_sql(kill % waiting[0])
+        writer.join(30)
+        locker.rollback()
+    (resp,) = answered
+    _assert_answer(resp, INTERRUPTED)
+    assert client.get(path).json()["inventories"] == {}
+    assert client.put(path, json=body).status_code == 200
