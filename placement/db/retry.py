@@ -34,12 +34,12 @@ def retry_on_deadlock(fn: F) -> F:
     out of step). When the tries run out the write is a 409
     placement.concurrent_update, which clients retry, never a 500.
 
-    A statement that found a row it refers to gone (``is_missing_row``:
+    A statement that found a row it relies on gone (``is_foreign_change``:
     another writer took away a project, an aggregate... this process
     remembered) has the transaction run again once with the memory
     forgotten (``remembered.forget``), so that the write looks the rows
-    up, or creates them, again; gone a second time, the write is a 409
-    naming what is missing."""
+    up, or creates them, again; gone a second time, the error goes on to
+    the API, whose last resort answers a 409 naming what is missing."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -49,16 +49,11 @@ def retry_on_deadlock(fn: F) -> F:
             try:
                 return fn(*args, **kwargs)
             except sa_exc.DBAPIError as e:
-                if errors.is_missing_row(e) and not forgotten:
-                    LOG.info("%s: a row it refers to is gone: again", fn.__name__)
+                if errors.is_foreign_change(e) and not forgotten:
+                    LOG.info("%s: a row it relies on is gone: again", fn.__name__)
                     remembered.forget()
                     forgotten = True
                     continue
-                if errors.is_missing_row(e):
-                    LOG.warning("%s: a row it refers to is gone: %s", fn.__name__, e)
-                    raise exception.ConcurrentUpdate(
-                        ROW_GONE % errors.missing_what(e)
-                    ) from e
                 if not errors.is_deadlock(e):
                     raise
                 if deadlocks == DEADLOCK_RETRIES:
@@ -79,9 +74,4 @@ def retry_on_deadlock(fn: F) -> F:
 DEADLOCKED = (
     "The database kept refusing this write for conflicting with concurrent "
     "ones (deadlock); nothing was written. Please retry the request."
-)
-
-ROW_GONE = (
-    "The %s this write refers to was removed by another writer while it ran; "
-    "nothing was written. Please retry the request."
 )

@@ -260,10 +260,8 @@ def test_a_row_gone_is_looked_up_again_then_a_409_naming_it(backend, gone):
         assert resp.status == 409, resp.body
         (error,) = resp.json()["errors"]
         assert error["code"] == "placement.concurrent_update"
-        assert (
-            "The project this write refers to was removed by another writer"
-            in error["detail"]
-        )
+        assert "removed or renumbered by another writer" in error["detail"]
+        assert "project_id)" in error["detail"]
         assert got["allocations"] == {}
         usages = _call(app, "/resource_providers/%s/usages" % rp).json()["usages"]
         assert usages == {"VCPU": 0}
