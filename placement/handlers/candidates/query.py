@@ -45,6 +45,7 @@ def run_query(db, pairs, version, search):
                 max_candidates=options.max_allocation_candidates,
                 randomize=options.randomize_allocation_candidates,
                 max_answer=options.max_answer_candidates,
+                order=options.allocation_candidates_order,
             ),
         )
     except exception.ResourceClassNotFound as e:

@@ -127,3 +127,15 @@ def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:
         & (amount % stock.step_size == 0)
     )
     return np.where(allowed, n, 0)
+
+
+def aligned(stock, rp, amounts):
+    """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
+    provider has none; usage of a provider without the class is left
+    out, as the engine leaves it out)."""
+    used = np.zeros(len(stock.rp), dtype=np.int64)
+    at = np.searchsorted(stock.rp, rp)
+    found = at < len(stock.rp)
+    found[found] = stock.rp[at[found]] == rp[found]
+    used[at[found]] = amounts[found]
+    return used
