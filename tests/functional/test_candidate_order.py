@@ -32,12 +32,14 @@ FLAVOR = "resources=VCPU:1,MEMORY_MB:512"
 
 
 class Cloud(drain_cloud.Cloud):
-    def candidates(self, query, order, catalog=True):
-        """The answer's allocation requests under ``order``."""
+    def candidates(self, query, order, catalog=True, age=0.0):
+        """The answer's allocation requests under ``order``, rankings
+        used for ``age`` seconds."""
         with fixtures.overrides(
             **{
                 "placement.allocation_candidates_order": order,
                 "placement.provider_catalog": catalog,
+                "placement.allocation_candidates_order_age": age,
             }
         ):
             resp = self.call("/allocation_candidates?" + query)
@@ -209,6 +211,27 @@ def test_sharing_provider(cloud):
     assert cloud.trees(query, "pack") == ["c3", "c1", "c2"]
     assert cloud.trees(query + "&limit=1", "spread") == ["c2"]
     assert cloud.trees(query + "&limit=1", "pack") == ["c3"]
+
+
+def test_a_ranking_is_used_for_its_age(cloud):
+    """A limited request reads the trees a ranking of its shape made
+    within allocation_candidates_order_age put first (the limit and 16
+    more), ordered at the usage it reads: a tree outside them that fills
+    comes first only once the ranking is made again."""
+    hosts = ["h%02d" % i for i in range(1, 21)]
+    for name in hosts:
+        cloud.provider(name, inventories={"VCPU": 8, "MEMORY_MB": 8192})
+    roots = cloud.roots()
+
+    def first(age):
+        found = cloud.candidates(FLAVOR + "&limit=1", "pack", age=age)
+        return roots[next(iter(found[0]["allocations"]))]
+
+    assert first(age=3600) == "h01"  # all empty: by root id
+    cloud.allocate(str(uuid.uuid4()), {"h20": {"VCPU": 4, "MEMORY_MB": 4096}})
+    cloud.allocate(str(uuid.uuid4()), {"h05": {"VCPU": 2, "MEMORY_MB": 2048}})
+    assert first(age=3600) == "h05"  # the 17 trees read, at their usage
+    assert first(age=0) == "h20"  # ranked again
 
 
 def test_randomize_is_refused_with_spread_or_pack(cloud):

@@ -16,8 +16,11 @@ requests that found nothing, and that no provider is over its capacity
 
 **cost**: ``--cost-hosts`` hosts loaded as scale.py loads them (half of
 them with 1-8 instances), then scale.py's flavor with ``limit=1000``
-asked ``--repeat`` times per order, the orders alternated; the median
-wall and CPU per request, and each order's over ``id``'s.
+asked ``--repeat`` times per order, the orders alternated; spread and
+pack both ranking the trees afresh (``allocation_candidates_order_age =
+0``) and with the ranking a request before made (``reused``, a worker
+between two rankings); the median wall and CPU per request, and each
+over ``id``'s.
 
     .venv/bin/python tools/bench/candidate_order.py --hosts 10000 \\
         --instances 20000 --cost-hosts 100000 --db mysql \\
@@ -223,8 +226,15 @@ def run_fill(conf, args):
 
 def run_cost(conf, args):
     """Median wall and CPU per limit=1000 request, per order, alternated
-    on one database of ``--cost-hosts`` hosts."""
+    on one database of ``--cost-hosts`` hosts: spread and pack ranking
+    the trees afresh (``allocation_candidates_order_age = 0``) and with
+    the ranking of the request before (``reused``, as between two
+    rankings of a worker)."""
     path = "/allocation_candidates?%s&limit=%d" % (scale.FLAVOR, scale.LIMIT)
+    variants = [("id", "id", 0.0)]
+    for order in ("spread", "pack"):
+        if order in args.orders:
+            variants += [(order, order, 0.0), (order + " reused", order, 1e9)]
     with profile_request.fresh_database(args.db, conf) as (_, db):
         started = time.perf_counter()
         instances = scale.load(db, args.cost_hosts, 200)
@@ -235,33 +245,33 @@ def run_cost(conf, args):
         )
         configure(conf, "id")
         app = deploy.build_app(conf, db=db, sync_schema=False)
-        orders = [o for o in args.orders if o != "random"]
-        walls = {o: [] for o in orders}
-        cpus = {o: [] for o in orders}
+        walls = {name: [] for name, _, _ in variants}
+        cpus = {name: [] for name, _, _ in variants}
         bodies = {}
-        for order in orders:  # the catalog, columns and plans warmed
-            configure(conf, order)
-            resp, _, _ = timed_get(app, path)
-            assert resp.status == 200, resp.body
-        for _ in range(args.repeat):
-            for order in orders:
-                configure(conf, order)
-                resp, wall, cpu = timed_get(app, path)
-                walls[order].append(wall)
-                cpus[order].append(cpu)
-                bodies[order] = len(resp.json()["allocation_requests"])
+        for rounds in (1, args.repeat):  # the first warms catalog and plans
+            for _ in range(rounds):
+                for name, order, age in variants:
+                    configure(conf, order)
+                    conf.set_override(
+                        "allocation_candidates_order_age", age, group="placement"
+                    )
+                    resp, wall, cpu = timed_get(app, path)
+                    assert resp.status == 200, resp.body
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
+                    bodies[name] = len(resp.json()["allocation_requests"])
     figures = {
-        order: {
-            "candidates": bodies[order],
-            "wall_ms": summary(walls[order]),
-            "cpu_ms": summary(cpus[order]),
+        name: {
+            "candidates": bodies[name],
+            "wall_ms": summary(walls[name][1:]),
+            "cpu_ms": summary(cpus[name][1:]),
         }
-        for order in orders
+        for name in walls
     }
-    for order in orders:
+    for name in figures:
         for kind in ("wall_ms", "cpu_ms"):
-            figures[order][kind]["over_id"] = round(
-                figures[order][kind]["median"] / figures["id"][kind]["median"], 3
+            figures[name][kind]["over_id"] = round(
+                figures[name][kind]["median"] / figures["id"][kind]["median"], 3
             )
     return {"hosts": args.cost_hosts, "repeat": args.repeat, "orders": figures}
 

@@ -46,6 +46,7 @@ def run_query(db, pairs, version, search):
                 randomize=options.randomize_allocation_candidates,
                 max_answer=options.max_answer_candidates,
                 order=options.allocation_candidates_order,
+                order_age=options.allocation_candidates_order_age,
             ),
         )
     except exception.ResourceClassNotFound as e:

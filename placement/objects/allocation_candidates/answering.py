@@ -38,6 +38,7 @@ class Options:
     randomize: bool = False
     max_answer: int = 0  # most candidates one answer may hold, 0 unbounded
     order: str = "id"  # the trees' order (order.ORDERS)
+    order_age: float = 0.0  # seconds a ranking of the trees is used
 
 
 @dataclasses.dataclass
@@ -284,18 +285,22 @@ def _search(index, request, options, build=True):
     )
     seen = _Seen(whole=not paged)
     positions = None  # {root: place} of a snapshot's trees: None by id
+    if options.order != "id":
+        positions = functools.partial(
+            tree_order.positions, options.order, classes=list(class_ids.values())
+        )
     if paged:
         roots, sparse = _anchor_roots(index, groups, root_required)
     ranked = None
     if paged and options.order != "id":
-        ranked = _ranked(index, groups, roots if sparse else None, options.order)
+        ranked = _ranked(index, groups, roots if sparse else None, options)
         paged = ranked is not None
         seen.whole = not paged
     if ranked is not None:
-        place: dict[int, int] = {}
-        positions = lambda _: place  # noqa: E731 (every page's)
-        snapshots = _ranked_snapshots(
-            load, tree_order.pages(ranked, request.limit + FIRST_PAGE), place
+        # Each page in its trees' order at the usage it reads.
+        snapshots = (
+            load(roots=sorted(page), sparse=True)
+            for page in tree_order.pages(ranked, request.limit + FIRST_PAGE)
         )
     elif paged:
         first = request.limit
@@ -305,10 +310,6 @@ def _search(index, request, options, build=True):
         snapshots = (load(roots=page, sparse=sparse) for page in _pages(roots, first))
     else:
         snapshots = [load()]
-        if options.order != "id":
-            positions = functools.partial(
-                tree_order.positions, options.order, classes=list(class_ids.values())
-            )
     one_per_tree = not options.nested_aware and index.is_nested()
     # Only a sharing provider's repeats, or one provider per tree, need
     # the candidates themselves to tell which ones count.
@@ -344,23 +345,18 @@ def _search(index, request, options, build=True):
     return found, seen, class_ids, one_per_tree
 
 
-def _ranked(index, groups, roots, order):
-    """The trees in ``order`` (order.ranked) from the catalog's columns;
-    None without a catalog (SQL's index) or where they cannot judge: the
-    search then reads every tree and orders their plans."""
+def _ranked(index, groups, roots, options):
+    """The trees in the order of ``options`` (order.ranked) from the
+    catalog's columns; None without a catalog (SQL's index) or where they
+    cannot judge: the search then reads every tree and orders their
+    plans."""
     catalog = getattr(index, "catalog", None)
     amounts = [resource for group in groups for resource in group.resources]
     if catalog is None or not amounts:
         return None
-    return tree_order.ranked(catalog, index.conn, order, amounts, roots)
-
-
-def _ranked_snapshots(load, pages, place):
-    """A snapshot of each page of ranked trees, their places recorded in
-    ``place`` as it is read."""
-    for page in pages:
-        place.update(zip(page, itertools.count(len(place))))
-        yield load(roots=sorted(page), sparse=True)
+    return tree_order.ranked(
+        catalog, index.conn, options.order, amounts, roots, options.order_age
+    )
 
 
 def _anchor_roots(index, groups, root_required):

@@ -66,6 +66,9 @@ class Columns:
         self.member = np.array([p for p, _ in pairs], dtype=np.int64)
         self.aggregate = np.array([a for _, a in pairs], dtype=np.int64)
         self.aggregate_uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+        # The candidate order's recent rankings of the trees, by request
+        # shape (allocation_candidates/order.py).
+        self.rankings: dict = {}
 
 
 def _stock(idle, providers, position):
