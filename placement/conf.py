@@ -127,7 +127,7 @@ placement_opts = [
         "seconds a worker ranks the trees for a limited request with the "
         "ranking a request of the same resources made before, instead of "
         "reading the usage of every provider again (at 100,000 hosts that "
-        "read costs about ten times a limit=1000 answer). The trees read "
+        "read costs 15 times the rest of a limit=1000 answer). The trees read "
         "are still ordered, and judged for room, at the usage of the "
         "request's own transaction: only which trees come first lags, by "
         "at most this much (a tree freed meanwhile may be left out). 0 "
