@@ -101,6 +101,7 @@ def summary(values):
 def fill(conf, db, app, args, order):
     """The scheduler's claims under ``order``: the figures."""
     rnd = random.Random(args.seed)
+    _, before = used(db)
     walls, cpus, found_nothing = [], [], 0
     for i in range(args.instances):
         flavor = rnd.choice(scale.FLAVORS)
@@ -116,7 +117,7 @@ def fill(conf, db, app, args, order):
             continue
         claim = wsgi_client.call(
             app,
-            "/allocations/%s" % uuid.UUID(int=rnd.getrandbits(128), version=4),
+            "/allocations/%s" % uuid.uuid4(),
             "PUT",
             dict(
                 candidates[0],
@@ -135,7 +136,7 @@ def fill(conf, db, app, args, order):
                 flush=True,
             )
     return dict(
-        usage(db),
+        usage(db, before),
         requests=len(walls),
         found_nothing=found_nothing,
         get_wall_ms=summary(walls),
@@ -143,9 +144,8 @@ def fill(conf, db, app, args, order):
     )
 
 
-def usage(db):
-    """Hosts used and empty, the VCPU usage share's spread, and the
-    providers over capacity, from the database's rows."""
+def used(db):
+    """{(provider, class): (capacity, used)} of every inventory."""
     inv, alloc = tables.inventories, tables.allocations
     used = (
         sa.select(
@@ -177,10 +177,21 @@ def usage(db):
             )
         )
         rows = conn.execute(statement).all()
+    return vcpu, {
+        (rp, rc): (int((total - reserved) * ratio), amount)
+        for rp, rc, total, reserved, ratio, amount in rows
+    }
+
+
+def usage(db, before):
+    """Hosts used and empty, the VCPU usage share's spread, and the
+    inventories the claims put or pushed further over capacity (usage
+    ``before`` them may be over already: scale.py's cloud is loaded
+    without checks), from the database's rows."""
+    vcpu, after = used(db)
     over, shares, hosts_used = 0, [], set()
-    for rp, rc, total, reserved, ratio, amount in rows:
-        capacity = int((total - reserved) * ratio)
-        if amount > capacity:
+    for (rp, rc), (capacity, amount) in after.items():
+        if amount > capacity and amount > before[rp, rc][1]:
             over += 1
         if amount:
             hosts_used.add(rp)
@@ -195,6 +206,7 @@ def usage(db):
         "vcpu_share_max": round(max(shares), 4),
         "vcpu_share_mean": round(statistics.fmean(shares), 4),
         "over_capacity": over,
+        "over_capacity_before": sum(1 for c, u in before.values() if u > c),
     }
 
 
