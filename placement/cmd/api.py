@@ -152,8 +152,15 @@ class Server(base.BaseApplication):
     def worker_ready(self):
         """In each worker, before it accepts connections: the catalog up
         to date, and then kept so while the worker is idle (the gate
-        tells when it is; without one, requests alone keep it)."""
+        tells when it is; without one, requests alone keep it); the
+        tracing driver made (doc/operations.md "Tracing")."""
         warm_catalog(self.db)
+        if self.conf.profiler.enabled:
+            from placement.api import tracing
+
+            # After the fork: the driver's connections and threads are
+            # this worker's own.
+            tracing.start(self.conf)
         if self.gate is not None and self.conf.placement.provider_catalog:
             follower.Follower(self.db, self.gate).start()
 

@@ -2,7 +2,8 @@
 modules that do one job each (``engine``: engines and dialect set-up;
 ``connect``: the URL and first-connection problems; ``transaction``: the
 Database and its transactions; ``held``: statements sent with the COMMIT;
-``retry``: deadlock retries; ``statements``: dialect helpers)."""
+``retry``: deadlock retries; ``statements``: dialect helpers; ``errors``:
+what a database error means)."""
 
 from placement.db.connect import build_url
 from placement.db.connect import connect_problem
@@ -11,6 +12,7 @@ from placement.db.engine import SQLITE_BUSY_TIMEOUT_MS
 from placement.db.engine import create_engine
 from placement.db.engine import tables_not_utf8mb4
 from placement.db.engine import unbounded
+from placement.db.errors import is_read_only
 from placement.db.held import at_commit
 from placement.db.held import holds_for_commit
 from placement.db.retry import DEADLOCK_RETRIES
@@ -52,6 +54,7 @@ __all__ = [
     "holds_for_commit",
     "holds_text",
     "insert_ignore",
+    "is_read_only",
     "inserted_id",
     "int_list",
     "may_conflict",
