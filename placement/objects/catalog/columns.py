@@ -132,7 +132,7 @@ def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:
     return np.where(allowed, n, 0)
 
 
-def aligned(stock, rp, amounts):
+def aligned(stock: Stock, rp: np.ndarray, amounts: np.ndarray) -> np.ndarray:
     """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
     provider has none; usage of a provider without the class is left
     out, as the engine leaves it out)."""
