@@ -249,6 +249,7 @@ def build_app(conf, db=None, sync_schema=None):
     default [placement_database] sync_on_startup) first; a given ``db`` is
     ready (placement-api prepares it once before forking its workers) and
     opened for ``conf``: the app reads no other configuration."""
+    placement_conf.check_combinations(conf)
     if db is None:
         db = make_database(conf)
         if sync_schema is None:

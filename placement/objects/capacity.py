@@ -159,23 +159,13 @@ def _columnar(index, request, options):
             (
                 rc,
                 stock,
-                catalog_columns.fits(stock, _aligned(stock, rp, amounts), amount),
+                catalog_columns.fits(
+                    stock, catalog_columns.aligned(stock, rp, amounts), amount
+                ),
             )
         )
     count, tie = (_spread if group.spread else _single)(fitting, len(columns.roots))
     return _answer(catalog, columns, [rc for rc, _, _ in fitting], count, tie)
-
-
-def _aligned(stock, rp, amounts):
-    """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
-    provider has none; usage of a provider without the class is left
-    out, as the engine leaves it out)."""
-    used = np.zeros(len(stock.rp), dtype=np.int64)
-    at = np.searchsorted(stock.rp, rp)
-    found = at < len(stock.rp)
-    found[found] = stock.rp[at[found]] == rp[found]
-    used[at[found]] = amounts[found]
-    return used
 
 
 def _per_root(roots, values, size):

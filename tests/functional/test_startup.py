@@ -276,6 +276,27 @@ def test_bad_option_value(command, tmp_path):
     )
 
 
+def test_randomize_with_an_order_is_refused(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text(
+        "[placement]\nrandomize_allocation_candidates = True\n"
+        "allocation_candidates_order = spread\n"
+    )
+    result, elapsed = run(
+        "placement-api",
+        "--config-file",
+        str(conf),
+        OS_PLACEMENT_DATABASE__CONNECTION="sqlite:///%s/p.sqlite" % tmp_path,
+    )
+    assert_fails_with(
+        result,
+        elapsed,
+        "placement-api",
+        "[placement] randomize_allocation_candidates = True and "
+        "allocation_candidates_order = spread cannot go together",
+    )
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_missing_config_file(command, tmp_path):
     args, status = COMMANDS[command]

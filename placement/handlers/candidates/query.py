@@ -45,6 +45,8 @@ def run_query(db, pairs, version, search):
                 max_candidates=options.max_allocation_candidates,
                 randomize=options.randomize_allocation_candidates,
                 max_answer=options.max_answer_candidates,
+                order=options.allocation_candidates_order,
+                order_age=options.allocation_candidates_order_age,
             ),
         )
     except exception.ResourceClassNotFound as e:

@@ -20,6 +20,7 @@ from placement import exception
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import kept
+from placement.objects.allocation_candidates import order as tree_order
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
@@ -36,6 +37,8 @@ class Options:
     max_candidates: int = -1  # generation cap, -1 unlimited
     randomize: bool = False
     max_answer: int = 0  # most candidates one answer may hold, 0 unbounded
+    order: str = "id"  # the trees' order (order.ORDERS)
+    order_age: float = 0.0  # seconds a ranking of the trees is used
 
 
 @dataclasses.dataclass
@@ -281,8 +284,25 @@ def _search(index, request, options, build=True):
         and not index.sharing_holds(class_ids.values())
     )
     seen = _Seen(whole=not paged)
+    positions = None  # {root: place} of a snapshot's trees: None by id
+    if options.order != "id":
+        positions = functools.partial(
+            tree_order.positions, options.order, classes=list(class_ids.values())
+        )
     if paged:
         roots, sparse = _anchor_roots(index, groups, root_required)
+    ranked = None
+    if paged and options.order != "id":
+        ranked = _ranked(index, groups, roots if sparse else None, options)
+        paged = ranked is not None
+        seen.whole = not paged
+    if ranked is not None:
+        # Each page in its trees' order at the usage it reads.
+        snapshots = (
+            load(roots=sorted(page), sparse=True)
+            for page in tree_order.pages(ranked, request.limit + FIRST_PAGE)
+        )
+    elif paged:
         first = request.limit
         if answers is not None:
             seen.paging = (roots, answers)
@@ -311,6 +331,7 @@ def _search(index, request, options, build=True):
             groups,
             answers if build else None,
             seen,
+            positions,
         )
     )
     if not paged and snapshots[0].serves:
@@ -322,6 +343,20 @@ def _search(index, request, options, build=True):
     if one_per_tree:
         found = (c for c in found if _one_provider_per_tree(c, seen))
     return found, seen, class_ids, one_per_tree
+
+
+def _ranked(index, groups, roots, options):
+    """The trees in the order of ``options`` (order.ranked) from the
+    catalog's columns; None without a catalog (SQL's index) or where they
+    cannot judge: the search then reads every tree and orders their
+    plans."""
+    catalog = getattr(index, "catalog", None)
+    amounts = [resource for group in groups for resource in group.resources]
+    if catalog is None or not amounts:
+        return None
+    return tree_order.ranked(
+        catalog, index.conn, options.order, amounts, roots, options.order_age
+    )
 
 
 def _anchor_roots(index, groups, root_required):
@@ -415,20 +450,24 @@ class _Seen:
                     yield key, amount
 
 
-def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen):
-    """One lazy candidate stream per anchor, in anchor order."""
+def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen, positions):
+    """One lazy candidate stream per anchor, in anchor order: by root id,
+    or by ``positions(snapshot)`` ({root: place}) when given."""
     for snapshot in snapshots:
         seen.snapshots.append(snapshot)
+        place = None if positions is None else positions(snapshot).__getitem__
         if kept_answers is None or snapshot.serves:
             forest = forest_of(snapshot)
             engine = engine_of(forest)
             plans = forest.plans(groups)
+            if place is not None:
+                plans.sort(key=lambda plan: place(plan.anchor))
             seen.planned += _most(plans)
             for plan in plans:
                 yield engine.candidates(plan)
         else:
             yield from _kept_streams(
-                snapshot, forest_of, engine_of, groups, kept_answers, seen
+                snapshot, forest_of, engine_of, groups, kept_answers, seen, place
             )
 
 
@@ -438,12 +477,17 @@ def _most(plans):
     return sum(math.prod(map(len, plan.options)) for plan in plans)
 
 
-def _kept_streams(snapshot, forest_of, engine_of, groups, kept_answers, seen):
+def _kept_streams(
+    snapshot, forest_of, engine_of, groups, kept_answers, seen, place=None
+):
     """``_streams`` of one snapshot without sharing providers: each
     anchor's candidates are taken from what an earlier request of the same
     shape kept for its tree at the same usage, or found and, when few,
     kept (``kept``)."""
-    roots = sorted(rp for rp, p in snapshot.providers.items() if p.parent_id is None)
+    roots = sorted(
+        (rp for rp, p in snapshot.providers.items() if p.parent_id is None),
+        key=place,
+    )
     usage = kept_answers.usage(snapshot, roots)
     found = {}
     for root in roots:

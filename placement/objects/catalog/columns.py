@@ -66,6 +66,9 @@ class Columns:
         self.member = np.array([p for p, _ in pairs], dtype=np.int64)
         self.aggregate = np.array([a for _, a in pairs], dtype=np.int64)
         self.aggregate_uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+        # The candidate order's recent rankings of the trees, by request
+        # shape (allocation_candidates/order.py).
+        self.rankings: dict = {}
 
 
 def _stock(idle, providers, position):
@@ -127,3 +130,15 @@ def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:
         & (amount % stock.step_size == 0)
     )
     return np.where(allowed, n, 0)
+
+
+def aligned(stock: Stock, rp: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
+    provider has none; usage of a provider without the class is left
+    out, as the engine leaves it out)."""
+    used = np.zeros(len(stock.rp), dtype=np.int64)
+    at = np.searchsorted(stock.rp, rp)
+    found = at < len(stock.rp)
+    found[found] = stock.rp[at[found]] == rp[found]
+    used[at[found]] = amounts[found]
+    return used

@@ -28,6 +28,7 @@ from placement.objects import constraints
 from placement.objects.allocation_candidates import answering as engine
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import explain
+from placement.objects.allocation_candidates import order
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import search
 from placement.objects.allocation_candidates import trees
@@ -406,37 +407,10 @@ class _Planner:
 
     def key(self, anchor, classes):
         """Where a tree comes in the order of a shape asking ``classes``:
-        least used first (spread) or most used first (pack), used being
-        the mean over those classes of the tree's used share of its
-        capacity; then by root id."""
-        sums = self.sums if self.sums is not None else self._sums()
-        shares = 0.0
-        counted = 0
-        for rc in classes:
-            entry = sums.get((anchor, rc))
-            if entry and entry[0]:
-                shares += entry[1] / entry[0]
-                counted += 1
-        share = shares / counted if counted else 0.0
-        return (share if self.asked.strategy == "spread" else -share, anchor)
-
-    def _sums(self):
-        """{(root, class): [capacity, used]} of every tree (once)."""
-        sums: dict[tuple[int, int], list[int]] = {}
-        every = self.snapshot.providers
-        for (rp, rc), inventory in self.snapshot.inventories.items():
-            # Inventory.capacity without a call per inventory.
-            total, reserved, ratio, _, _, _, used = inventory
-            capacity = int((total - reserved) * ratio)
-            key = (every[rp].root_id, rc)
-            entry = sums.get(key)
-            if entry is None:
-                sums[key] = [capacity, used]
-            else:
-                entry[0] += capacity
-                entry[1] += used
-        self.sums = sums
-        return sums
+        the candidate engine's (allocation_candidates/order.py)."""
+        if self.sums is None:
+            self.sums = order.tree_sums(self.snapshot)
+        return order.key(self.asked.strategy, self.sums, anchor, classes)
 
     def _count(self, amounts):
         """Count a move's amounts as usage: in the snapshot (the engine's

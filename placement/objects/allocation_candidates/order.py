@@ -1,0 +1,206 @@
+"""The order trees are offered in ([placement] allocation_candidates_order,
+doc/api.md "Order, cap and limit"): ``id`` (ascending root id), or by how
+used each tree is, judged on the classes a request asks for: the mean,
+over those of the classes the tree has capacity of, of its used share of
+that capacity (ties by root id). ``spread`` offers the least used trees
+first, ``pack`` the most used (the drain plan orders its targets the
+same way, doc/drain.md).
+
+Without a limit, or without the catalog, every tree is read and the
+anchors' plans are searched in ``positions``' order (``tree_sums`` and
+``key`` over the snapshot, as the drain plan ranks its targets). A
+limited search over the catalog reads only the best trees: ``ranked``
+ranks every tree on the catalog's columns and the usage of every
+provider of the requested classes, ``pages`` takes the best by a partial
+sort, and each page read is searched in ``positions``' order at the
+usage it read. A ranking may serve the requests of the same shape for
+``[placement] allocation_candidates_order_age`` seconds: which trees are
+read then lags that much behind the claims, their order and whether a
+candidate fits never do.
+"""
+
+import time
+import typing
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+
+import numpy as np
+import sqlalchemy as sa
+
+from placement.objects.allocation_candidates import providers
+from placement.objects.catalog import columns as catalog_columns
+
+if typing.TYPE_CHECKING:
+    from placement.objects.catalog import store
+
+ORDERS = ("id", "spread", "pack")
+# Rankings kept per catalog (request shapes: order, flavor, narrowed
+# trees; 1.6 MB each at 100,000 hosts); past them all are forgotten.
+MOST_RANKINGS = 32
+# The largest amount the int64 columns judge: a larger one is the
+# snapshot's (Python ints).
+_COLUMN_MAX = 2**62
+
+# {(root, class): [capacity, used]}
+Sums = dict[tuple[int, int], list[int]]
+
+
+def tree_sums(snapshot: providers.Snapshot) -> Sums:
+    """{(root, class): [capacity, used]} of every tree of ``snapshot``."""
+    sums: Sums = {}
+    every = snapshot.providers
+    for (rp, rc), inventory in snapshot.inventories.items():
+        # Inventory.capacity without a call per inventory.
+        total, reserved, ratio, _, _, _, used = inventory
+        capacity = int((total - reserved) * ratio)
+        key = (every[rp].root_id, rc)
+        entry = sums.get(key)
+        if entry is None:
+            sums[key] = [capacity, used]
+        else:
+            entry[0] += capacity
+            entry[1] += used
+    return sums
+
+
+def used_share(sums: Sums, root: int, classes: Iterable[int]) -> float:
+    """The mean over ``classes`` the tree has capacity of of its used
+    share of that capacity (0 for none)."""
+    shares = 0.0
+    counted = 0
+    for rc in classes:
+        entry = sums.get((root, rc))
+        if entry and entry[0]:
+            shares += entry[1] / entry[0]
+            counted += 1
+    return shares / counted if counted else 0.0
+
+
+def key(order: str, sums: Sums, root: int, classes: Iterable[int]) -> tuple:
+    """Where a tree comes in ``order`` (spread or pack) for a request
+    asking ``classes``: least used first (spread) or most used first
+    (pack); then by root id."""
+    share = used_share(sums, root, classes)
+    return (share if order == "spread" else -share, root)
+
+
+def positions(
+    order: str, snapshot: providers.Snapshot, classes: Collection[int]
+) -> dict[int, int]:
+    """{root: its place in ``order``} of the snapshot's trees."""
+    sums = tree_sums(snapshot)
+    roots = {p.root_id for p in snapshot.providers.values()}
+    roots.update(*snapshot.serves.values())
+    ranked = sorted(roots, key=lambda root: key(order, sums, root, classes))
+    return {root: i for i, root in enumerate(ranked)}
+
+
+class Ranked(typing.NamedTuple):
+    """Trees and their keys in ``order`` (smaller first), by root id."""
+
+    roots: np.ndarray  # root ids, ascending
+    keys: np.ndarray  # aligned with ``roots``
+
+
+def ranked(
+    catalog: "store.Catalog",
+    conn: sa.Connection,
+    order: str,
+    amounts: Sequence[tuple[int, int]],
+    roots: Sequence[int] | None,
+    age: float = 0.0,
+) -> Ranked | None:
+    """The trees that may serve ``amounts`` ((class, amount) of every
+    group), with their keys in ``order``: for each amount, some provider
+    of the tree has room for it (what the search judges first: a tree
+    without it gives no candidate). ``roots``: only these trees (None:
+    all). From the catalog's columns and the usage of every provider of
+    the requested classes (one statement), or the ranking of a request of
+    the same shape made less than ``age`` seconds ago. None where the
+    columns cannot judge (an amount past int64: the snapshot's way then).
+    """
+    if any(not 0 < amount < _COLUMN_MAX for _, amount in amounts):
+        return None
+    columns = catalog_columns.of(catalog)
+    shape = (order, tuple(sorted(amounts)), None if roots is None else tuple(roots))
+    now = time.monotonic()
+    made = columns.rankings.get(shape)
+    if made is not None and now - made[0] < age:
+        return made[1]
+    found = _ranked(columns, conn, order, amounts, roots)
+    if age > 0:
+        if len(columns.rankings) >= MOST_RANKINGS:
+            columns.rankings.clear()
+        columns.rankings[shape] = (now, found)
+    return found
+
+
+def _ranked(columns, conn, order, amounts, roots):
+    size = len(columns.roots)
+    wanted = tuple(sorted({rc for rc, _ in amounts}))
+    if any(rc not in columns.stock for rc in wanted):
+        return Ranked(np.empty(0, dtype=np.int64), np.empty(0))
+    rows = providers.usage_rows(conn, wanted)
+    rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    fitting = np.ones(size, dtype=bool)
+    shares = np.zeros(size)
+    counted = np.zeros(size)
+    used_of = {}
+    for column, rc in enumerate(wanted, start=1):
+        stock = columns.stock[rc]
+        used = used_of[rc] = catalog_columns.aligned(
+            stock,
+            rp,
+            np.fromiter(
+                (r[column] or 0 for r in rows), dtype=np.int64, count=len(rows)
+            ),
+        )
+        capacity = np.bincount(stock.root, stock.limit.astype(float), size)
+        held = capacity > 0
+        total = np.bincount(stock.root, used.astype(float), size)
+        shares[held] += total[held] / capacity[held]
+        counted += held
+    for rc, amount in amounts:
+        stock = columns.stock[rc]
+        room = catalog_columns.fits(stock, used_of[rc], amount) > 0
+        fitting &= np.bincount(stock.root, room, size) > 0
+    if roots is not None:
+        fitting &= np.isin(columns.roots, roots)
+    share = np.divide(shares, counted, out=np.zeros(size), where=counted > 0)
+    at = np.flatnonzero(fitting)
+    return Ranked(columns.roots[at], share[at] if order == "spread" else -share[at])
+
+
+def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
+    """The ranked trees' root ids in order, in pages growing from
+    ``first``. The first page is a partial sort (the trees past it are
+    sorted only if the search goes on to them)."""
+    roots, keys = trees
+    if not len(roots):
+        return
+    head = _best(keys, first)
+    yield roots[head].tolist()
+    rest = np.ones(len(roots), dtype=bool)
+    rest[head] = False
+    at = np.flatnonzero(rest)
+    at = at[np.argsort(keys[at], kind="stable")]
+    start, size = 0, 2 * first
+    while start < len(at):
+        yield roots[at[start : start + size]].tolist()
+        start += size
+        size = min(2 * size, providers.CHUNK)
+
+
+def _best(keys: np.ndarray, count: int) -> np.ndarray:
+    """The indexes of the ``count`` smallest ``keys``, ties by index
+    (root id): an O(n) partition, then a sort of those only."""
+    if count >= len(keys):
+        return np.argsort(keys, kind="stable")
+    threshold = keys[np.argpartition(keys, count - 1)[count - 1]]
+    below = np.flatnonzero(keys < threshold)
+    tied = np.flatnonzero(keys == threshold)[: count - len(below)]
+    head = np.concatenate((below, tied))
+    head.sort()
+    return head[np.argsort(keys[head], kind="stable")]

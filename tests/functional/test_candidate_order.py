@@ -1,0 +1,266 @@
+"""[placement] allocation_candidates_order through the API: for a small
+cloud with known usage, ``spread`` offers the emptiest trees first and
+``pack`` the fullest that still fit, judged on the requested classes
+(the mean used share of the tree's capacity), ties by root id; ``limit``
+keeps the best N trees by that order; ``id`` is the order of root ids.
+Flat hosts, NUMA trees with granular groups, and a sharing provider; with
+the provider catalog (columns, partial sort) and without it (SQL's index,
+every tree read), which must agree; on every backend."""
+
+import uuid
+
+import pytest
+
+from placement import conf as placement_conf
+from placement import deploy
+from tests import fixtures
+from tests.functional import drain_cloud
+
+AGG_SHARED = "0d000000-0000-4000-8000-0000000000a1"
+HOST = {"VCPU": 8, "MEMORY_MB": 8192, "DISK_GB": 100}
+# Used (VCPU, MEMORY_MB, DISK_GB) per flat host, in creation (root id)
+# order; h3's VCPU is full.
+USED = {
+    "h1": (4, 4096, 0),  # share of VCPU+MEMORY_MB 0.5
+    "h2": (0, 0, 90),  # 0; with DISK_GB (0 + 0 + 0.9) / 3 = 0.3
+    "h3": (8, 2048, 0),  # no VCPU left: never a candidate
+    "h4": (6, 6144, 0),  # 0.75
+    "h5": (2, 1024, 0),  # 0.1875; with DISK_GB 0.125
+    "h6": (0, 0, 0),  # 0
+}
+FLAVOR = "resources=VCPU:1,MEMORY_MB:512"
+
+
+class Cloud(drain_cloud.Cloud):
+    def candidates(self, query, order, catalog=True, age=0.0):
+        """The answer's allocation requests under ``order``, rankings
+        used for ``age`` seconds."""
+        with fixtures.overrides(
+            **{
+                "placement.allocation_candidates_order": order,
+                "placement.provider_catalog": catalog,
+                "placement.allocation_candidates_order_age": age,
+            }
+        ):
+            resp = self.call("/allocation_candidates?" + query)
+        assert resp.status == 200, resp.body
+        return resp.json()["allocation_requests"]
+
+    def trees(self, query, order):
+        """The root names of the answer's candidates, in answer order (a
+        candidate's tree is that of its providers that are not shared),
+        the same with the catalog and without it."""
+        roots = self.roots()
+        found = []
+        for catalog in (True, False):
+            requests = self.candidates(query, order, catalog)
+            found.append(
+                [
+                    roots[min(set(r["allocations"]) - {self.names.get("shared")})]
+                    for r in requests
+                ]
+            )
+        assert found[0] == found[1], found
+        return found[0]
+
+    def roots(self):
+        """{provider uuid: its root's name}."""
+        listed = self.call("/resource_providers").json()["resource_providers"]
+        names = {rp["uuid"]: rp["name"] for rp in listed}
+        return {rp["uuid"]: names[rp["root_provider_uuid"]] for rp in listed}
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def cloud(request):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, db):
+        yield Cloud(app, db)
+
+
+def _flat(cloud):
+    for name, used in USED.items():
+        cloud.provider(name, inventories=HOST)
+        amounts = {rc: n for rc, n in zip(HOST, used) if n}
+        if amounts:
+            cloud.allocate(str(uuid.uuid4()), {name: amounts})
+
+
+def _unique(names):
+    return list(dict.fromkeys(names))
+
+
+def test_spread_pack_and_id_on_flat_hosts(cloud):
+    _flat(cloud)
+    assert cloud.trees(FLAVOR, "id") == ["h1", "h2", "h4", "h5", "h6"]
+    assert cloud.trees(FLAVOR, "spread") == ["h2", "h6", "h5", "h1", "h4"]
+    assert cloud.trees(FLAVOR, "pack") == ["h4", "h1", "h5", "h2", "h6"]
+    # Judged on the classes asked: h2's full disk counts only when asked.
+    disk = FLAVOR + ",DISK_GB:5"
+    assert cloud.trees(disk, "spread") == ["h6", "h5", "h2", "h1", "h4"]
+    assert cloud.trees(disk, "pack") == ["h4", "h1", "h2", "h5", "h6"]
+
+
+def test_limit_keeps_the_best_trees_by_the_order(cloud):
+    _flat(cloud)
+    limited = FLAVOR + "&limit=2"
+    assert cloud.trees(limited, "id") == ["h1", "h2"]
+    assert cloud.trees(limited, "spread") == ["h2", "h6"]
+    assert cloud.trees(limited, "pack") == ["h4", "h1"]
+    # A tree that cannot take the request is skipped, whatever its share.
+    # h2 has 10 DISK_GB left, h4 2 VCPU.
+    assert cloud.trees(FLAVOR + ",DISK_GB:20&limit=3", "spread") == ["h6", "h5", "h1"]
+    assert cloud.trees("resources=VCPU:3&limit=2", "pack") == ["h1", "h5"]
+
+
+def test_claims_follow_the_order(cloud):
+    """A scheduler taking the first candidate each time: spread fills the
+    emptiest host, pack the fullest that fits."""
+    _flat(cloud)
+    for order, expected in (("spread", "h2"), ("pack", "h4")):
+        first = cloud.candidates(FLAVOR + "&limit=1", order)[0]
+        cloud.ok(
+            "/allocations/%s" % uuid.uuid4(),
+            "PUT",
+            dict(
+                first,
+                project_id=cloud.PROJECT_ID,
+                user_id=cloud.USER_ID,
+                consumer_generation=None,
+                consumer_type="INSTANCE",
+            ),
+            status=204,
+        )
+        assert cloud.roots()[next(iter(first["allocations"]))] == expected
+    # h4 at 7/8 VCPU and 6656 MB: (0.875 + 0.8125) / 2; h2 at 1/8, 512 MB.
+    assert cloud.trees(FLAVOR, "pack") == ["h4", "h1", "h5", "h2", "h6"]
+    assert cloud.trees(FLAVOR, "spread") == ["h6", "h2", "h5", "h1", "h4"]
+
+
+def _numa(cloud, name, used):
+    """A host tree: DISK_GB on the root, two NUMA nodes of 4 VCPU and
+    4096 MB; ``used`` VCPU and MB taken from node 0."""
+    cloud.provider(name, inventories={"DISK_GB": 100})
+    for node in (0, 1):
+        cloud.provider(
+            "%s-%d" % (name, node),
+            parent=name,
+            inventories={"VCPU": 4, "MEMORY_MB": 4096},
+            traits=["HW_NUMA_ROOT"],
+        )
+    if used[0]:
+        cloud.allocate(
+            str(uuid.uuid4()),
+            {"%s-0" % name: {"VCPU": used[0], "MEMORY_MB": used[1]}},
+        )
+
+
+def test_nested_trees_with_granular_groups(cloud):
+    # Tree shares of VCPU and MEMORY_MB over both nodes.
+    _numa(cloud, "n1", (2, 2048))  # 0.25
+    _numa(cloud, "n2", (4, 4096))  # 0.5, node 0 full
+    _numa(cloud, "n3", (0, 0))  # 0
+    _numa(cloud, "n4", (1, 1024))  # 0.125
+    query = (
+        "resources=DISK_GB:10&resources_NUMA=VCPU:1,MEMORY_MB:512"
+        "&required_NUMA=HW_NUMA_ROOT&group_policy=none"
+    )
+    assert _unique(cloud.trees(query, "id")) == ["n1", "n2", "n3", "n4"]
+    assert _unique(cloud.trees(query, "spread")) == ["n3", "n4", "n1", "n2"]
+    assert _unique(cloud.trees(query, "pack")) == ["n2", "n1", "n4", "n3"]
+    # Each tree's candidates stay together and in their own order.
+    by_id = cloud.candidates(query, "id")
+    spread = cloud.candidates(query, "spread")
+    roots = cloud.roots()
+    for tree in ("n1", "n2", "n3", "n4"):
+        mine = [c for c in by_id if roots[next(iter(c["allocations"]))] == tree]
+        assert mine == [
+            c for c in spread if roots[next(iter(c["allocations"]))] == tree
+        ]
+    assert cloud.trees(query + "&limit=2", "spread") == ["n3", "n4"]
+    assert cloud.trees(query + "&limit=2", "pack") == ["n2", "n1"]
+    # Two NUMA groups, isolated: n2's node 0 is full, so n2 has no room.
+    two = (
+        "resources1=VCPU:1,MEMORY_MB:512&resources2=VCPU:1,MEMORY_MB:512"
+        "&group_policy=isolate&limit=3"
+    )
+    assert cloud.trees(two, "pack") == ["n1", "n4", "n3"]
+    assert cloud.trees(two, "spread") == ["n3", "n4", "n1"]
+
+
+def test_sharing_provider(cloud):
+    """DISK_GB from a shared pool: a tree's share counts the classes it
+    has capacity of (VCPU and MEMORY_MB here)."""
+    cloud.provider(
+        "shared",
+        inventories={"DISK_GB": 1000},
+        traits=["MISC_SHARES_VIA_AGGREGATE"],
+        aggregates=[AGG_SHARED],
+    )
+    for name, used in (("c1", (4, 4096)), ("c2", (0, 0)), ("c3", (6, 6144))):
+        cloud.provider(
+            name, inventories={"VCPU": 8, "MEMORY_MB": 8192}, aggregates=[AGG_SHARED]
+        )
+        if used[0]:
+            cloud.allocate(
+                str(uuid.uuid4()),
+                {name: {"VCPU": used[0], "MEMORY_MB": used[1]}},
+            )
+    query = FLAVOR + ",DISK_GB:10"
+    assert cloud.trees(query, "id") == ["c1", "c2", "c3"]
+    assert cloud.trees(query, "spread") == ["c2", "c1", "c3"]
+    assert cloud.trees(query, "pack") == ["c3", "c1", "c2"]
+    assert cloud.trees(query + "&limit=1", "spread") == ["c2"]
+    assert cloud.trees(query + "&limit=1", "pack") == ["c3"]
+
+
+def test_a_ranking_is_used_for_its_age(cloud):
+    """A limited request reads the trees a ranking of its shape made
+    within allocation_candidates_order_age put first (the limit and 16
+    more), ordered at the usage it reads: a tree outside them that fills
+    comes first only once the ranking is made again."""
+    hosts = ["h%02d" % i for i in range(1, 21)]
+    for name in hosts:
+        cloud.provider(name, inventories={"VCPU": 8, "MEMORY_MB": 8192})
+    roots = cloud.roots()
+
+    def first(age):
+        found = cloud.candidates(FLAVOR + "&limit=1", "pack", age=age)
+        return roots[next(iter(found[0]["allocations"]))]
+
+    assert first(age=3600) == "h01"  # all empty: by root id
+    cloud.allocate(str(uuid.uuid4()), {"h20": {"VCPU": 4, "MEMORY_MB": 4096}})
+    cloud.allocate(str(uuid.uuid4()), {"h05": {"VCPU": 2, "MEMORY_MB": 2048}})
+    assert first(age=3600) == "h05"  # the 17 trees read, at their usage
+    assert first(age=0) == "h20"  # ranked again
+
+
+def test_randomize_is_refused_with_spread_or_pack(cloud):
+    for order in ("spread", "pack"):
+        with fixtures.overrides(
+            **{
+                "placement.allocation_candidates_order": order,
+                "placement.randomize_allocation_candidates": True,
+            }
+        ) as conf:
+            with pytest.raises(placement_conf.StartupError) as raised:
+                deploy.build_app(conf, db=cloud.db)
+        assert str(raised.value) == (
+            "[placement] randomize_allocation_candidates = True and "
+            "allocation_candidates_order = %s cannot go together: a random "
+            "order is no %s order; set one of them only" % (order, order)
+        )
+    with fixtures.overrides(
+        **{"placement.randomize_allocation_candidates": True}
+    ) as conf:
+        assert deploy.build_app(conf, db=cloud.db) is not None
+
+
+def test_unknown_order_is_refused(tmp_path):
+    path = tmp_path / "placement.conf"
+    path.write_text("[placement]\nallocation_candidates_order = random\n")
+    conf = placement_conf.command_conf()
+    with pytest.raises(placement_conf.StartupError) as raised:
+        placement_conf.parse_args(conf, [], default_config_files=[str(path)])
+    assert str(raised.value).startswith(
+        "invalid value for [placement] allocation_candidates_order"
+    )
