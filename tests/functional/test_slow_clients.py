@@ -17,9 +17,10 @@ ATTACK_SECONDS = 40
 TRICKLING = 200
 IDLE = 200
 # The server drops an attacking connection whose head is 10 s late
-# (cmd/worker.HEAD_TIMEOUT). Probes start 2 s into the attack and one
-# takes milliseconds: a server whose threads the attack cannot hold
-# answers many before its first drop, one whose threads it holds none.
+# (cmd/worker.HEAD_TIMEOUT, cmd/granian_server.HEAD_TIMEOUT_MS). Probes
+# start 2 s into the attack and one takes milliseconds: a server whose
+# threads the attack cannot hold answers many before its first drop, one
+# whose threads it holds none.
 # PROBE_TIMEOUT only bounds how long a probe may wait at all.
 PROBE_TIMEOUT = 120.0
 SERVED_BEFORE_A_DROP = 10
@@ -102,10 +103,10 @@ def _probe(url, events, stop):
         time.sleep(0.1)
 
 
-def test_slow_and_idle_connections_do_not_deny_service(tmp_path):
+def test_slow_and_idle_connections_do_not_deny_service(tmp_path, api_server):
     events = []  # in the order they happened, from every thread
     with live_server.placement_api(
-        str(tmp_path), "--workers", "2", "--threads", "4"
+        str(tmp_path), "--workers", "2", "--threads", "4", server=api_server
     ) as url:
         attack = Attack(int(url.rsplit(":", 1)[1]), events)
         attack.thread.start()
