@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -41,6 +42,8 @@ HEADERS = {
     "openstack-api-version": "placement 1.39",
 }
 PROVIDER = "c0ffee00-0000-4000-8000-000000000001"
+# Claims land on a provider of their own: the one read keeps one allocation.
+CLAIMED = "c0ffee00-0000-4000-8000-000000000002"
 CONSUMER = "c0ffee00-0000-4000-8000-0000000000c1"
 PROJECT = "c0ffee00-0000-4000-8000-0000000000a1"
 REQUESTS = {
@@ -68,7 +71,7 @@ request = function()
   local consumer = prefix .. string.format("%%012x", n)
   local body = '{"allocations": {"%(provider)s": {"resources": {"VCPU": 1}}}, '
     .. '"project_id": "%(project)s", "user_id": "%(project)s", '
-    .. '"consumer_generation": null}'
+    .. '"consumer_generation": null, "consumer_type": "INSTANCE"}'
   return wrk.format("PUT", "/allocations/" .. consumer, headers, body)
 end
 """
@@ -81,35 +84,37 @@ def _call(base, method, path, body=None):
         headers=HEADERS,
         data=json.dumps(body).encode() if body is not None else None,
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.read()
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read()
+    except urllib.error.HTTPError as e:
+        sys.exit("%s %s: %d %s" % (method, path, e.code, e.read().decode()))
 
 
 def seed(base):
-    """One provider with room for every claim of a run, and one consumer's
-    allocation on it."""
-    _call(base, "POST", "/resource_providers", {"name": "bench", "uuid": PROVIDER})
-    _call(
-        base,
-        "PUT",
-        "/resource_providers/%s/inventories" % PROVIDER,
-        {
-            "resource_provider_generation": 0,
-            "inventories": {
-                "VCPU": {"total": 10_000_000, "max_unit": 1},
-                "MEMORY_MB": {"total": 1_000_000},
-            },
-        },
-    )
+    """The provider read, with one consumer's allocation, and the one
+    claimed from, with room for every claim of every run."""
+    for name, uuid_, inventories in (
+        ("bench", PROVIDER, {"MEMORY_MB": {"total": 1_000_000}}),
+        ("claimed", CLAIMED, {"VCPU": {"total": 10_000_000, "max_unit": 1}}),
+    ):
+        _call(base, "POST", "/resource_providers", {"name": name, "uuid": uuid_})
+        _call(
+            base,
+            "PUT",
+            "/resource_providers/%s/inventories" % uuid_,
+            {"resource_provider_generation": 0, "inventories": inventories},
+        )
     _call(
         base,
         "PUT",
         "/allocations/" + CONSUMER,
         {
-            "allocations": {PROVIDER: {"resources": {"VCPU": 1, "MEMORY_MB": 64}}},
+            "allocations": {PROVIDER: {"resources": {"MEMORY_MB": 64}}},
             "project_id": PROJECT,
             "user_id": PROJECT,
             "consumer_generation": None,
+            "consumer_type": "INSTANCE",
         },
     )
 
@@ -198,7 +203,7 @@ def main():
             CLAIM_LUA
             % {
                 "headers": lua_headers,
-                "provider": PROVIDER,
+                "provider": CLAIMED,
                 "project": PROJECT,
             }
         )
