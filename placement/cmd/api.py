@@ -1,12 +1,12 @@
-"""``placement-api``: serve the WSGI app with gunicorn.
+"""``placement-api``: serve the WSGI app with gunicorn (or granian).
 
-``placement-api [--config-file PATH] [--host H] [--port P] [--workers N]
-[--threads N] [--active N] [--db-sync]``. The schema is upgraded first when
-the database is SQLite (a fresh file needs no set-up) or ``--db-sync`` is
-given, otherwise it must be at head. The app is built once before the
-gunicorn workers fork, with the provider catalog read; each worker opens
-its own database connections and brings the catalog up to date before it
-accepts connections.
+``placement-api [--config-file PATH] [--server gunicorn|granian] [--host H]
+[--port P] [--workers N] [--threads N] [--active N] [--db-sync]``. The
+schema is upgraded first when the database is SQLite (a fresh file needs
+no set-up) or ``--db-sync`` is given, otherwise it must be at head. The
+app is built once before the workers fork, with the provider catalog
+read; each worker opens its own database connections and brings the
+catalog up to date before it accepts connections.
 """
 
 import ctypes
@@ -98,7 +98,7 @@ serve_opts = [
 ]
 
 DESCRIPTION = (
-    "Serve the Placement API with gunicorn. "
+    "Serve the Placement API with gunicorn or granian. "
     + placement_conf.DEFAULT_CONFIG_HELP
     + " [placement_database] connection is required."
 )
