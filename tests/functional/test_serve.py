@@ -241,3 +241,22 @@ def test_sighup_replaces_every_worker_and_no_request_fails(tmp_path, api_server)
             sender.join()
     assert len(now) == 2 and not now & old, (old, now)
     assert set(outcomes) == {200}, [o for o in outcomes if o != 200]
+
+
+def test_an_oversized_head_is_refused_with_431(server, api_server):
+    """A head of 120 fields of 4 KB (480 KB: over gunicorn's 100 fields
+    and over granian's 417,792-byte buffer) is refused with a 431 and the
+    connection closed; the server goes on serving."""
+    base = server()
+    port = int(base.rsplit(":", 1)[1])
+    fields = b"".join(b"X-F%d: %s\r\n" % (i, b"a" * 4000) for i in range(120))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n")
+        data = b"".join(iter(lambda: sock.recv(65536), b""))
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 "), head
+    if api_server == "gunicorn":
+        assert json.loads(body)["errors"][0]["status"] == 431
+    else:
+        assert body == b""
+    assert get(base + "/")[0] == 200
