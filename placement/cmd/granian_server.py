@@ -45,7 +45,10 @@ KILL_TIMEOUT = 30
 
 # granian's own messages (workers started and stopped) through placement's
 # logging: its loggers propagate to the root logger placement set up.
+# Incremental: a full dictConfig would close placement's handlers (a log
+# file is reopened by its next line, a syslog socket is not).
 LOGGING = {
+    "incremental": True,
     "formatters": {},
     "handlers": {},
     "loggers": {
