@@ -9,7 +9,8 @@ the app), with what placement-api does under gunicorn:
 - in each worker, before it serves: the catalog brought up to date, and
   its follower started (``worker_app``);
 - ``--active`` and the heavy-read gate around granian's blocking threads
-  (``--threads``), which run the app one request each;
+  (``--threads``), which run the app one request each; a request's body
+  is read before the gate (``BodyFirst``);
 - a request head must arrive within ``HEAD_TIMEOUT_MS``; a worker takes
   at most ``CONNECTIONS`` connections at once (granian's backpressure);
 - SIGHUP replaces the workers one by one (each forked anew from the
@@ -21,6 +22,7 @@ head over ``HEAD_BUFFER`` bytes) is answered by hyper itself: a 400 or
 431 with an empty body, not the API's JSON error document.
 """
 
+import io
 import os
 
 from granian.constants import HTTPModes
@@ -58,14 +60,33 @@ LOGGING = {
 }
 
 
+class BodyFirst:
+    """Reads a request's body (of announced length, up to ``limit``
+    bytes) before the app, and so before the gate: a client sending its
+    body slowly holds one of the worker's threads, not one of its
+    ``--active`` turns. A longer body is left unread: the app answers 413
+    without reading it; a chunked one is the app's to read."""
+
+    def __init__(self, app, limit):
+        self.app = app
+        self.limit = limit
+
+    def __call__(self, environ, start_response):
+        length = environ.get("CONTENT_LENGTH")
+        if length and length.isdigit() and 0 < int(length) <= self.limit:
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(length)))
+        return self.app(environ, start_response)
+
+
 def serve(conf, app, worker_ready):
     """Serve ``app`` (built in this process, its database's connections
     closed) until SIGINT or SIGTERM; ``worker_ready`` runs in each worker
     after the fork, before it serves."""
+    served = BodyFirst(app, conf.oslo_middleware.max_request_body_size)
 
     def worker_app():
         worker_ready()
-        return app
+        return served
 
     server = MPServer(
         target="placement",

@@ -204,13 +204,19 @@ def test_odd_paths_never_get_a_5xx_or_html(server, api_server):
 
 def test_sighup_replaces_every_worker_and_no_request_fails(tmp_path, api_server):
     """SIGHUP to the master replaces its workers (forked again from the
-    app it built) while a client keeps sending requests, each on a new
-    connection: none of them fails, and the new workers serve."""
+    app it built) while 4 clients keep sending requests, each on a new
+    connection: none of them is answered with an error (under gunicorn
+    none fails at all), and the new workers serve."""
     with live_server.placement_api(
         tmp_path, "--workers", "2", server=api_server
     ) as url:
         port = int(url.rsplit(":", 1)[1])
-        old = set(live_server.workers(port))
+        deadline = time.monotonic() + 60
+        old = set()
+        # The server answers once one worker is up; wait for both.
+        while len(old) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            old = set(live_server.workers(port))
         assert len(old) == 2
         outcomes = []
         stop = threading.Event()
@@ -223,8 +229,9 @@ def test_sighup_replaces_every_worker_and_no_request_fails(tmp_path, api_server)
                     status = type(e).__name__
                 outcomes.append(status)
 
-        sender = threading.Thread(target=client)
-        sender.start()
+        senders = [threading.Thread(target=client) for _ in range(4)]
+        for sender in senders:
+            sender.start()
         try:
             os.kill(live_server.master(port), signal.SIGHUP)
             deadline = time.monotonic() + 60
@@ -238,9 +245,16 @@ def test_sighup_replaces_every_worker_and_no_request_fails(tmp_path, api_server)
                 time.sleep(0.1)
         finally:
             stop.set()
-            sender.join()
+            for sender in senders:
+                sender.join()
     assert len(now) == 2 and not now & old, (old, now)
-    assert set(outcomes) == {200}, [o for o in outcomes if o != 200]
+    assert outcomes.count(200) > 5
+    # granian's old worker closes a connection it has accepted but not yet
+    # read a request from when it stops (hyper's graceful shutdown): such
+    # a client sees the connection closed without an answer (doc/
+    # operations.md "HTTP server"). Nothing is ever answered with an error.
+    lost = {"gunicorn": set(), "granian": {"ConnectionError"}}[api_server]
+    assert set(outcomes) - {200} <= lost, [o for o in outcomes if o != 200]
 
 
 def test_an_oversized_head_is_refused_with_431(server, api_server):
