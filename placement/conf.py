@@ -320,6 +320,28 @@ LIB_GROUPS = {
     "oslo_middleware": http_proxy_to_wsgi.OPTS + sizelimit.OPTS,
 }
 
+
+PROFILER_WITHOUT_OSPROFILER = cfg.BoolOpt(
+    "enabled",
+    default=False,
+    help="Join the traces of other services (osprofiler); needs osprofiler "
+    "installed (pip install 'placement-py[profiler]').",
+)
+
+
+def profiler_groups():
+    """[profiler] and its drivers' groups: osprofiler's own options, which
+    osprofiler also registers on oslo.config's global when imported (as
+    oslo.middleware does with its own). Without osprofiler (an optional
+    dependency: the ``profiler`` extra) only ``enabled`` is known, so that
+    ``check_profiler`` can refuse a configuration that asks for tracing."""
+    try:
+        from osprofiler import opts as profiler_opts
+    except ImportError:
+        return {"profiler": [PROFILER_WITHOUT_OSPROFILER]}
+    return dict(profiler_opts.list_opts())
+
+
 # Placement's defaults for library options: (the library's options, their
 # group, {option: default}).
 LIB_DEFAULTS = [
@@ -351,11 +373,12 @@ LOG_DEFAULTS = (
 
 def register_opts(conf):
     """Register every option the app reads on ``conf``: placement's own,
-    the libraries' of ``LIB_GROUPS`` and oslo.policy's, with placement's
-    defaults for those (on ``conf`` alone). Registering again is a no-op."""
+    the libraries' of ``LIB_GROUPS``, osprofiler's and oslo.policy's, with
+    placement's defaults for those (on ``conf`` alone). Registering again
+    is a no-op."""
     for group, opts in GROUPS.items():
         conf.register_opts(opts, group=None if group == "DEFAULT" else group)
-    for group, opts in LIB_GROUPS.items():
+    for group, opts in (LIB_GROUPS | profiler_groups()).items():
         conf.register_opts(opts, group=group)
     policy_opts.set_defaults(conf)
     _set_defaults(conf, LIB_DEFAULTS)
@@ -460,6 +483,7 @@ def parse_args(conf, argv, default_config_files=None, description=None):
     except cfg.Error as e:
         raise StartupError("configuration error: %s" % e)
     check_values(conf)
+    check_profiler(conf)
     if conf.api.auth_strategy == "keystone":
         register_keystone_opts(conf)
         check_values(conf)
@@ -507,6 +531,19 @@ def _option_names(conf, section):
             if old.group in (None, section):
                 names.add((old.name or opt.name).replace("-", "_"))
     return names
+
+
+def check_profiler(conf):
+    """Tracing asked for without osprofiler installed (``profiler_groups``
+    then registered ``enabled`` alone)."""
+    if "profiler" not in conf or not conf.profiler.enabled:
+        return
+    if "trace_sqlalchemy" not in conf.profiler:
+        raise StartupError(
+            "[profiler] enabled is True but osprofiler is not installed: "
+            "install it (pip install 'placement-py[profiler]') or set "
+            "[profiler] enabled = False"
+        )
 
 
 def check_values(conf):

@@ -30,6 +30,8 @@ from placement.objects.catalog import refresh
 
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
+# [profiler] hmac_keys's default: a key every client knows.
+OSPROFILER_DEFAULT_KEY = "SECRET_KEY"
 URL_EXAMPLE = (
     "mysql+pymysql://USER:PASSWORD@HOST/placement, "
     "postgresql+psycopg://USER:PASSWORD@HOST/placement or "
@@ -124,6 +126,13 @@ def log_summary(conf, serving=""):
         conf.api.auth_strategy,
         serving,
     )
+    keys = conf.profiler.hmac_keys if conf.profiler.enabled else ""
+    if OSPROFILER_DEFAULT_KEY in (key.strip() for key in keys.split(",")):
+        LOG.warning(
+            "[profiler] hmac_keys holds osprofiler's default key %s: anyone "
+            "can have requests traced; set a secret key shared with nova",
+            OSPROFILER_DEFAULT_KEY,
+        )
     if conf.api.auth_strategy == "noauth2":
         LOG.warning(
             "auth_strategy is noauth2: requests are NOT authenticated; "

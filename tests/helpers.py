@@ -8,6 +8,7 @@ import sys
 import threading
 import uuid
 
+import httpx
 import hypothesis
 import sqlalchemy as sa
 
@@ -45,6 +46,15 @@ def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     env.update(extra)
     return env
+
+
+def wsgi_client(app, headers):
+    """An HTTP client of the WSGI ``app``, in process, sending ``headers``."""
+    return httpx.Client(
+        transport=httpx.WSGITransport(app=app),
+        base_url="http://localhost",
+        headers=headers,
+    )
 
 
 def script(name):

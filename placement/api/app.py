@@ -141,6 +141,10 @@ def handle_falcon_error(
     _render_error(req, resp, error)
 
 
+# The error answered, of the request id and the exception.
+Answer = Callable[[str | None, BaseException], errors.PlacementError]
+
+
 @dataclasses.dataclass(frozen=True)
 class Unexpected:
     """How ``handle_unexpected`` logs and answers one kind of exception."""
@@ -148,22 +152,33 @@ class Unexpected:
     matches: Callable[[BaseException], bool]
     level: int  # of the log line
     log: str  # what the log line says happened
-    answer: Callable[[str | None], errors.PlacementError]  # of the request id
+    answer: Answer
     quote: bool = True  # the exception's text in the log line
     traceback: bool = False  # and its traceback
 
 
-def _bad_request(message: str) -> Callable[[str | None], errors.PlacementError]:
-    return lambda request_id: errors.BadRequest(message, vary=False)
+def _bad_request(message: str) -> Answer:
+    return lambda request_id, ex: errors.BadRequest(message, vary=False)
 
 
-def _retry_later(message: str) -> Callable[[str | None], errors.PlacementError]:
+def _retry_later(message: str) -> Answer:
     """A 503 saying ``message`` (``%s``: the request id) and how long to
     wait before trying again."""
-    return lambda request_id: errors.ServiceUnavailable(
+    return lambda request_id, ex: errors.ServiceUnavailable(
         message % request_id,
         vary=False,
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def _row_gone(name: str | None, request_id: str | None) -> errors.PlacementError:
+    """The 409 of a write that found a row it relies on gone, naming
+    what the database said is missing (a column or key) when it did."""
+    return errors.Conflict(
+        "A row this write relies on was removed or renumbered by another "
+        "writer meanwhile%s: nothing was written; read again and retry, "
+        "request id %s." % (" (%s)" % name if name else "", request_id),
+        code=error_codes.CONCURRENT_UPDATE,
     )
 
 
@@ -203,13 +218,66 @@ UNEXPECTED = (
             "(a limit, fewer items), request id %s."
         ),
     ),
+    # A replica, a primary demoted by a fail-over, a Galera node set
+    # read-only, a file the process may not write: reads still answer.
+    # Nothing was written (the write's transaction is rolled back whole).
+    Unexpected(
+        db_errors.is_read_only,
+        logging.WARNING,
+        "Database refuses writes (read-only)",
+        _retry_later(
+            "The database refuses writes (it is read-only, e.g. during a "
+            "fail-over or maintenance): nothing was written. Reads still "
+            "work; try the write again later, request id %s."
+        ),
+    ),
+    Unexpected(
+        db_errors.is_full,
+        logging.ERROR,
+        "Database full",
+        _retry_later(
+            "The database has no room left for this write (its disk or a "
+            "table is full): nothing was written; try again later, request "
+            "id %s."
+        ),
+    ),
+    Unexpected(
+        db_errors.is_interrupted,
+        logging.WARNING,
+        "Database statement interrupted",
+        _retry_later(
+            "A database statement of this request was cancelled or killed "
+            "(by an operator or the database); try "
+            "again, request id %s."
+        ),
+    ),
+    # Where no retry_on_deadlock wraps the transaction (or a read met
+    # one): what the client does after a lost race is the same.
+    Unexpected(
+        db_errors.is_deadlock,
+        logging.WARNING,
+        "Database deadlock",
+        lambda request_id, ex: errors.from_domain(
+            exception.ConcurrentUpdate(db_api.DEADLOCKED)
+        ),
+    ),
+    # The last resort for a write whose statement found a row it relies on
+    # gone (a NULL where an id was to be read, a foreign key): another
+    # writer removed or renumbered it (a restore, a hand-made change).
+    # Rolled back whole; reading again and retrying is what a client does.
+    Unexpected(
+        db_errors.is_foreign_change,
+        logging.WARNING,
+        "Row gone under a write",
+        lambda request_id, ex: _row_gone(db_errors.missing(ex), request_id),
+    ),
     # Not something waiting fixes: the service must be restarted on the
     # file (no Retry-After). Nothing was written.
     Unexpected(
         sqlite_file.is_file_removed,
         logging.ERROR,
         "Database file removed",
-        lambda request_id: errors.ServiceUnavailable(
+        lambda request_id, ex: errors.ServiceUnavailable(
             "Database file removed or replaced under the running service: "
             "nothing is read or written until it is restarted on the "
             "configured file, request id %s." % request_id,
@@ -246,7 +314,7 @@ UNEXPECTED = (
         lambda ex: True,
         logging.ERROR,
         "Uncaught exception",
-        lambda request_id: errors.InternalError(
+        lambda request_id, ex: errors.InternalError(
             "internal error, request id %s" % request_id, vary=False
         ),
         quote=False,
@@ -258,10 +326,11 @@ UNEXPECTED = (
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: Any
 ) -> None:
-    """A database that is down or unreachable, or has lost its schema,
-    answers 503 with Retry-After; a request naming more items than one
+    """A database that is down or unreachable, refuses writes, is full,
+    cancelled a statement or has lost its schema answers 503 with
+    Retry-After; a deadlock 409; a request naming more items than one
     statement takes, or text the tables cannot hold, 400; anything else
-    is a 500 (``UNEXPECTED``). No body quotes the exception: its text
+    is a bug, a 500 (``UNEXPECTED``). No body quotes the exception: its text
     carries hosts, SQL and parameters, so it goes to the log alone (under
     the request id, which the body names)."""
     request_id = req.env.get(middleware.REQUEST_ID_ENV)
@@ -276,7 +345,7 @@ def handle_unexpected(
         *((ex,) if row.quote else ()),
         exc_info=ex if row.traceback else None,
     )
-    error = row.answer(request_id)
+    error = row.answer(request_id, ex)
     _render_error(req, resp, error)
     # The service's faults, not the request's, answer without the version
     # headers (their bodies still carry the error code).
@@ -328,10 +397,11 @@ def _capacity_gauges(conf, db):
 
 
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
-    """proxy headers -> request id -> metrics -> body size limit -> open
-    paths -> CORS -> auth -> context -> falcon app. The order decides which
-    error a client sees first (doc/architecture.md "Request path").
-    ``db`` must be opened for ``conf``: the app reads no other."""
+    """proxy headers -> request id -> tracing -> metrics -> body size
+    limit -> open paths -> CORS -> auth -> context -> falcon app. The
+    order decides which error a client sees first (doc/architecture.md
+    "Request path"). ``db`` must be opened for ``conf``: the app reads no
+    other."""
     if db.conf is not conf:
         raise ValueError("the database was opened for another configuration")
     app: Any = middleware.ContextMiddleware(
@@ -355,6 +425,12 @@ def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     app = OpenPaths(app, open_paths, console.app if conf.ui.enabled else None)
     app = sizelimit.SizeLimitMiddleware(app, conf.oslo_middleware.max_request_body_size)
     app = metrics.MetricsMiddleware(app, extra_paths=open_paths)
+    # Only when enabled (osprofiler is optional), and inside the request
+    # id: a trace's span covers everything the request costs after that.
+    if conf.profiler.enabled:
+        from placement.api import tracing
+
+        app = tracing.Tracing(app, conf)
     app = middleware.RequestIdMiddleware(app)
     # Only when enabled: disabled, the middleware would still take every
     # request and response through webob for nothing.

@@ -1,6 +1,7 @@
 """``/healthcheck``: oslo.middleware's healthcheck app with a backend that
 reports whether the app's database answers and holds the schema this
-service expects (alembic's revision, one cheap statement).
+service expects (alembic's revision, one cheap statement), and whether it
+takes writes (a write that changes nothing).
 
 The backend is registered as the ``placement_database`` entry point of
 ``oslo.middleware.healthcheck`` (setup.cfg) and is always enabled; operators
@@ -19,6 +20,7 @@ from placement.db import api as db_api
 from placement.db import errors as db_errors
 from placement.db import schema
 from placement.db import sqlite_file
+from placement.db import writable
 
 LOG = logging.getLogger(__name__)
 
@@ -32,12 +34,15 @@ DB_KEY = "placement_db"
 class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     """Healthy while the database answers and its schema is at this
     service's revision (a dropped database or table, or a schema another
-    release wrote, is not healthy)."""
+    release wrote, is not healthy); what is amiss meanwhile (``NOTES``: a
+    database that refuses writes) is the reason given."""
 
     def healthcheck(self, server_port: Any) -> Any:
+        db = self.conf[DB_KEY]
         try:
-            with self.conf[DB_KEY].reader() as conn:
+            with db.reader() as conn:
                 revision = schema.recorded_revision(conn)
+            noted = _noted(db) if revision == schema.HEAD else None
         except Exception as e:
             if sqlite_file.is_file_removed(e):
                 reason, details = "database file removed", str(e)
@@ -60,7 +65,32 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
                 reason="database schema at another revision",
                 details=details,
             )
+        if noted is not None:
+            LOG.warning("healthcheck: %s: %s", *noted)
+            return pluginbase.HealthcheckResult(
+                available=True, reason=noted[0], details=noted[1]
+            )
         return pluginbase.HealthcheckResult(available=True, reason="database reachable")
+
+
+def _noted(db: db_api.Database) -> tuple[str, str] | None:
+    return next(filter(None, (note(db) for note in NOTES)), None)
+
+
+def read_only(db: db_api.Database) -> tuple[str, str] | None:
+    refused = writable.refusal(db.engine)
+    if refused is None:
+        return None
+    return READ_ONLY, refused
+
+
+READ_ONLY = "database read-only: writes are refused"
+# What the health check names while the service still answers: each
+# ``note(db)`` gives (reason, details) or None, the first one given
+# answering. A read-only database is healthy for reads (200): a load
+# balancer taking every host out would stop reads too; monitoring alerts
+# on the reason. (A catalog answering in a fallback mode belongs here.)
+NOTES = (read_only,)
 
 
 class _Healthcheck(healthcheck.Healthcheck):

@@ -174,8 +174,15 @@ def build_served_app(conf, db):
 def worker_ready(conf, db, served):
     """In each worker, before it accepts connections: the catalog up to
     date, and then kept so while the worker is idle (the gate tells when
-    it is; without one, requests alone keep it)."""
+    it is; without one, requests alone keep it); the tracing driver made
+    (doc/operations.md "Tracing")."""
     warm_catalog(db)
+    if conf.profiler.enabled:
+        from placement.api import tracing
+
+        # After the fork: the driver's connections and threads are this
+        # worker's own.
+        tracing.start(conf)
     if isinstance(served, gate.Gate) and conf.placement.provider_catalog:
         follower.Follower(db, served).start()
 

@@ -13,6 +13,7 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.db import writable
 from placement.objects import online_migrations
 from placement.objects import standard_names
 
@@ -26,6 +27,7 @@ class Checks(upgradecheck.UpgradeCommands):
         self.conf = conf
         self._db = None
         self._upgrade_checks = (
+            ("Database Accepts Writes", Checks._check_writable),
             ("Missing Root Provider IDs", Checks._check_root_provider_ids),
             ("Incomplete Consumers", Checks._check_incomplete_consumers),
             ("Table Character Set utf8mb4", Checks._check_utf8mb4),
@@ -50,6 +52,21 @@ class Checks(upgradecheck.UpgradeCommands):
 
     def _database(self):
         return self._db
+
+    def _check_writable(self):
+        refused = writable.refusal(self._database().engine)
+        if refused is not None:
+            return upgradecheck.Result(
+                upgradecheck.Code.FAILURE,
+                "The database refuses writes (it is read-only: %s). Placement "
+                "answers every write 503 and no schema can be upgraded until "
+                "it takes writes again: point [placement_database] connection "
+                "at the primary, or make this server writable (SET GLOBAL "
+                "read_only = 0 on MySQL, default_transaction_read_only = off "
+                'on PostgreSQL, a writable SQLite file). See "Database '
+                'faults" in doc/operations.md.' % refused,
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 
     def _check_root_provider_ids(self):
         if online_migrations.count_missing_root_ids(self._database()):

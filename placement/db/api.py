@@ -2,7 +2,9 @@
 modules that do one job each (``engine``: engines and dialect set-up;
 ``connect``: the URL and first-connection problems; ``transaction``: the
 Database and its transactions; ``held``: statements sent with the COMMIT;
-``retry``: deadlock retries; ``statements``: dialect helpers)."""
+``retry``: deadlock retries; ``remembered``: ids kept between writes;
+``statements``: dialect helpers; ``errors``: what a database error
+means)."""
 
 from placement.db.connect import build_url
 from placement.db.connect import connect_problem
@@ -11,8 +13,13 @@ from placement.db.engine import SQLITE_BUSY_TIMEOUT_MS
 from placement.db.engine import create_engine
 from placement.db.engine import tables_not_utf8mb4
 from placement.db.engine import unbounded
+from placement.db.errors import is_read_only
 from placement.db.held import at_commit
 from placement.db.held import holds_for_commit
+from placement.db.remembered import Learned
+from placement.db.remembered import forget as forget_remembered
+from placement.db.remembered import known
+from placement.db.remembered import remember
 from placement.db.retry import DEADLOCK_RETRIES
 from placement.db.retry import DEADLOCKED
 from placement.db.retry import retry_on_deadlock
@@ -38,6 +45,7 @@ __all__ = [
     "DEADLOCKED",
     "DEADLOCK_RETRIES",
     "Database",
+    "Learned",
     "OutcomeUnknown",
     "PING_AFTER_IDLE_S",
     "PerDatabase",
@@ -49,13 +57,17 @@ __all__ = [
     "connect_problem",
     "create_engine",
     "expect",
+    "forget_remembered",
     "holds_for_commit",
     "holds_text",
     "insert_ignore",
+    "is_read_only",
     "inserted_id",
     "int_list",
+    "known",
     "may_conflict",
     "maybe_committed",
+    "remember",
     "retry_on_deadlock",
     "tables_not_utf8mb4",
     "unbounded",

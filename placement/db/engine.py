@@ -33,7 +33,24 @@ SQLITE_BUSY_TIMEOUT_MS = 30000
 def create_engine(
     url: str | sa.engine.URL, conf: cfg.ConfigOpts | None = None
 ) -> sa.Engine:
-    url = sa.engine.make_url(url)
+    engine = _create_engine(sa.engine.make_url(url), conf)
+    if conf is not None and _traces_statements(conf):
+        from osprofiler import sqlalchemy as profiler_sqlalchemy
+
+        # A span per statement of a traced request; without a trace in the
+        # thread, two calls that find none.
+        profiler_sqlalchemy.add_tracing(sa, engine, "db")
+    return engine
+
+
+def _traces_statements(conf: cfg.ConfigOpts) -> bool:
+    """[profiler] enabled and trace_sqlalchemy (doc/operations.md
+    "Tracing"); check_profiler refused enabled without osprofiler."""
+    profiler = conf.profiler if "profiler" in conf else None
+    return bool(profiler and profiler.enabled and profiler.trace_sqlalchemy)
+
+
+def _create_engine(url: sa.engine.URL, conf: cfg.ConfigOpts | None) -> sa.Engine:
     dbconf = conf.placement_database if conf is not None else None
     kwargs: dict[str, Any] = {"future": True}
     if url.get_backend_name() == "sqlite":

@@ -1,5 +1,6 @@
 """Re-running a whole write transaction the database refused for a
-deadlock (or a lock wait timeout, or a locked SQLite database).
+deadlock (or a lock wait timeout, or a locked SQLite database), or
+because a row it relied on was gone.
 """
 
 import functools
@@ -16,6 +17,7 @@ from sqlalchemy import exc as sa_exc
 from placement import events
 from placement import exception
 from placement.db import errors
+from placement.db import remembered
 
 LOG = logging.getLogger(__name__)
 
@@ -30,26 +32,41 @@ def retry_on_deadlock(fn: F) -> F:
     """Re-run a whole transaction when the database reports a deadlock,
     after a random pause that grows with each try (racing writers fall
     out of step). When the tries run out the write is a 409
-    placement.concurrent_update, which clients retry, never a 500."""
+    placement.concurrent_update, which clients retry, never a 500.
+
+    A statement that found a row it relies on gone (``is_foreign_change``:
+    another writer took away a project, an aggregate... this process
+    remembered) has the transaction run again once with the memory
+    forgotten (``remembered.forget``), so that the write looks the rows
+    up, or creates them, again; gone a second time, the error goes on to
+    the API, whose last resort answers a 409 naming what is missing."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        for attempt in range(DEADLOCK_RETRIES + 1):
+        deadlocks = 0
+        forgotten = False
+        while True:
             try:
                 return fn(*args, **kwargs)
             except sa_exc.DBAPIError as e:
+                if errors.is_foreign_change(e) and not forgotten:
+                    LOG.info("%s: a row it relies on is gone: again", fn.__name__)
+                    remembered.forget()
+                    forgotten = True
+                    continue
                 if not errors.is_deadlock(e):
                     raise
-                if attempt == DEADLOCK_RETRIES:
+                if deadlocks == DEADLOCK_RETRIES:
                     events.deadlock_retries_exhausted()
                     LOG.warning(
                         "%s: deadlock on each of %d tries, answered 409",
                         fn.__name__,
-                        attempt + 1,
+                        deadlocks + 1,
                     )
                     raise exception.ConcurrentUpdate(DEADLOCKED) from e
-                LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, attempt)
-                time.sleep(random.uniform(0.001, 0.02) * 2**attempt)
+                LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, deadlocks)
+                time.sleep(random.uniform(0.001, 0.02) * 2**deadlocks)
+                deadlocks += 1
 
     return cast(F, wrapper)
 

@@ -4,6 +4,7 @@ An aggregate is only a uuid: it is created the first time a provider joins
 it, stored exactly as the client spelled it, and never deleted.
 """
 
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
@@ -15,7 +16,21 @@ from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
 RPA = tables.resource_provider_aggregates
-_INSERT_LINKS = RPA.insert()  # built once, and its cache key
+# A link takes the aggregate's id by uuid (built once, and its cache key):
+# one another writer took away since this process remembered its id is
+# NULL, which the column refuses (doc/architecture.md, "Remembered ids").
+# Inline: nothing is read back (the key's value is SQL, which SQLAlchemy
+# would otherwise fetch with RETURNING where the database has it).
+_INSERT_LINK = (
+    RPA.insert()
+    .values(
+        resource_provider_id=sa.bindparam("b_rp"),
+        aggregate_id=sa.select(AGG.c.id)
+        .where(AGG.c.uuid == sa.bindparam("b_agg"))
+        .scalar_subquery(),
+    )
+    .inline()
+)
 
 
 def get_provider_aggregates(db: db_api.Database, uuid: str) -> tuple[int, list[str]]:
@@ -76,10 +91,11 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
         if wanted - current:
             db_api.at_commit(
                 conn,
-                _INSERT_LINKS,
+                _INSERT_LINK,
                 [
-                    {"resource_provider_id": provider["id"], "aggregate_id": agg}
-                    for agg in wanted - current
+                    {"b_rp": provider["id"], "b_agg": agg}
+                    for agg, agg_id in ids.items()
+                    if agg_id not in current
                 ],
             )
         if wanted != current:
@@ -95,5 +111,5 @@ def _set_provider_aggregates(db, uuid, aggregates, expected):
                 aggregates=frozenset(wanted),
             ),
         )
-    common.remember(conn, learned)
+    db_api.remember(conn, learned)
     return generation

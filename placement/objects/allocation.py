@@ -83,7 +83,7 @@ def replace_allocations(
         # "Writes by other writers").
         refresh.doubt(db)
         raise
-    common.remember(db, learned)  # committed now
+    db_api.remember(db, learned)  # committed now
 
 
 class Retries:
@@ -196,7 +196,7 @@ class _Prepared:
 
 class Written(typing.NamedTuple):
     touched: set[int]  # the providers whose generation moved
-    learned: common.Learned  # to remember after commit
+    learned: db_api.Learned  # to remember after commit
 
 
 def prepare(

@@ -5,7 +5,6 @@ inside their own transaction.
 """
 
 import functools
-import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -252,43 +251,15 @@ def bump_held(conn: sa.Connection, provider: sa.RowMapping) -> int:
     return provider["generation"] + 1
 
 
-# Per-engine memory of rows that never change once committed: standard
-# resource classes and traits (synced at start-up, never renamed or
-# deleted), and aggregates, projects, users and consumer types (created on
-# first reference, never deleted). Saves the lookups on every write. A
-# name remembered with the value None is known to exist, its id not known.
-_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_KNOWN_MAX = 50000  # per table; forgotten all at once past that
 CUSTOM_CLASS_ID_START = 10000
-
-
-def known(conn: sa.Connection | db_api.Database, table: sa.Table) -> dict[Any, Any]:
-    """{key: value} remembered for ``table`` on this connection's engine."""
-    per_engine = _KNOWN.get(conn.engine)
-    if per_engine is None:
-        per_engine = _KNOWN.setdefault(conn.engine, {})
-    found = per_engine.get(table.name)
-    if found is None or len(found) > _KNOWN_MAX:
-        found = per_engine[table.name] = {}
-    return found
 
 
 def _remembered(conn, table, names):
     """(memory of ``table``, {name: value} it holds of ``names``, the
     names it doesn't)."""
-    cache = known(conn, table)
+    cache = db_api.known(conn, table)
     found = {name: cache[name] for name in names if cache.get(name) is not None}
     return cache, found, set(names) - set(found)
-
-
-def remember(
-    conn: sa.Connection | db_api.Database,
-    learned: "Learned",
-) -> None:
-    """Remember ``learned`` ([(table, {key: value})]) once the transaction
-    that read or created those rows has committed."""
-    for table, values in learned:
-        known(conn, table).update(values)
 
 
 def resource_class_ids(
@@ -368,14 +339,9 @@ def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
     return found
 
 
-# What a write looked up or created, to ``remember`` once it committed:
-# [(table, {name: id})].
-Learned = list[tuple[sa.Table, dict[Any, Any]]]
-
-
 def ensure_ids(
     conn: sa.Connection, table: sa.Table, column: str, names: Iterable[Any]
-) -> tuple[dict[Any, int], Learned]:
+) -> tuple[dict[Any, int], db_api.Learned]:
     """({name: id} of the rows of ``table`` whose ``column`` is in
     ``names``, what was learned), inserting the missing rows first
     (projects, users, consumer types, aggregates: rows that exist as soon

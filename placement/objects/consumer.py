@@ -7,6 +7,7 @@ lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
 """
 
 import dataclasses
+from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
 from typing import NamedTuple
@@ -17,7 +18,6 @@ from sqlalchemy import exc as sa_exc
 from placement import exception
 from placement.db import api as db_api
 from placement.db import tables
-from placement.objects import common
 
 CONSUMERS = tables.consumers
 ALLOC = tables.allocations
@@ -131,27 +131,31 @@ def check_generations(
             )
 
 
-_INSERT = CONSUMERS.insert()
+def _id_of(table: sa.Table, column: str, value: Any) -> sa.ScalarSelect[Any]:
+    """The id of the row of ``table`` whose ``column`` is ``value`` (a bind
+    parameter or a value): NULL when there is none, which the consumer's
+    NOT NULL column refuses (a project or user another writer took away
+    since this process remembered it: ``db_api.known``)."""
+    return sa.select(table.c.id).where(table.c[column] == value).scalar_subquery()
 
 
-def _id_of(table: sa.Table, column: str, name: str) -> sa.ScalarSelect[Any]:
-    """The id of the row of ``table`` whose ``column`` is bound as
-    ``name``: NULL when there is none (no consumer type given)."""
-    return (
-        sa.select(table.c.id)
-        .where(table.c[column] == sa.bindparam(name))
-        .scalar_subquery()
-    )
+def _type_id_of(name: Any) -> sa.ColumnElement[Any]:
+    """A consumer type's id by ``name``, or 0 when there is no such row:
+    no type's id, which the column's foreign key refuses (the column
+    itself takes NULL, for a consumer without a type)."""
+    return sa.func.coalesce(_id_of(TYPES, "name", name), 0)
 
+
+_TYPE = sa.bindparam("b_type", type_=sa.String)
 
 # A new consumer naming its project, user and type by their external ids
-# and name, for a write that does not read their ids back.
+# and name: no id read back, none remembered.
 _INSERT_NAMED = CONSUMERS.insert().values(
     uuid=sa.bindparam("b_uuid"),
     generation=1,
-    project_id=_id_of(PROJECTS, "external_id", "b_project"),
-    user_id=_id_of(USERS, "external_id", "b_user"),
-    consumer_type_id=_id_of(TYPES, "name", "b_type"),
+    project_id=_id_of(PROJECTS, "external_id", sa.bindparam("b_project")),
+    user_id=_id_of(USERS, "external_id", sa.bindparam("b_user")),
+    consumer_type_id=sa.case((_TYPE.is_(None), sa.null()), else_=_type_id_of(_TYPE)),
 )
 
 
@@ -167,13 +171,15 @@ def save(
     writes: list[ConsumerWrite],
     found: dict[str, sa.RowMapping],
     at_commit: bool = False,
-) -> common.Learned:
+) -> db_api.Learned:
     """Create, update or delete the consumer record of every write;
-    returns the project, user and type ids learned (``common.remember``
-    them after commit). ``at_commit``: a write that only creates consumers
-    sends it all with the COMMIT (``db_api.at_commit``), nothing read,
-    where that saves round trips (``db_api.holds_for_commit``): elsewhere
-    the ids are looked up, and remembered, as for other writes.
+    returns the projects, users and types created (``db_api.remember``
+    them after commit). The consumer rows take their ids by name, so
+    none is read back, and one another writer took away since it was
+    remembered fails the statement (``_id_of``) rather than be written.
+    ``at_commit``: a write that only creates consumers sends it all with
+    the COMMIT (``db_api.at_commit``), where that saves round trips
+    (``db_api.holds_for_commit``).
 
     Consumers keeping allocations get generation + 1 (new ones start at 0,
     so they read back 1) and the sent project/user/type; consumers left
@@ -184,68 +190,11 @@ def save(
     new = [w for w in writes if w.uuid not in found and w.allocations]
     kept = [w for w in writes if w.uuid in found and w.allocations]
     emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
-    if at_commit and not kept and not emptied and db_api.holds_for_commit(conn):
-        return _create_at_commit(conn, new)
-
-    projects, learned = common.ensure_ids(
-        conn, PROJECTS, "external_id", [w.project_id for w in writes]
-    )
-    users, more = common.ensure_ids(
-        conn, USERS, "external_id", [w.user_id for w in writes]
-    )
-    learned += more
-    types, more = common.ensure_ids(
-        conn, TYPES, "name", [w.consumer_type for w in writes if w.consumer_type]
-    )
-    learned += more
-
-    def values(write):
-        row = {
-            "project_id": projects[write.project_id],
-            "user_id": users[write.user_id],
-        }
-        if write.consumer_type:
-            row["consumer_type_id"] = types[write.consumer_type]
-        return row
-
+    held = at_commit and not kept and not emptied and db_api.holds_for_commit(conn)
+    run = db_api.at_commit if held else _run
+    learned = _ensure_named(conn, writes, run)
     if new:
-        conn.execute(_INSERT, [dict(values(w), uuid=w.uuid, generation=1) for w in new])
-    # One UPDATE per distinct (project, user, type): usually a single one.
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for write in kept:
-        key = tuple(sorted(values(write).items()))
-        groups.setdefault(key, []).append(found[write.uuid])
-    for key, rows in groups.items():
-        _swap(
-            conn,
-            CONSUMERS.update().values(
-                generation=CONSUMERS.c.generation + 1, **dict(key)
-            ),
-            rows,
-        )
-    if emptied:
-        _swap(conn, CONSUMERS.delete(), emptied)
-    return learned
-
-
-def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> common.Learned:
-    """The rows of the ``new`` consumers, and of the projects, users and
-    types they name that are not known to exist, all held for the COMMIT:
-    the consumers take the ids by name. Returns the names inserted, to
-    remember (once committed) as existing, their ids not known."""
-    learned: common.Learned = []
-    for table, column, names in (
-        (PROJECTS, "external_id", [w.project_id for w in new]),
-        (USERS, "external_id", [w.user_id for w in new]),
-        (TYPES, "name", [w.consumer_type for w in new if w.consumer_type]),
-    ):
-        missing = set(names) - common.known(conn, table).keys()
-        if missing:
-            insert = db_api.insert_ignore(conn.dialect.name, table)
-            db_api.at_commit(conn, insert, [{column: n} for n in missing])
-            learned.append((table, dict.fromkeys(missing)))
-    if new:
-        db_api.at_commit(
+        run(
             conn,
             _INSERT_NAMED,
             [
@@ -258,6 +207,47 @@ def _create_at_commit(conn: sa.Connection, new: list[ConsumerWrite]) -> common.L
                 for w in new
             ],
         )
+    # One UPDATE per distinct (project, user, type): usually a single one.
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for write in kept:
+        key = (write.project_id, write.user_id, write.consumer_type)
+        groups.setdefault(key, []).append(found[write.uuid])
+    for (project, user, consumer_type), rows in groups.items():
+        values = {
+            "generation": CONSUMERS.c.generation + 1,
+            "project_id": _id_of(PROJECTS, "external_id", project),
+            "user_id": _id_of(USERS, "external_id", user),
+        }
+        if consumer_type:
+            values["consumer_type_id"] = _type_id_of(consumer_type)
+        _swap(conn, CONSUMERS.update().values(**values), rows)
+    if emptied:
+        _swap(conn, CONSUMERS.delete(), emptied)
+    return learned
+
+
+def _run(conn: sa.Connection, statement: Any, parameters: Any) -> None:
+    conn.execute(statement, parameters)
+
+
+def _ensure_named(
+    conn: sa.Connection, writes: list[ConsumerWrite], run: Callable[..., Any]
+) -> db_api.Learned:
+    """Create the projects, users and types ``writes`` name that are not
+    known to exist (``run``: at once, or held for the COMMIT). Returns the
+    names, to remember (once committed) as existing, their ids not known:
+    the consumer statements take the ids by name."""
+    learned: db_api.Learned = []
+    for table, column, names in (
+        (PROJECTS, "external_id", [w.project_id for w in writes if w.allocations]),
+        (USERS, "external_id", [w.user_id for w in writes if w.allocations]),
+        (TYPES, "name", [w.consumer_type for w in writes if w.consumer_type]),
+    ):
+        missing = set(names) - db_api.known(conn, table).keys()
+        if missing:
+            insert = db_api.insert_ignore(conn.dialect.name, table)
+            run(conn, insert, [{column: n} for n in sorted(missing)])
+            learned.append((table, dict.fromkeys(missing)))
     return learned
 
 

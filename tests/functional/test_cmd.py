@@ -207,6 +207,7 @@ def test_status_all_passed(url):
     result = run(["placement-status", "upgrade", "check"], url)
     assert result.returncode == 0, result.stdout + result.stderr
     for check in (
+        "Database Accepts Writes",
         "Missing Root Provider IDs",
         "Incomplete Consumers",
         "Policy File JSON to YAML Migration",

@@ -16,13 +16,13 @@ from tests.wsgi_client import call
 LATEST = "placement latest"
 
 # Notes what the libraries placement uses register on the global ConfigOpts
-# as they are imported (oslo.middleware does), then imports placement's
+# as they are imported (oslo.middleware and osprofiler do), then imports placement's
 # modules, builds an app on its own ConfigOpts and serves paths that reach
 # every layer, and prints the groups and options the global gained.
 GLOBAL_PROBE = """
 import sys
 from oslo_config import cfg
-import oslo_log.log, oslo_middleware.healthcheck, oslo_policy.policy
+import oslo_log.log, oslo_middleware.healthcheck, oslo_policy.policy, osprofiler.opts
 libraries = set(cfg.CONF)
 from placement import conf, deploy
 from placement.cmd import api, manage, status
@@ -67,6 +67,10 @@ def test_register_opts_gives_every_group_the_app_reads():
     assert conf.oslo_policy.enforce_new_defaults is True
     assert conf.placement.allocation_candidates_generation_strategy
     assert conf.workarounds.optimize_for_wide_provider_trees is False
+    # osprofiler's own options, as the reference reads them.
+    assert conf.profiler.enabled is False
+    assert conf.profiler.trace_sqlalchemy is False
+    assert conf.profiler_otlp.service_name_prefix is None
     # Placement's defaults went on this ConfigOpts, not on the libraries'
     # option objects every other ConfigOpts shares.
     other = cfg.ConfigOpts()

@@ -58,6 +58,8 @@ def test_config_sample_has_every_group():
         "cors",
         "oslo_middleware",
         "oslo_policy",
+        "profiler",
+        "profiler_otlp",
     ):
         assert "[%s]\n" % group in text.splitlines(keepends=True)
     # Placement's CORS defaults, not the library's.

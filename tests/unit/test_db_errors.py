@@ -15,10 +15,14 @@ from placement.db import errors
 QUESTIONS = {
     errors.DEADLOCK: errors.is_deadlock,
     errors.UNAVAILABLE: errors.is_unavailable,
+    errors.READ_ONLY: errors.is_read_only,
+    errors.FULL: errors.is_full,
+    errors.INTERRUPTED: errors.is_interrupted,
     errors.OVER_TIME_BUDGET: errors.is_over_time_budget,
     errors.SCHEMA_MISSING: errors.is_schema_missing,
     errors.UNSTORABLE_TEXT: errors.is_unstorable_text,
     errors.TOO_MANY_PARAMETERS: errors.is_too_many_parameters,
+    errors.FOREIGN_CHANGE: errors.is_foreign_change,
 }
 
 
@@ -40,6 +44,10 @@ ROWS = (
     [
         (pymysql.err.OperationalError(c, "failed"), k)
         for c, k in errors.MYSQL.codes.items()
+    ]
+    + [
+        (pymysql.err.OperationalError(1030, "Got error 28 %s" % w), k)
+        for w, k in errors.MYSQL.messages.items()
     ]
     + [(_pg_error(c), k) for c, k in errors.POSTGRESQL.codes.items()]
     + [
@@ -90,3 +98,46 @@ def test_psycopg_without_a_sqlstate_could_not_connect():
     error = sa_exc.OperationalError("SELECT 1", {}, psycopg.OperationalError("no"))
     assert errors.kind(error) is None
     assert errors.is_unavailable(error)
+
+
+@pytest.mark.parametrize(
+    "orig,name",
+    [
+        (
+            pymysql.err.IntegrityError(1048, "Column 'project_id' cannot be null"),
+            "project_id",
+        ),
+        (
+            pymysql.err.IntegrityError(
+                1452,
+                "Cannot add or update a child row: a foreign key constraint "
+                "fails (`p`.`t`, CONSTRAINT `f` FOREIGN KEY (`root_id`) "
+                "REFERENCES `t` (`id`))",
+            ),
+            "root_id",
+        ),
+        (
+            psycopg.errors.lookup("23502")(
+                'null value in column "user_id" of relation "consumers" '
+                "violates not-null constraint"
+            ),
+            "user_id",
+        ),
+        (
+            psycopg.errors.lookup("23503")(
+                'insert or update on table "t" violates foreign key constraint '
+                '"f"\nDETAIL:  Key (root_id)=(5) is not present in table "t".'
+            ),
+            "root_id",
+        ),
+        (
+            sqlite3.IntegrityError("NOT NULL constraint failed: consumers.user_id"),
+            "consumers.user_id",
+        ),
+        (sqlite3.IntegrityError("FOREIGN KEY constraint failed"), None),
+    ],
+)
+def test_what_a_foreign_change_names(orig, name):
+    error = wrapped(orig)
+    assert errors.is_foreign_change(error)
+    assert errors.missing(error) == name

@@ -22,22 +22,46 @@ def statement_error(orig):
 
 
 SECRET = "db.example:3306 password=hunter2"
-# (what is raised, the status it answers, its Retry-After), in the order
-# of app.UNEXPECTED.
+UNDEFINED = "placement.undefined_code"
+CONCURRENT = "placement.concurrent_update"
+# (what is raised, the status it answers, its Retry-After, the error
+# code), in the order of app.UNEXPECTED.
 ROWS = [
-    (statement_error(sqlite3.OperationalError("too many SQL variables")), 400, None),
-    (statement_error(pymysql.err.OperationalError(1366, SECRET)), 400, None),
-    (statement_error(pymysql.err.OperationalError(3024, SECRET)), 503, "5"),
-    (sqlite_file.FileRemoved(SECRET), 503, None),
-    (statement_error(pymysql.err.OperationalError(1146, SECRET)), 503, "5"),
-    (db_api.OutcomeUnknown(SECRET), 503, "5"),
-    (statement_error(pymysql.err.OperationalError(2013, SECRET)), 503, "5"),
-    (RuntimeError(SECRET), 500, None),
+    (
+        statement_error(sqlite3.OperationalError("too many SQL variables")),
+        400,
+        None,
+        UNDEFINED,
+    ),
+    (statement_error(pymysql.err.OperationalError(1366, SECRET)), 400, None, UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(3024, SECRET)), 503, "5", UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(1290, SECRET)), 503, "5", UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(1021, SECRET)), 503, "5", UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(1317, SECRET)), 503, "5", UNDEFINED),
+    (
+        statement_error(pymysql.err.OperationalError(1213, SECRET)),
+        409,
+        None,
+        CONCURRENT,
+    ),
+    (
+        sa_exc.IntegrityError(
+            "INSERT INTO consumers", {}, pymysql.err.IntegrityError(1048, SECRET)
+        ),
+        409,
+        None,
+        CONCURRENT,
+    ),
+    (sqlite_file.FileRemoved(SECRET), 503, None, UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(1146, SECRET)), 503, "5", UNDEFINED),
+    (db_api.OutcomeUnknown(SECRET), 503, "5", UNDEFINED),
+    (statement_error(pymysql.err.OperationalError(2013, SECRET)), 503, "5", UNDEFINED),
+    (RuntimeError(SECRET), 500, None, UNDEFINED),
 ]
 
 
 def test_a_row_for_each():
-    picked = [next(r for r in app.UNEXPECTED if r.matches(ex)) for ex, _, _ in ROWS]
+    picked = [next(r for r in app.UNEXPECTED if r.matches(ex)) for ex, *_ in ROWS]
     assert picked == list(app.UNEXPECTED)
 
 
@@ -49,7 +73,7 @@ def placement():
 
 @pytest.mark.parametrize("number", range(len(ROWS)))
 def test_a_row(number, placement, monkeypatch, caplog):
-    raised, status, retry_after = ROWS[number]
+    raised, status, retry_after, code = ROWS[number]
     row = app.UNEXPECTED[number]
 
     def fail(db):
@@ -67,7 +91,7 @@ def test_a_row(number, placement, monkeypatch, caplog):
     request_id = response.headers["x-openstack-request-id"]
     error = response.json()["errors"][0]
     assert error["status"] == status
-    assert error["code"] == "placement.undefined_code"
+    assert error["code"] == code
     assert SECRET not in response.body.decode()
     if status >= 500:
         assert request_id in error["detail"]

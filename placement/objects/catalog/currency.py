@@ -22,6 +22,7 @@ import uuid
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 
 TABLE = tables.catalog_currency
@@ -106,8 +107,17 @@ def take(engine: sa.Engine, me: str, seen: Published | None) -> bool:
     fails one of the two, on InnoDB one may deadlock)."""
     try:
         return _take(engine, me, seen)
-    except sa.exc.OperationalError:
+    except sa.exc.DBAPIError as e:
+        if not _not_written(e):
+            raise
         return False
+
+
+def _not_written(error: sa.exc.DBAPIError) -> bool:
+    """Whether ``error`` is the database's refusal of the lease's write
+    (a conflict, a lost connection, a read-only database: on PostgreSQL
+    that one is no OperationalError), so the lease is not ``me``'s."""
+    return isinstance(error, sa.exc.OperationalError) or db_api.is_read_only(error)
 
 
 def _take(engine, me, seen):
@@ -140,7 +150,9 @@ def publish(
     the row again)."""
     try:
         return _publish(engine, me, seqs, found, taken_us, took)
-    except sa.exc.OperationalError:
+    except sa.exc.DBAPIError as e:
+        if not _not_written(e):
+            raise
         return False
 
 

@@ -18,6 +18,7 @@ from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import currency
 from placement.objects.catalog import fingerprint
+from placement.objects.catalog import floor
 from placement.objects.catalog import precheck
 from placement.objects.catalog.store import Catalog
 
@@ -104,6 +105,11 @@ class Cache:
         # comparison it read (it compares by itself past OWN_AFTER_S).
         self.holding = False
         self.unmatched = False
+        # This host's floor (shared with the workers forked after this
+        # Cache was made), and the value this process raised it to last:
+        # its own catalog holds what it was raised for.
+        self.floor = floor.Floor()
+        self.raised = float("-inf")
 
     def current(
         self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
@@ -112,6 +118,11 @@ class Cache:
         (the caller reads through SQL)."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
+            if self.below_floor():
+                # Another comparison is under way here: another worker of
+                # this host may have answered from rows this catalog lacks.
+                events.catalog_used("sql")
+                return None
         if stamp is None:
             stamp = changes.stamp(conn)
         catalog = self.catalog
@@ -177,9 +188,13 @@ class Cache:
 
     def _install(self, db, catalog, whole=False):
         """Hold ``catalog`` (made by following the log from the one held,
-        or read ``whole``) and remember its fingerprint by its counts."""
+        or read ``whole``) and remember its fingerprint by its counts. A
+        whole read means the log could not tell what changed (another
+        writer's rows, counts gone back in a restore, a gap): the ids this
+        process remembers may be gone too, and are forgotten."""
         if whole:
             self.history.clear()
+            db_api.forget_remembered()
         self.catalog = catalog
         self._remember(db, catalog, compute=False)
 
@@ -226,9 +241,12 @@ class Cache:
                 # committed (SQLite refuses their write then).
                 return self._verified(db)
             found = self._shared(db)
-            if found is None and (
-                own or (self.unmatched and self._age() >= OWN_AFTER_S)
-            ):
+            if (
+                found is None
+                and (own or (self.unmatched and self._age() >= OWN_AFTER_S))
+            ) or self.below_floor():
+                # The published comparison may be older than what another
+                # worker of this host answered from.
                 found = self._verified(db)
             return found
         except sa.exc.DBAPIError:
@@ -259,13 +277,23 @@ class Cache:
 
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
-        return self._age() + ahead >= VERIFY_EVERY_S
+        return self._age() + ahead >= VERIFY_EVERY_S or self.below_floor()
 
     def stale(self) -> bool:
         """Whether a request must have the catalog compared before it
         uses it: the comparison is due, or overdue where a follower
-        compares (``bound``)."""
-        return self._age() >= (self.bound() if self.followed else VERIFY_EVERY_S)
+        compares (``bound``), or another worker of this host answered
+        from a catalog found right after this one (``below_floor``)."""
+        return (
+            self._age() >= (self.bound() if self.followed else VERIFY_EVERY_S)
+            or self.below_floor()
+        )
+
+    def below_floor(self) -> bool:
+        """Whether another worker of this host read its catalog whole for
+        another writer's change after this catalog was last found right
+        (``catalog/floor.py``): this one may lack what that one answered."""
+        return self.floor.value() > max(self.verified_at, self.raised)
 
     def bound(self) -> float:
         """How old a comparison may be where a follower compares: 1 s, or
@@ -336,7 +364,7 @@ class Cache:
                 _foreign()
             else:
                 how = "full"
-            self._reread(db, reading, found)
+            self._reread(db, reading, found, seqs)
             self.looked = look
             self.verified_at = started
         self._publish(db, seqs, found, taken_at, started)
@@ -360,23 +388,34 @@ class Cache:
             return fingerprint.of_database(reading)
         return fingerprint.of_database(reading, frozenset(changed), self.found[1])
 
-    def _reread(self, db, reading, found):
+    def _reread(self, db, reading, found, seqs=None):
         """Read the catalog whole in ``reading``'s snapshot, whose
-        fingerprint statement found ``found`` (None: none ran)."""
+        fingerprint statement found ``found`` at the counts ``seqs``
+        (None: none ran)."""
+        state = hash((currency.key(seqs), tuple(found))) if found else 0
         with self.reading:
-            # Requests answer through SQL until the new catalog is in.
+            # Every other worker of this host compares before its next
+            # answer from a catalog found right before now, so none answers
+            # without what this one will (through SQL meanwhile, then from
+            # the catalog read in a snapshot fixed by the time of the
+            # second raise).
+            self._raise_floor(state)
             self.catalog = None
             self.reading_all = True
             try:
                 catalog = Catalog.read(reading)
             finally:
                 self.reading_all = False
+            self._raise_floor(state)
             if found is not None:
                 catalog.offset = [
                     db_value - mine
                     for db_value, mine in zip(found, catalog.fingerprint(db.dialect))
                 ]
             self._install(db, catalog, whole=True)
+
+    def _raise_floor(self, state):
+        self.raised = self.floor.raise_to(time.monotonic(), state)
 
     def _publish(self, db, seqs, found, taken_at, started):
         """As the lease holder, publish a comparison started at ``started``
@@ -420,7 +459,8 @@ class Cache:
         _foreign()
         started = time.monotonic()
         with _own_snapshot(db) as reading:
-            self._reread(db, reading, fingerprint.of_database(reading))
+            seqs = changes.counts(reading)
+            self._reread(db, reading, fingerprint.of_database(reading), seqs)
         self.verified_at = started
         events.catalog_updated("foreign")
         return "foreign"
