@@ -17,9 +17,11 @@ import time
 import traceback
 
 import sqlalchemy as sa
+from oslo_log import formatters
 from oslo_log import log as oslo_log
 
 from placement import conf as placement_conf
+from placement import logformat
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
@@ -64,6 +66,15 @@ def setup_logging(conf):
             )
         for handler in logging.getLogger().handlers:
             handler.addFilter(OneLine())
+            if type(handler.formatter) is formatters.ContextFormatter:
+                handler.setFormatter(
+                    logformat.ContextFormatter(
+                        project="placement",
+                        version=handler.formatter.version,
+                        datefmt=handler.formatter.datefmt,
+                        config=conf,
+                    )
+                )
         if conf.log_options:
             conf.log_opt_values(LOG, logging.DEBUG)
         for path, group, name in placement_conf.unknown_options(conf):

@@ -47,6 +47,13 @@ class Version:
     def __ge__(self, other: "Version") -> bool:
         return (self.major, self.minor) >= (other.major, other.minor)
 
+    # total_ordering would make these of the two above, a call more each.
+    def __le__(self, other: "Version") -> bool:
+        return (self.major, self.minor) <= (other.major, other.minor)
+
+    def __gt__(self, other: "Version") -> bool:
+        return (self.major, self.minor) > (other.major, other.minor)
+
     def __hash__(self) -> int:
         return hash((self.major, self.minor))
 

@@ -42,9 +42,8 @@ class VersionMiddleware:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.ctx = req.env.get(middleware.CONTEXT_ENV)
         req.context.in_handler = False
-        header = ",".join(
-            v for k, v in _header_lines(req.env) if k == "HTTP_OPENSTACK_API_VERSION"
-        )
+        # The server folds repeated header lines into one environ value.
+        header = req.env.get("HTTP_OPENSTACK_API_VERSION", "")
         try:
             req.context.version = microversion.extract_version(header)
         except microversion.InvalidVersion as e:
@@ -77,10 +76,6 @@ class VersionMiddleware:
         )
         if resp.context.get("vary", req.context.get("in_handler")):
             resp.set_header("vary", "openstack-api-version")
-
-
-def _header_lines(env):
-    return [(k, v) for k, v in env.items() if k.startswith("HTTP_")]
 
 
 def _unversioned(error):

@@ -1,12 +1,12 @@
-"""``placement-api``: serve the WSGI app with gunicorn.
+"""``placement-api``: serve the WSGI app with gunicorn (or granian).
 
-``placement-api [--config-file PATH] [--host H] [--port P] [--workers N]
-[--threads N] [--active N] [--db-sync]``. The schema is upgraded first when
-the database is SQLite (a fresh file needs no set-up) or ``--db-sync`` is
-given, otherwise it must be at head. The app is built once before the
-gunicorn workers fork, with the provider catalog read; each worker opens
-its own database connections and brings the catalog up to date before it
-accepts connections.
+``placement-api [--config-file PATH] [--server gunicorn|granian] [--host H]
+[--port P] [--workers N] [--threads N] [--active N] [--db-sync]``. The
+schema is upgraded first when the database is SQLite (a fresh file needs
+no set-up) or ``--db-sync`` is given, otherwise it must be at head. The
+app is built once before the workers fork, with the provider catalog
+read; each worker opens its own database connections and brings the
+catalog up to date before it accepts connections.
 """
 
 import ctypes
@@ -31,6 +31,7 @@ from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import follower  # noqa: E402
 from placement.cmd import gate  # noqa: E402
+from placement.cmd import granian_server  # noqa: E402
 from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
 
@@ -52,7 +53,18 @@ def usable_cpus():
         return os.cpu_count() or 1
 
 
+SERVERS = ("granian", "gunicorn")
+
 serve_opts = [
+    cfg.StrOpt(
+        "server",
+        default="gunicorn",
+        choices=SERVERS,
+        help="The HTTP server (default: gunicorn, with placement's own "
+        "worker; granian: a Rust HTTP core, faster, but a slowly sent "
+        'request body holds a thread). See "HTTP server" in '
+        "doc/operations.md.",
+    ),
     cfg.HostAddressOpt(
         "host", default="127.0.0.1", help="Address to listen on (default: 127.0.0.1)."
     ),
@@ -86,7 +98,7 @@ serve_opts = [
 ]
 
 DESCRIPTION = (
-    "Serve the Placement API with gunicorn. "
+    "Serve the Placement API with gunicorn or granian. "
     + placement_conf.DEFAULT_CONFIG_HELP
     + " [placement_database] connection is required."
 )
@@ -111,7 +123,7 @@ class Server(base.BaseApplication):
     def __init__(self, conf, db):
         self.conf = conf
         self.db = db
-        self.gate = None
+        self.served = None
         super().__init__()
 
     def load_config(self):
@@ -138,31 +150,41 @@ class Server(base.BaseApplication):
         self.cfg.set("post_worker_init", lambda worker: self.worker_ready())
 
     def load(self):
-        app = deploy.build_app(self.conf, db=self.db)
-        # Read once here and shared with the workers as they fork.
-        warm_catalog(self.db)
-        # Connections must not cross the fork into the workers: each opens
-        # its own.
-        self.db.engine.dispose()
-        tune_gc()
-        limit_malloc_arenas()
-        self.gate = gate.Gate(app, self.conf.active) if self.conf.active else None
-        return self.gate or app
+        self.served = build_served_app(self.conf, self.db)
+        return self.served
 
     def worker_ready(self):
-        """In each worker, before it accepts connections: the catalog up
-        to date, and then kept so while the worker is idle (the gate
-        tells when it is; without one, requests alone keep it); the
-        tracing driver made (doc/operations.md "Tracing")."""
-        warm_catalog(self.db)
-        if self.conf.profiler.enabled:
-            from placement.api import tracing
+        worker_ready(self.conf, self.db, self.served)
 
-            # After the fork: the driver's connections and threads are
-            # this worker's own.
-            tracing.start(self.conf)
-        if self.gate is not None and self.conf.placement.provider_catalog:
-            follower.Follower(self.db, self.gate).start()
+
+def build_served_app(conf, db):
+    """The app as the workers serve it, built once in the master: the
+    provider catalog read here is shared with the workers as they fork,
+    and the gate put around it (``--active``)."""
+    app = deploy.build_app(conf, db=db)
+    warm_catalog(db)
+    # Connections must not cross the fork into the workers: each opens
+    # its own.
+    db.engine.dispose()
+    tune_gc()
+    limit_malloc_arenas()
+    return gate.Gate(app, conf.active) if conf.active else app
+
+
+def worker_ready(conf, db, served):
+    """In each worker, before it accepts connections: the catalog up to
+    date, and then kept so while the worker is idle (the gate tells when
+    it is; without one, requests alone keep it); the tracing driver made
+    (doc/operations.md "Tracing")."""
+    warm_catalog(db)
+    if conf.profiler.enabled:
+        from placement.api import tracing
+
+        # After the fork: the driver's connections and threads are this
+        # worker's own.
+        tracing.start(conf)
+    if isinstance(served, gate.Gate) and conf.placement.provider_catalog:
+        follower.Follower(db, served).start()
 
 
 def warm_catalog(db):
@@ -294,13 +316,15 @@ def main(argv=None):
         deploy.setup_logging(conf)
         deploy.log_summary(
             conf,
-            ", %d workers x %d threads (%s active per worker), listening on %s:%d"
+            ", %d workers x %d threads (%s active per worker), listening on "
+            "%s:%d with %s"
             % (
                 conf.workers,
                 conf.threads,
                 conf.active or "all",
                 conf.host,
                 conf.port,
+                conf.server,
             ),
         )
         _check_port(conf.host, conf.port)
@@ -309,6 +333,10 @@ def main(argv=None):
         deploy.prepare_schema(db, sync=conf.db_sync or db.dialect == "sqlite")
     except placement_conf.StartupError as e:
         return deploy.fail("placement-api", e, argv)
+    if conf.server == "granian":
+        served = build_served_app(conf, db)
+        granian_server.serve(conf, served, lambda: worker_ready(conf, db, served))
+        return 0
     # The workers' error path looks the function up in gunicorn.util.
     gunicorn_util.write_error = write_json_error
     Server(conf, db).run()

@@ -3,6 +3,7 @@
 ``placement.versions`` (see "Microversions" in doc/architecture.md).
 """
 
+import functools
 import re
 
 from placement import versions
@@ -22,6 +23,10 @@ class UnacceptableVersion(Exception):
 _WS = re.compile(r"\s+")
 
 
+# Clients send a few distinct headers, each on every request: their
+# answers are kept (an error is not, so a flood of bad values costs no
+# memory).
+@functools.lru_cache(maxsize=64)
 def extract_version(headers: str | None) -> versions.Version:
     """Return the requested Version (the minimum when none is asked for).
 

@@ -3,6 +3,7 @@
 import pytest
 
 from tests import fixtures
+from tests.functional import live_server
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
@@ -11,3 +12,9 @@ def db(request):
     fixtures.require_backend(request.param)
     with fixtures.database(request.param) as database:
         yield database
+
+
+@pytest.fixture(params=live_server.SERVERS)
+def api_server(request):
+    """The name of each HTTP server ``placement-api --server`` offers."""
+    return request.param

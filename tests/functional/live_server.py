@@ -83,11 +83,47 @@ def serve(workers, env, log_path):
         yield url
 
 
+def workers(port):
+    """Pids of the placement-api worker processes serving ``port``: forks
+    of the master, with its command line."""
+    wanted = b"--port\0%d\0" % port
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                cmdline = f.read()
+            parent = _parent(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+        if wanted in cmdline + b"\0":
+            found[int(entry)] = parent
+    return [pid for pid, parent in found.items() if parent in found]
+
+
+def master(port):
+    """The pid of the placement-api master serving ``port``."""
+    return _parent(workers(port)[0])
+
+
+def _parent(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+# What ``placement-api --server`` offers.
+SERVERS = ("gunicorn", "granian")
+
+
 @contextlib.contextmanager
-def placement_api(workdir, *args, **env):
+def placement_api(workdir, *args, server=None, **env):
     """Yield the base URL of the real ``placement-api`` command run with
-    ``args`` on a free port and configured only by ``env`` (noauth2 and a
-    SQLite file in ``workdir`` unless given there); stop it afterwards."""
+    ``args`` (and ``--server server`` when given) on a free port and
+    configured only by ``env`` (noauth2 and a SQLite file in ``workdir``
+    unless given there); stop it afterwards."""
+    if server is not None:
+        args = ("--server", server, *args)
     port = ports.free_port()
     env.setdefault("OS_API__AUTH_STRATEGY", "noauth2")
     env.setdefault(

@@ -250,7 +250,7 @@ def _rss_mb(pid):
                 return int(line.split()[1]) / 1024
 
 
-def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
+def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path, api_server):
     """Six isolated PGPU:1 groups on one root with 16 single-PGPU children:
     5,765,760 candidates (gigabytes of JSON), with the answer bound off.
     The answer is streamed (megabytes arrive while it is far from done),
@@ -259,7 +259,13 @@ def test_huge_answer_streams_in_bounded_memory_and_stops(tmp_path):
     for the worker's heavy-read turn while the search went on (minutes),
     is answered by the same worker."""
     with live_server.placement_api(
-        str(tmp_path), "--workers", "1", "--threads", "2", **UNBOUNDED
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--threads",
+        "2",
+        server=api_server,
+        **UNBOUNDED,
     ) as url:
         client = httpx.Client(base_url=url, timeout=30)
         _pgpu_host(client, "big")

@@ -95,47 +95,29 @@ def test_500_names_request_id_only(backend, monkeypatch, caplog):
     assert SECRET in logged and request_id in logged
 
 
-def _workers(port):
-    """Pids of the placement-api worker processes serving ``port``: forks
-    of the master, with its command line."""
-    wanted = b"--port\0%d\0" % port
-    found = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                cmdline = f.read()
-            with open("/proc/%s/stat" % entry) as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if wanted in cmdline + b"\0":
-            found[int(entry)] = parent
-    return [pid for pid, parent in found.items() if parent in found]
-
-
-def test_worker_replaced_while_database_is_down(mariadb, tmp_path):
+def test_worker_replaced_while_database_is_down(mariadb, tmp_path, api_server):
     """A worker that dies during an outage is replaced, and its
     replacement starts although it cannot read the provider catalog: the
     service keeps answering 503 and recovers (gunicorn stops the whole
-    server when a worker fails to start)."""
+    server when a worker fails to start, granian when one dies within
+    seconds of its last replacement)."""
     mariadb.execute("CREATE DATABASE placement CHARACTER SET utf8mb4")
     with live_server.placement_api(
         str(tmp_path),
         "--db-sync",
         "--workers",
         "1",
+        server=api_server,
         OS_PLACEMENT_DATABASE__CONNECTION=mariadb.url("placement"),
     ) as url:
         port = int(url.rsplit(":", 1)[1])
         assert requests.get(url + "/traits", headers=ADMIN).status_code == 200
         mariadb.stop()
-        (worker,) = _workers(port)
+        (worker,) = live_server.workers(port)
         os.kill(worker, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while True:
-            replaced = [pid for pid in _workers(port) if pid != worker]
+            replaced = [pid for pid in live_server.workers(port) if pid != worker]
             if replaced or time.monotonic() > deadline:
                 break
             time.sleep(0.2)

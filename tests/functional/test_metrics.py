@@ -177,13 +177,15 @@ def test_counts_add_up_across_gunicorn_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_placement_api_workers_add_up(tmp_path, monkeypatch):
+def test_placement_api_workers_add_up(tmp_path, monkeypatch, api_server):
     """The real ``placement-api --workers 2`` sets multiprocess mode up by
     itself (no PROMETHEUS_MULTIPROC_DIR given): one worker's /metrics
     reports the other's requests too."""
     monkeypatch.delenv(multiproc.ENV, raising=False)
     n = 20
-    with live_server.placement_api(tmp_path, "--workers", "2") as url:
+    with live_server.placement_api(
+        tmp_path, "--workers", "2", server=api_server
+    ) as url:
         assert _served_by_both_workers(url, n) == [n] * 4
 
 
@@ -271,17 +273,23 @@ def test_catalog_use_counted(client):
 
 
 @pytest.mark.slow
-def test_workers_read_the_catalog_before_taking_requests(tmp_path, monkeypatch):
+def test_workers_read_the_catalog_before_taking_requests(
+    tmp_path, monkeypatch, api_server
+):
     """placement-api reads the provider catalog before its workers accept
     connections: the first candidate request and provider list after a
     start, one per worker, are catalog hits, none reads it."""
     monkeypatch.delenv(multiproc.ENV, raising=False)
     headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
-    with live_server.placement_api(tmp_path, "--workers", "1") as url:
+    with live_server.placement_api(
+        tmp_path, "--workers", "1", server=api_server
+    ) as url:
         with httpx.Client(base_url=url) as client:
             _provider_with_vcpu(client, headers)
     name = "placement_catalog_requests_total"
-    with live_server.placement_api(tmp_path, "--workers", "2") as url:
+    with live_server.placement_api(
+        tmp_path, "--workers", "2", server=api_server
+    ) as url:
         with httpx.Client(base_url=url) as client:
             found = [
                 client.get(path, headers=headers).json()
@@ -298,14 +306,16 @@ def test_workers_read_the_catalog_before_taking_requests(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_an_idle_worker_follows_writes_by_itself(tmp_path, monkeypatch):
+def test_an_idle_worker_follows_writes_by_itself(tmp_path, monkeypatch, api_server):
     """After writes, an idle placement-api worker brings its catalog up to
     date in the background: the next candidate request finds it current
     and follows nothing itself."""
     monkeypatch.delenv(multiproc.ENV, raising=False)
     headers = dict(ADMIN, **{"openstack-api-version": "placement 1.39"})
     updates = "placement_catalog_updates_total"
-    with live_server.placement_api(tmp_path, "--workers", "1") as url:
+    with live_server.placement_api(
+        tmp_path, "--workers", "1", server=api_server
+    ) as url:
         with httpx.Client(base_url=url) as client:
             _provider_with_vcpu(client, headers)
             deadline = time.monotonic() + 20

@@ -160,12 +160,12 @@ def test_statement_over_postgresql_parameter_limit_is_400(monkeypatch):
     assert "too many items for one database statement" in error["detail"]
 
 
-def test_real_server_answers_413_without_reading_the_body(tmp_path):
+def test_real_server_answers_413_without_reading_the_body(tmp_path, api_server):
     """A 20 MB body announced by Content-Length is refused at once, before
     the client has sent it: the answer comes while the client has sent
     65 KB of it (a server reading the body would leave the client waiting
     until its socket timeout)."""
-    with live_server.placement_api(str(tmp_path)) as url:
+    with live_server.placement_api(str(tmp_path), server=api_server) as url:
         port = int(url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(

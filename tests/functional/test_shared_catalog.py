@@ -107,7 +107,7 @@ def _workers(master):
         return [int(pid) for pid in f.read().split()]
 
 
-def test_workers_share_the_catalog_pages(tmp_path):
+def test_workers_share_the_catalog_pages(tmp_path, api_server):
     with fixtures.database("sqlite") as db:
         _load(db)
         url = db.engine.url.render_as_string(hide_password=False)
@@ -116,6 +116,7 @@ def test_workers_share_the_catalog_pages(tmp_path):
             str(tmp_path),
             "--workers",
             "2",
+            server=api_server,
             OS_PLACEMENT_DATABASE__CONNECTION=url,
         ) as base:
             session = requests.Session()

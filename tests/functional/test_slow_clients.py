@@ -17,9 +17,10 @@ ATTACK_SECONDS = 40
 TRICKLING = 200
 IDLE = 200
 # The server drops an attacking connection whose head is 10 s late
-# (cmd/worker.HEAD_TIMEOUT). Probes start 2 s into the attack and one
-# takes milliseconds: a server whose threads the attack cannot hold
-# answers many before its first drop, one whose threads it holds none.
+# (cmd/worker.HEAD_TIMEOUT, cmd/granian_server.HEAD_TIMEOUT_MS). Probes
+# start 2 s into the attack and one takes milliseconds: a server whose
+# threads the attack cannot hold answers many before its first drop, one
+# whose threads it holds none.
 # PROBE_TIMEOUT only bounds how long a probe may wait at all.
 PROBE_TIMEOUT = 120.0
 SERVED_BEFORE_A_DROP = 10
@@ -102,10 +103,10 @@ def _probe(url, events, stop):
         time.sleep(0.1)
 
 
-def test_slow_and_idle_connections_do_not_deny_service(tmp_path):
+def test_slow_and_idle_connections_do_not_deny_service(tmp_path, api_server):
     events = []  # in the order they happened, from every thread
     with live_server.placement_api(
-        str(tmp_path), "--workers", "2", "--threads", "4"
+        str(tmp_path), "--workers", "2", "--threads", "4", server=api_server
     ) as url:
         attack = Attack(int(url.rsplit(":", 1)[1]), events)
         attack.thread.start()
@@ -128,3 +129,51 @@ def test_slow_and_idle_connections_do_not_deny_service(tmp_path):
     assert "dropped" in events  # the attack lasted past the head timeout
     before = events[: events.index("dropped")]
     assert before.count("served") >= SERVED_BEFORE_A_DROP, before
+
+
+def test_slow_bodies_do_not_take_the_workers_turns(tmp_path, api_server):
+    """Two clients send a request head and the first bytes of its body,
+    then wait: a normal request to the same worker (one worker, two
+    requests executed at once) is answered meanwhile (under granian the
+    bodies hold threads, not the gate's turns). Then the rest of each
+    body arrives, and each request is answered in full."""
+    with live_server.placement_api(
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--threads",
+        "4",
+        "--active",
+        "2",
+        server=api_server,
+    ) as url:
+        port = int(url.rsplit(":", 1)[1])
+        bodies = [b'{"name": "slow-%d"}' % i for i in range(2)]
+        slow = []
+        for body in bodies:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=PROBE_TIMEOUT)
+            sock.sendall(
+                b"POST /resource_providers HTTP/1.1\r\nHost: x\r\n"
+                b"x-auth-token: admin\r\ncontent-type: application/json\r\n"
+                b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(body), body[:5])
+            )
+            slow.append(sock)
+        time.sleep(1)  # the server has the heads and the first bytes
+        probe = requests.get(
+            url + "/resource_providers", headers=HEADERS, timeout=PROBE_TIMEOUT
+        )
+        answers = []
+        for sock, body in zip(slow, bodies):
+            with sock:
+                sock.sendall(body[5:])
+                answers.append(_read_to_end(sock))
+    assert probe.status_code == 200
+    assert probe.json()["resource_providers"] == []
+    for answer in answers:
+        # Created, at the default microversion 1.0.
+        assert answer.startswith(b"HTTP/1.1 201 "), answer[:300]
+
+
+def _read_to_end(sock):
+    return b"".join(iter(lambda: sock.recv(65536), b""))

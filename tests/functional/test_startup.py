@@ -342,11 +342,17 @@ def _logged_lines(path):
     return path.read_text().splitlines()
 
 
-def test_one_log_format_and_request_ids(tmp_path):
-    """Every line (gunicorn's included) has oslo.log's format; the start-up
-    line and the noauth2 warning are there; each request-log line carries
-    its own request id, also for 401, /healthcheck and /metrics."""
-    with live_server.placement_api(tmp_path, "--workers", "1") as base:
+# The logger of each HTTP server's own messages.
+SERVER_LOGGER = {"gunicorn": "gunicorn", "granian": "_granian"}
+
+
+def test_one_log_format_and_request_ids(tmp_path, api_server):
+    """Every line (the HTTP server's included) has oslo.log's format; the
+    start-up line and the noauth2 warning are there; each request-log line
+    carries its own request id, also for 401, /healthcheck and /metrics."""
+    with live_server.placement_api(
+        tmp_path, "--workers", "1", server=api_server
+    ) as base:
         ids = []
         for path, headers in [
             ("/resource_providers", {"x-auth-token": "admin"}),
@@ -365,7 +371,7 @@ def test_one_log_format_and_request_ids(tmp_path):
     assert summary["level"] == "INFO"
     assert re.search(
         r"database sqlite:///\S+, auth_strategy noauth2, 1 workers x 4 threads "
-        r"\(2 active per worker\), listening on 127.0.0.1:\d+$",
+        r"\(2 active per worker\), listening on 127.0.0.1:\d+ with %s$" % api_server,
         summary["message"],
     )
     (warning,) = [m for m in parsed if "noauth2: requests are NOT" in m["message"]]
@@ -373,7 +379,7 @@ def test_one_log_format_and_request_ids(tmp_path):
     # It says plainly which headers are trusted.
     for header in ("X-Auth-Token", "X-Roles", "X-User-Id", "X-Project-Id"):
         assert header in warning["message"], warning
-    assert [m for m in parsed if m["logger"].startswith("gunicorn")]
+    assert [m for m in parsed if m["logger"].startswith(SERVER_LOGGER[api_server])]
     requests_logged = [m for m in parsed if m["logger"] == "placement.requestlog"]
     for m in requests_logged:
         logged_id = m["message"].rsplit("request_id: ", 1)[1]
@@ -385,13 +391,14 @@ def test_one_log_format_and_request_ids(tmp_path):
     ] == ids
 
 
-def test_two_instances_side_by_side(tmp_path):
+def test_two_instances_side_by_side(tmp_path, api_server):
     """Two placement-api on one host (same user, same HOME) serve
     independently; stopping one leaves the other serving."""
     env = {"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path)}
     first_dir, second_dir = tmp_path / "a", tmp_path / "b"
     first_dir.mkdir()
     second_dir.mkdir()
+    env["server"] = api_server
     with live_server.placement_api(second_dir, "--workers", "1", **env) as second:
         with live_server.placement_api(first_dir, "--workers", "1", **env) as first:
             for base in (first, second):
@@ -400,8 +407,8 @@ def test_two_instances_side_by_side(tmp_path):
     assert not list(tmp_path.rglob("*.ctl")) + list(tmp_path.rglob("*.sock"))
 
 
-def test_default_workers_follow_the_cpus(tmp_path):
-    with live_server.placement_api(tmp_path):
+def test_default_workers_follow_the_cpus(tmp_path, api_server):
+    with live_server.placement_api(tmp_path, server=api_server):
         pass
     (log,) = tmp_path.glob("server-*.log")
     assert " %d workers x 4 threads " % len(os.sched_getaffinity(0)) in log.read_text()

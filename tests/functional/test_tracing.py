@@ -337,15 +337,17 @@ def _as_nova_sends(url, base_id, parent):
         profiler.clean()
 
 
-def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path):
-    """Through the real server: the app is built in the master, and each
-    worker makes its exporter (a thread) after the fork."""
+def test_placement_api_workers_send_spans_to_an_otlp_collector(tmp_path, api_server):
+    """Through the real server (each of its HTTP servers): the app is
+    built in the master, and each worker makes its exporter (a thread)
+    after the fork."""
     with (
         _collector() as (port, spans),
         live_server.placement_api(
             str(tmp_path),
             "--workers",
             "2",
+            server=api_server,
             OS_PROFILER__ENABLED="true",
             OS_PROFILER__TRACE_SQLALCHEMY="true",
             OS_PROFILER__HMAC_KEYS="another-key," + KEY,

@@ -40,6 +40,7 @@ LAYERS = [
             "placement.error_codes",
             "placement.events",
             "placement.exception",
+            "placement.logformat",
             "placement.policies",
             "placement.policy",
             "placement.schemas",

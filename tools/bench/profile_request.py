@@ -403,7 +403,9 @@ def _peak_rss_mb(pgid):
 
 
 @contextlib.contextmanager
-def server(url, workers, threads, active):
+def server(url, workers, threads, active, http_server=None):
+    """Run placement-api (``--server http_server`` when given) on the
+    database ``url``: yields its base URL and process group."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -423,6 +425,7 @@ def server(url, workers, threads, active):
             str(threads),
             "--active",
             str(active),
+            *(("--server", http_server) if http_server else ()),
         ],
         env=env,
         start_new_session=True,

@@ -1,0 +1,112 @@
+"""``placement-api --server granian``: the WSGI app under granian (a Rust
+HTTP/1.1 core: hyper parses requests and writes answers, Python runs only
+the app), with what placement-api does under gunicorn:
+
+- the app and the provider catalog built once, in the master, and the
+  workers forked from it (granian's multiprocess server forks on Linux;
+  its ``target_loader`` runs in each worker after the fork and hands it
+  the app already built);
+- in each worker, before it serves: the catalog brought up to date, and
+  its follower started (``worker_app``);
+- ``--active`` and the heavy-read gate around granian's blocking threads
+  (``--threads``), which run the app one request each; a request's body
+  is read before the gate (``BodyFirst``);
+- a request head must arrive within ``HEAD_TIMEOUT_MS``; a worker takes
+  at most ``CONNECTIONS`` connections at once (granian's backpressure);
+- SIGHUP replaces the workers one by one (each forked anew from the
+  master's app), and a worker that dies is replaced
+  (``respawn_failed_workers``).
+
+What hyper refuses before the app sees it (a malformed request line, a
+head over ``HEAD_BUFFER`` bytes) is answered by hyper itself: a 400 or
+431 with an empty body, not the API's JSON error document.
+"""
+
+import io
+import os
+
+from granian.constants import HTTPModes
+from granian.constants import Interfaces
+from granian.http import HTTP1Settings
+from granian.log import LogLevels
+from granian.server.mp import MPServer
+
+# A client's request head must be in within this (placement's worker:
+# cmd/worker.HEAD_TIMEOUT).
+HEAD_TIMEOUT_MS = 10_000
+# Connections a worker holds at once (gunicorn's worker_connections).
+CONNECTIONS = 1000
+# The largest request head hyper buffers (its default, 8 KiB + 100 lines
+# of 4 KiB): a larger one is answered 431.
+HEAD_BUFFER = 8192 + 4096 * 100
+# Seconds between two workers' replacements on SIGHUP: the next one is
+# forked once the last one had time to warm up.
+RESPAWN_INTERVAL = 1.0
+# A worker that has not stopped this long after SIGTERM is killed.
+KILL_TIMEOUT = 30
+
+# granian's own messages (workers started and stopped) through placement's
+# logging: its loggers propagate to the root logger placement set up.
+# Incremental: a full dictConfig would close placement's handlers (a log
+# file is reopened by its next line, a syslog socket is not).
+LOGGING = {
+    "incremental": True,
+    "formatters": {},
+    "handlers": {},
+    "loggers": {
+        "_granian": {"propagate": True, "handlers": []},
+        "granian.access": {"propagate": True, "handlers": []},
+    },
+}
+
+
+class BodyFirst:
+    """Reads a request's body (of announced length, up to ``limit``
+    bytes) before the app, and so before the gate: a client sending its
+    body slowly holds one of the worker's threads, not one of its
+    ``--active`` turns. A longer body is left unread: the app answers 413
+    without reading it; a chunked one is the app's to read."""
+
+    def __init__(self, app, limit):
+        self.app = app
+        self.limit = limit
+
+    def __call__(self, environ, start_response):
+        length = environ.get("CONTENT_LENGTH")
+        if length and length.isdigit() and 0 < int(length) <= self.limit:
+            environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(length)))
+        return self.app(environ, start_response)
+
+
+def serve(conf, app, worker_ready):
+    """Serve ``app`` (built in this process, its database's connections
+    closed) until SIGINT or SIGTERM; ``worker_ready`` runs in each worker
+    after the fork, before it serves."""
+    served = BodyFirst(app, conf.oslo_middleware.max_request_body_size)
+
+    def worker_app():
+        worker_ready()
+        return served
+
+    server = MPServer(
+        target="placement",
+        address=conf.host,
+        port=conf.port,
+        interface=Interfaces.WSGI,
+        http=HTTPModes.http1,
+        websockets=False,
+        # Mounted under a prefix as gunicorn is told it: SCRIPT_NAME.
+        url_path_prefix=os.environ.get("SCRIPT_NAME") or None,
+        workers=conf.workers,
+        blocking_threads=conf.threads,
+        backpressure=CONNECTIONS,
+        http1_settings=HTTP1Settings(
+            header_read_timeout=HEAD_TIMEOUT_MS, max_buffer_size=HEAD_BUFFER
+        ),
+        log_level=LogLevels.info,
+        log_dictconfig=LOGGING,
+        respawn_failed_workers=True,
+        respawn_interval=RESPAWN_INTERVAL,
+        workers_kill_timeout=KILL_TIMEOUT,
+    )
+    server.serve(target_loader=worker_app, wrap_loader=False)
