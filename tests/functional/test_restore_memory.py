@@ -32,19 +32,20 @@ def _generation(app, rp):
     return _call(app, "/resource_providers/%s" % rp, status=200).json()["generation"]
 
 
+def _claim_body(rp, names):
+    """A new consumer's claim of one VCPU of ``rp``, by ``names``."""
+    return {
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "project_id": names["project"],
+        "user_id": names["user"],
+        "consumer_generation": None,
+        "consumer_type": names["type"],
+    }
+
+
 def _claim(app, rp, consumer, names, status=204):
     _call(
-        app,
-        "/allocations/%s" % consumer,
-        "PUT",
-        {
-            "allocations": {rp: {"resources": {"VCPU": 1}}},
-            "project_id": names["project"],
-            "user_id": names["user"],
-            "consumer_generation": None,
-            "consumer_type": names["type"],
-        },
-        status=status,
+        app, "/allocations/%s" % consumer, "PUT", _claim_body(rp, names), status=status
     )
 
 
@@ -240,13 +241,7 @@ def test_a_row_gone_is_looked_up_again_then_a_409_naming_it(backend, gone):
                 app,
                 "/allocations/%s" % consumer,
                 "PUT",
-                {
-                    "allocations": {rp: {"resources": {"VCPU": 1}}},
-                    "project_id": names["project"],
-                    "user_id": names["user"],
-                    "consumer_generation": None,
-                    "consumer_type": names["type"],
-                },
+                _claim_body(rp, names),
             )
         finally:
             sa.event.remove(db.engine, "before_cursor_execute", refuse)
