@@ -32,6 +32,20 @@ def _generation(app, rp):
     return _call(app, "/resource_providers/%s" % rp, status=200).json()["generation"]
 
 
+def _host(app):
+    """A new provider "host" with 8 VCPU: its uuid."""
+    rp = str(uuid.uuid4())
+    _call(app, "/resource_providers", "POST", {"name": "host", "uuid": rp}, 200)
+    _call(
+        app,
+        "/resource_providers/%s/inventories" % rp,
+        "PUT",
+        {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+        status=200,
+    )
+    return rp
+
+
 def _claim_body(rp, names):
     """A new consumer's claim of one VCPU of ``rp``, by ``names``."""
     return {
@@ -107,15 +121,7 @@ def test_every_write_after_a_restore_of_an_earlier_backup(backend, catalog):
         fixtures.app(backend) as (app, db),
     ):
         url = db.engine.url.render_as_string(hide_password=False)
-        rp = str(uuid.uuid4())
-        _call(app, "/resource_providers", "POST", {"name": "host", "uuid": rp}, 200)
-        _call(
-            app,
-            "/resource_providers/%s/inventories" % rp,
-            "PUT",
-            {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
-            status=200,
-        )
+        rp = _host(app)
         backup = backups.dump(url)
         _remembered_writes(app, rp, names)
         backups.restore(url, backup)
@@ -217,15 +223,7 @@ def test_a_row_gone_is_looked_up_again_then_a_409_naming_it(backend, gone):
     too, it is a 409 that names the project, and nothing is written."""
     fixtures.require_backend(backend)
     with fixtures.app(backend) as (app, db):
-        rp = str(uuid.uuid4())
-        _call(app, "/resource_providers", "POST", {"name": "host", "uuid": rp}, 200)
-        _call(
-            app,
-            "/resource_providers/%s/inventories" % rp,
-            "PUT",
-            {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
-            status=200,
-        )
+        rp = _host(app)
         injected = []
 
         def refuse(conn, cursor, statement, *args):
