@@ -268,7 +268,12 @@ database_opts = [
         default=3600,
         help="Seconds after which pooled connections are recycled.",
     ),
-    cfg.IntOpt("max_pool_size", default=None, help="Connection pool size."),
+    cfg.IntOpt(
+        "max_pool_size",
+        default=None,
+        help="Connection pool size, of each of a worker's two pools "
+        "(transactions; reads of one statement, in autocommit).",
+    ),
     cfg.IntOpt(
         "max_retries", default=10, help="Connection attempts at start-up (-1 forever)."
     ),
@@ -277,7 +282,11 @@ database_opts = [
         default=10,
         help="Seconds between connection attempts at start-up.",
     ),
-    cfg.IntOpt("max_overflow", default=None, help="Pool overflow connections."),
+    cfg.IntOpt(
+        "max_overflow",
+        default=None,
+        help="Pool overflow connections, of each of a worker's two pools.",
+    ),
     cfg.IntOpt(
         "connection_debug",
         default=0,

@@ -40,7 +40,7 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     def healthcheck(self, server_port: Any) -> Any:
         db = self.conf[DB_KEY]
         try:
-            with db.reader() as conn:
+            with db.single_read() as conn:
                 revision = schema.recorded_revision(conn)
             noted = _noted(db) if revision == schema.HEAD else None
         except Exception as e:

@@ -4,7 +4,9 @@ On SQLite a writer starts with ``BEGIN IMMEDIATE`` so two writers queue
 on the busy timeout instead of failing on a lock upgrade; on MySQL
 sessions run READ COMMITTED with a strict sql_mode; PostgreSQL runs READ
 COMMITTED too (its default). A connection's reset on return to the pool
-is a ROLLBACK only when its transaction may not have ended.
+is a ROLLBACK only when its transaction may not have ended. A MySQL or
+PostgreSQL engine has an autocommit twin, for reads of one statement
+(``autocommit``; doc/architecture.md "Reads of one statement").
 """
 
 import contextlib
@@ -38,7 +40,8 @@ def create_engine(
         from osprofiler import sqlalchemy as profiler_sqlalchemy
 
         # A span per statement of a traced request; without a trace in the
-        # thread, two calls that find none.
+        # thread, two calls that find none. (The autocommit twin's
+        # statements reach these listeners too: its events are joined.)
         profiler_sqlalchemy.add_tracing(sa, engine, "db")
     return engine
 
@@ -66,38 +69,93 @@ def _create_engine(url: sa.engine.URL, conf: cfg.ConfigOpts | None) -> sa.Engine
         if url.database and url.database != ":memory:":
             sqlite_file.watch(engine, url.database)
         return engine
-    if url.get_backend_name() in ("mysql", "postgresql"):
-        kwargs["isolation_level"] = "READ COMMITTED"
-        # The pool's own rollback-on-return is a round trip per request
-        # after a transaction that already ended; _setup_mysql resets only
-        # connections that may still be inside one.
-        kwargs["pool_reset_on_return"] = None
-        if dbconf is not None:
-            kwargs["pool_recycle"] = dbconf.connection_recycle_time
-            if dbconf.max_pool_size is not None:
-                kwargs["pool_size"] = dbconf.max_pool_size
-            if dbconf.max_overflow is not None:
-                kwargs["max_overflow"] = dbconf.max_overflow
-            if dbconf.pool_timeout is not None:
-                kwargs["pool_timeout"] = dbconf.pool_timeout
-        budget = dbconf.statement_timeout if dbconf is not None else 0
-        if url.get_backend_name() == "postgresql":
-            engine = sa.create_engine(url, **kwargs)
-            _ping_when_idle(engine)
-            _setup_postgresql(engine, budget)
-            return engine
+    if url.get_backend_name() not in ("mysql", "postgresql"):
+        return sa.create_engine(url, **kwargs)
+    # The pool's own rollback-on-return is a round trip per request
+    # after a transaction that already ended; _track_transaction_end
+    # resets only connections that may still be inside one.
+    kwargs["pool_reset_on_return"] = None
+    if dbconf is not None:
+        kwargs["pool_recycle"] = dbconf.connection_recycle_time
+        if dbconf.max_pool_size is not None:
+            kwargs["pool_size"] = dbconf.max_pool_size
+        if dbconf.max_overflow is not None:
+            kwargs["max_overflow"] = dbconf.max_overflow
+        if dbconf.pool_timeout is not None:
+            kwargs["pool_timeout"] = dbconf.pool_timeout
+    budget = dbconf.statement_timeout if dbconf is not None else 0
+    if url.get_backend_name() == "mysql":
         # Whatever the URL says (many deployments have ?charset=utf8, the
         # 3-byte set): text outside the BMP must reach the tables intact.
         url = url.update_query_dict({"charset": "utf8mb4"})
-        engine = sa.create_engine(url, **kwargs)
-        _ping_when_idle(engine)
         sql_mode = dbconf.mysql_sql_mode if dbconf else "TRADITIONAL"
         sync_wait = dbconf.wsrep_sync_wait if dbconf else 1
-        _setup_mysql(engine, sql_mode, sync_wait, budget)
+
+        def session(engine):
+            _mysql_session(engine, sql_mode, sync_wait, budget)
+
+    else:
+
+        def session(engine):
+            _postgresql_session(engine, budget)
+
+    engine = sa.create_engine(url, isolation_level="READ COMMITTED", **kwargs)
+    session(engine)
+    if url.get_backend_name() == "mysql":
+        _mysql_transactions(engine)
         if engine.dialect.driver == "pymysql":
             held.send_with_commit(engine)
-        return engine
-    return sa.create_engine(url, **kwargs)
+    else:
+        _postgresql_errors(engine)
+    _track_transaction_end(engine)
+    # The twin: no BEGIN, COMMIT nor ROLLBACK is ever sent on it (the
+    # driver's rollback at the end of a read is skipped, as is the pool's
+    # reset), so a read of one statement is one round trip.
+    if url.get_backend_name() == "mysql":
+        # Set as the connection opens: no SET AUTOCOMMIT afterwards.
+        kwargs["connect_args"] = {"autocommit": True}
+    twin = sa.create_engine(
+        url, isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True, **kwargs
+    )
+    session(twin)
+    _twin(engine, twin)
+    return engine
+
+
+def _twin(engine: sa.Engine, twin: sa.Engine) -> None:
+    """Make ``twin`` (the same database and session settings, its own pool
+    of connections in autocommit) ``engine``'s autocommit twin: the
+    listeners of statements and errors on ``engine`` (the error mapping,
+    tracing, a test's) hear the twin's too, as they would an
+    ``execution_options`` copy's (SQLAlchemy joins its events the same
+    way); disposing of ``engine`` (before a fork, at exit) disposes of
+    the twin."""
+    twin.dispatch = twin.dispatch._join(engine.dispatch)
+    setattr(engine, _TWIN, twin)
+
+    @event.listens_for(engine, "engine_disposed")
+    def _disposed(disposed):
+        if disposed is engine:  # the twin's own, joined, also come here
+            twin.dispose()
+
+
+# The attribute of an engine holding its twin (which refers to it: its
+# events are joined to the engine's).
+_TWIN = "placement_autocommit_twin"
+# The execution option of a read of one statement on SQLite: no BEGIN.
+SINGLE = "placement_single"
+
+
+def autocommit(engine: sa.Engine) -> sa.Engine:
+    """The engine of ``engine``'s reads of one statement, each its own
+    snapshot: on MySQL and PostgreSQL its autocommit twin (no BEGIN,
+    COMMIT nor reset: the statement alone is sent); on SQLite ``engine``
+    itself, its connections sending no BEGIN for them (pysqlite's
+    rollback without a transaction does nothing)."""
+    twin = getattr(engine, _TWIN, None)
+    if twin is not None:
+        return twin
+    return engine.execution_options(**{SINGLE: True})
 
 
 def _sqlite_directory(path: str) -> None:
@@ -157,13 +215,19 @@ def _setup_sqlite(engine, synchronous):
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        if conn.get_execution_options().get("placement_writer"):
+        options = conn.get_execution_options()
+        if options.get("placement_writer"):
             conn.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
+        elif not options.get(SINGLE):
+            # A read of one statement is its own snapshot without one.
             conn.exec_driver_sql("BEGIN")
 
 
-def _setup_mysql(engine, sql_mode, sync_wait, budget):
+def _mysql_session(engine, sql_mode, sync_wait, budget):
+    """Each new connection's session: the statement budget, the sql_mode,
+    and on a Galera node wsrep_sync_wait (a read waits for what the
+    cluster committed before it, in autocommit too)."""
+
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, record):
         cur = dbapi_conn.cursor()
@@ -185,6 +249,10 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
             cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
         cur.close()
 
+    _ping_when_idle(engine)
+
+
+def _mysql_transactions(engine):
     # A write transaction on a Galera node must start from what the cluster
     # committed before it. Its SELECTs wait for that (wsrep_sync_wait's
     # read bit), but a write whose first statement is a DELETE or UPDATE (a
@@ -205,8 +273,6 @@ def _setup_mysql(engine, sql_mode, sync_wait, budget):
         if conn.info.pop(_OPENING, False) and not _SELECT.match(statement):
             cursor.execute("START TRANSACTION")
 
-    _track_transaction_end(engine)
-
 
 # The info key of a Galera write transaction whose first statement is still
 # to come; a statement that waits for the cluster by itself.
@@ -214,9 +280,8 @@ _OPENING = "placement_opening"
 _SELECT = re.compile(r"\s*SELECT\b", re.IGNORECASE)
 
 
-def _setup_postgresql(engine, budget):
-    _track_transaction_end(engine)
-
+def _postgresql_session(engine, budget):
+    """Each new connection's session: the statement budget."""
     if budget:
 
         @event.listens_for(engine, "do_connect")
@@ -227,6 +292,10 @@ def _setup_postgresql(engine, budget):
                 filter(None, (cparams.get("options"), setting))
             )
 
+    _ping_when_idle(engine)
+
+
+def _postgresql_errors(engine):
     @event.listens_for(engine, "handle_error")
     def _nul(context):
         # PostgreSQL text cannot hold NUL; other databases store it. A value

@@ -2,7 +2,8 @@
 before its COMMIT, and what an error at the COMMIT means.
 
 Objects open one transaction per operation with ``db.reader()`` or
-``db.writer()``.
+``db.writer()``, or, for a read of exactly one statement, a connection in
+autocommit with ``db.single_read()``.
 """
 
 import contextlib
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
+from placement.db import engine as db_engine
 from placement.db import statements
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +107,7 @@ class Database:
 
     def __init__(self, engine: sa.Engine, conf: cfg.ConfigOpts) -> None:
         self.engine = engine
+        self._single = db_engine.autocommit(engine)
         self.dialect = engine.dialect.name
         self.conf = conf
         # A test's fault at the COMMIT of every write transaction:
@@ -120,6 +123,20 @@ class Database:
         with self.engine.connect() as conn:
             with conn.begin():
                 yield conn
+
+    @contextlib.contextmanager
+    def single_read(self) -> Iterator[sa.Connection]:
+        """A connection for a read of exactly ONE statement, in autocommit:
+        the statement alone is sent (one round trip), no BEGIN, COMMIT or
+        ROLLBACK around it. One statement is its own snapshot (READ
+        COMMITTED gives each statement one), so it reads what ``reader``
+        would; a second statement would read another snapshot (use
+        ``reader``). Sessions are set up as the reader's are (the
+        statement budget, Galera's wsrep_sync_wait, the idle ping) and
+        its errors meet the same listeners (doc/architecture.md
+        "Reads of one statement")."""
+        with self._single.connect() as conn:
+            yield conn
 
     @contextlib.contextmanager
     def writer(self) -> Iterator[sa.Connection]:

@@ -67,12 +67,12 @@ def get_inventory(req, resp, uuid, resource_class):
     ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:show")
     try:
-        provider, row = inv_obj.get_inventory(ctx.db, uuid, resource_class)
+        generation, row = inv_obj.get_inventory(ctx.db, uuid, resource_class)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     except inv_obj.InventoryNotFound as e:
         raise errors.NotFound(e.message)
-    _render_one(resp, inv_obj.stored_record(row), provider["generation"])
+    _render_one(resp, inv_obj.stored_record(row), generation)
     request.set_last_modified(req, resp, request.last_modified_of([row]))
 
 

@@ -35,7 +35,7 @@ _INSERT_LINK = (
 
 def get_provider_aggregates(db: db_api.Database, uuid: str) -> tuple[int, list[str]]:
     """(provider generation, aggregate uuids); ResourceProviderNotFound."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         generation, rows = common.provider_rows(conn, _AGGREGATES, uuid, "uuid")
     return generation, [row["uuid"] for row in rows]
 

@@ -617,7 +617,7 @@ def for_consumer(db: db_api.Database, consumer_uuid: str) -> "ConsumerAllocation
         )
         .where(common.text_exactly(db, ALLOC.c.consumer_id, consumer_uuid))
     )
-    with db.reader() as conn:
+    with db.single_read() as conn:
         rows = conn.execute(query).mappings().all()
     if not rows:
         return ConsumerAllocations({})
@@ -649,7 +649,7 @@ class ProviderAllocations:
 def for_provider(db: db_api.Database, rp_uuid: str) -> "ProviderAllocations":
     """Every allocation against a provider, grouped by consumer.
     ResourceProviderNotFound for an unknown provider."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         generation, rows = common.provider_rows(
             conn, _FOR_PROVIDER, rp_uuid, "consumer_id"
         )

@@ -72,11 +72,13 @@ def holdable(conn: sa.Connection, values: Iterable[str]) -> list[str]:
     return [value for value in values if db_api.holds_text(conn.dialect.name, value)]
 
 
-def _by_uuid(conn, statement, uuid, key):
-    """exact rows of ``statement`` for the provider ``uuid`` (b_uuid)."""
+def _by_uuid(conn, statement, uuid, key, params=None):
+    """exact rows of ``statement`` for the provider ``uuid`` (b_uuid; the
+    statement's other parameters ``params``)."""
     if not holdable(conn, [uuid]):
         return []
-    return exact(conn.execute(statement, {"b_uuid": uuid}).mappings(), key, uuid)
+    rows = conn.execute(statement, {**(params or {}), "b_uuid": uuid})
+    return exact(rows.mappings(), key, uuid)
 
 
 def exact_in(rows: Iterable[Any], values: Iterable[Any], key: Any = 0) -> list[Any]:
@@ -114,13 +116,17 @@ def provider_rows_statement(
 
 
 def provider_rows(
-    conn: sa.Connection, statement: sa.Select[Any], uuid: str, key: str
+    conn: sa.Connection,
+    statement: sa.Select[Any],
+    uuid: str,
+    key: str,
+    params: dict[str, Any] | None = None,
 ) -> tuple[int, list[sa.RowMapping]]:
     """(provider generation, its rows) read by ``statement`` (made by
-    ``provider_rows_statement``), a provider without rows giving one row
-    whose ``key`` is NULL; ResourceProviderNotFound if there is no
-    provider."""
-    rows = _by_uuid(conn, statement, uuid, "rp_uuid")
+    ``provider_rows_statement``; its other parameters ``params``), a
+    provider without rows giving one row whose ``key`` is NULL;
+    ResourceProviderNotFound if there is no provider."""
+    rows = _by_uuid(conn, statement, uuid, "rp_uuid", params)
     if not rows:
         raise provider_not_found(uuid)
     return rows[0]["rp_generation"], [row for row in rows if row[key] is not None]

@@ -126,28 +126,19 @@ def stored_record(row: Mapping[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _select_inventories(provider_id):
-    return (
-        sa.select(
-            RC.c.name.label("resource_class"),
-            *_RECORD_COLUMNS,
-            INV.c.created_at,
-            INV.c.updated_at,
-        )
-        .join(RC, RC.c.id == INV.c.resource_class_id)
-        .where(INV.c.resource_provider_id == provider_id)
-    )
+# The columns of an inventory as the reads return it.
+_READ_COLUMNS = (
+    RC.c.name.label("resource_class"),
+    *_RECORD_COLUMNS,
+    INV.c.created_at,
+    INV.c.updated_at,
+)
 
 
 # get_inventories' statement, built once (and its cache key): the provider
 # and its inventories in one round trip.
 _INVENTORIES = common.provider_rows_statement(
-    (
-        RC.c.name.label("resource_class"),
-        *_RECORD_COLUMNS,
-        INV.c.created_at,
-        INV.c.updated_at,
-    ),
+    _READ_COLUMNS,
     INV.join(RC, RC.c.id == INV.c.resource_class_id),
     INV.c.resource_provider_id == common.RP.c.id,
 ).order_by(INV.c.resource_class_id)
@@ -158,28 +149,36 @@ def get_inventories(
 ) -> tuple[int, Sequence[sa.RowMapping]]:
     """(provider generation, inventory rows) for one provider, in class id
     order."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return common.provider_rows(conn, _INVENTORIES, uuid, "resource_class")
 
 
 def get_inventory(
     db: db_api.Database, uuid: str, rc_name: str
-) -> tuple[sa.RowMapping, sa.RowMapping]:
-    """(provider, inventory row) or InventoryNotFound."""
-    with db.reader() as conn:
-        provider = common.get_provider(conn, uuid)
-        row = (
-            conn.execute(
-                _select_inventories(provider["id"]).where(
-                    common.text_exactly(conn, RC.c.name, rc_name)
-                )
-            )
-            .mappings()
-            .first()
+) -> tuple[int, sa.RowMapping]:
+    """(provider generation, inventory row) or InventoryNotFound."""
+    # A name the database cannot hold names no class (NULL matches none).
+    wanted = rc_name if db_api.holds_text(db.dialect, rc_name) else None
+    with db.single_read() as conn:
+        generation, rows = common.provider_rows(
+            conn, _INVENTORY, uuid, "resource_class", {"b_rc": wanted}
         )
-    if row is None or row["resource_class"] != rc_name:  # common.exact
+    row = next(iter(common.exact(rows, "resource_class", rc_name)), None)
+    if row is None:
         raise InventoryNotFound("No inventory of class %s for %s" % (rc_name, uuid))
-    return provider, row
+    return generation, row
+
+
+# get_inventory's statement, built once (and its cache key): the provider
+# and its inventory of one class (b_rc) in one round trip.
+_INVENTORY = common.provider_rows_statement(
+    _READ_COLUMNS,
+    INV.join(
+        RC,
+        sa.and_(RC.c.id == INV.c.resource_class_id, RC.c.name == sa.bindparam("b_rc")),
+    ),
+    INV.c.resource_provider_id == common.RP.c.id,
+)
 
 
 def _values(record):

@@ -35,7 +35,7 @@ def is_standard(row: Mapping[str, Any]) -> bool:
 
 def list_all(db: db_api.Database) -> Sequence[sa.RowMapping]:
     """Every class, standard ones first, then custom ones by creation."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return conn.execute(sa.select(*_COLUMNS).order_by(RC.c.id)).mappings().all()
 
 
@@ -55,12 +55,12 @@ def _get(conn, name):
 
 
 def get(db: db_api.Database, name: str) -> sa.RowMapping:
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return _get(conn, name)
 
 
 def exists(db: db_api.Database, name: str) -> bool:
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return _find(conn, name) is not None
 
 

@@ -70,7 +70,7 @@ def _ids(conn, uuid):
 
 def get(db: db_api.Database, uuid: str) -> sa.RowMapping:
     """The provider; ResourceProviderNotFound (the lookup message) if none."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         row = _fetch(conn, uuid)
     if row is None:
         raise common.provider_not_found(uuid)

@@ -39,7 +39,7 @@ def list_traits(
         query = query.where(T.c.name.ilike(prefix + "%"))
     if associated is not None:
         query = query.where(_associated() if associated else ~_associated())
-    with db.reader() as conn:
+    with db.single_read() as conn:
         if names is not None:
             query = query.where(T.c.name.in_(common.holdable(conn, set(names))))
         rows = conn.execute(query.order_by(T.c.name)).mappings().all()
@@ -61,7 +61,7 @@ def _get(conn, name):
 
 def get_trait(db: db_api.Database, name: str) -> sa.RowMapping:
     """The trait row; TraitNotFound if there is none."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return _get(conn, name)
 
 
@@ -119,7 +119,7 @@ def get_provider_traits(
     db: db_api.Database, uuid: str
 ) -> tuple[int, list[sa.RowMapping]]:
     """(provider generation, trait rows); ResourceProviderNotFound if none."""
-    with db.reader() as conn:
+    with db.single_read() as conn:
         return common.provider_rows(conn, _PROVIDER_TRAITS, uuid, "name")
 
 

@@ -198,8 +198,12 @@ def test_sessions_wait_for_the_cluster(tmp_path):
         urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes]
         engine = db_api.create_engine(urls[1], fixtures.configure())
         try:
-            with engine.connect() as conn:
-                assert conn.exec_driver_sql("SELECT @@wsrep_sync_wait").scalar() == 1
+            db = db_api.Database(engine, fixtures.configure())
+            # Transactions' connections and the autocommit ones alike.
+            for kind in (db.reader, db.single_read):
+                with kind() as conn:
+                    sync_wait = conn.exec_driver_sql("SELECT @@wsrep_sync_wait")
+                    assert sync_wait.scalar() == 1
         finally:
             engine.dispose()
         test_concurrency._create_providers(urls[0])
@@ -229,8 +233,11 @@ def test_sessions_wait_for_the_cluster(tmp_path):
                     assert inventory.status_code == 200, inventory.text
                     seen = session.get(other + query).json()["provider_summaries"]
                     assert rp in seen
-                    listed = session.get(other + "/resource_providers/%s" % rp)
-                    assert listed.status_code == 200
+                    # Reads of one statement, in autocommit, wait too.
+                    url = other + "/resource_providers/%s" % rp
+                    assert session.get(url).json()["generation"] == 1
+                    read = session.get(url + "/inventories/VCPU")
+                    assert read.json()["total"] == 8
 
 
 # Rows of the write set that keeps the second node's applier busy: about

@@ -115,22 +115,23 @@ def _compute_tree(client):
     return root
 
 
-def _every_point(client, killer, request, check_unchanged=None):
-    """Send ``request()`` once per point it has, killing its connection at
-    that point; every answer is a JSON 503 with Retry-After, and the
-    request succeeds again afterwards."""
+def _every_point(client, killer, request, check_unchanged=None, points=None):
+    """Send ``request()`` once per point it has (``points`` if given, else
+    more than one), killing its connection at that point; every answer is
+    a JSON 503 with Retry-After, and the request succeeds again
+    afterwards."""
     # The first time may read the worker's catalog too, the second compare
     # it with the database's fingerprint (then none falls due).
     for _ in range(2):
         assert request().status_code in (200, 204)
     with killer.counting():
         assert request().status_code in (200, 204)
-    points = killer.points
-    assert points > 1
-    for at in range(1, points + 1):
+    found = killer.points
+    assert found == points if points else found > 1
+    for at in range(1, found + 1):
         with killer.counting(at):
             resp = request()
-        assert resp.status_code == 503, (at, points, resp.status_code, resp.text)
+        assert resp.status_code == 503, (at, found, resp.status_code, resp.text)
         assert int(resp.headers["retry-after"]) > 0
         (error,) = resp.json()["errors"]
         assert error["status"] == 503
@@ -157,6 +158,17 @@ def test_candidates_with_limit(served):
     _compute_tree(client)
     url = "/allocation_candidates?resources=VCPU:1&limit=1"
     _every_point(client, killer, lambda: client.get(url))
+
+
+@pytest.mark.parametrize(
+    "kind", ("", "/inventories", "/inventories/VCPU", "/traits", "/aggregates")
+)
+def test_single_reads(served, kind):
+    """A read of one statement, in autocommit (``Database.single_read``):
+    its only point is that statement."""
+    client, killer = served
+    url = "/resource_providers/%s%s" % (_compute_tree(client), kind)
+    _every_point(client, killer, lambda: client.get(url), points=1)
 
 
 def test_provider_list(served):

@@ -2,7 +2,9 @@
 provider's allocations, inventories, aggregates and traits) are one
 statement each on SQLite, MySQL and PostgreSQL: the provider and its rows
 in one round trip, for a provider with rows, one without any, and none
-(404)."""
+(404). Each runs in autocommit (``Database.single_read``): on MySQL and
+PostgreSQL that statement is the request's only round trip, no BEGIN,
+COMMIT or ROLLBACK around it."""
 
 import uuid
 
@@ -11,13 +13,14 @@ import pytest
 import sqlalchemy as sa
 
 from tests import fixtures
+from tests import round_trips
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 AGGREGATES = sorted(str(uuid.uuid4()) for _ in range(2))
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
-def served(request):
+def served(request, monkeypatch):
     fixtures.require_backend(request.param)
     with fixtures.app(request.param) as (app, db):
         client = httpx.Client(
@@ -29,7 +32,21 @@ def served(request):
         sa.event.listen(
             db.engine, "before_cursor_execute", lambda *args: seen.append(args[2])
         )
-        yield client, seen
+
+        # Each pool's connection made (its session set up) before any is
+        # counted: a request's round trips are those of its statements.
+        assert client.get("/resource_classes").is_success
+        assert client.get("/resource_providers").is_success
+
+        def read(path):
+            """(response, its SELECTs, its round trips or None on SQLite)."""
+            seen.clear()
+            with round_trips.counted(db, monkeypatch) as trips:
+                resp = client.get(path)
+            selects = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+            return resp, selects, trips
+
+        yield client, read
 
 
 def _provider(client, with_rows):
@@ -62,58 +79,55 @@ def _provider(client, with_rows):
     return rp
 
 
-def _read(client, seen, path):
-    seen.clear()
-    resp = client.get(path)
-    return resp, [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+def _one_statement(selects, trips):
+    assert len(selects) == 1
+    assert trips is None or len(trips) == 1, trips
 
 
 @pytest.mark.parametrize("with_rows", (True, False))
 def test_each_read_is_one_statement(served, with_rows):
-    client, seen = served
+    client, read = served
     rp = _provider(client, with_rows)
     url = "/resource_providers/%s" % rp
     generation = 4 if with_rows else 0
 
-    resp, selects = _read(client, seen, url)
+    resp, selects, trips = read(url)
     assert resp.json()["generation"] == generation
-    assert len(selects) == 1
+    _one_statement(selects, trips)
 
-    resp, selects = _read(client, seen, url + "/allocations")
+    resp, selects, trips = read(url + "/allocations")
     body = resp.json()
     assert body["resource_provider_generation"] == generation
     assert [a["resources"] for a in body["allocations"].values()] == (
         [{"VCPU": 2}] if with_rows else []
     )
-    assert len(selects) == 1
+    _one_statement(selects, trips)
 
-    resp, selects = _read(client, seen, url + "/inventories")
+    resp, selects, trips = read(url + "/inventories")
     body = resp.json()
     assert body["resource_provider_generation"] == generation
     assert sorted(body["inventories"]) == (["MEMORY_MB", "VCPU"] if with_rows else [])
-    assert len(selects) == 1
+    _one_statement(selects, trips)
 
-    resp, selects = _read(client, seen, url + "/aggregates")
+    resp, selects, trips = read(url + "/aggregates")
     body = resp.json()
     assert body["resource_provider_generation"] == generation
     assert sorted(body["aggregates"]) == (AGGREGATES if with_rows else [])
-    assert len(selects) == 1
+    _one_statement(selects, trips)
 
-    resp, selects = _read(client, seen, url + "/traits")
+    resp, selects, trips = read(url + "/traits")
     body = resp.json()
     assert body["resource_provider_generation"] == generation
     assert body["traits"] == (["CUSTOM_A"] if with_rows else [])
-    assert len(selects) == 1
+    _one_statement(selects, trips)
 
 
 @pytest.mark.parametrize(
     "kind", ("", "/allocations", "/inventories", "/aggregates", "/traits")
 )
 def test_an_unknown_provider_is_a_404(served, kind):
-    client, seen = served
-    resp, selects = _read(
-        client, seen, "/resource_providers/%s%s" % (uuid.uuid4(), kind)
-    )
+    _, read = served
+    resp, selects, trips = read("/resource_providers/%s%s" % (uuid.uuid4(), kind))
     assert resp.status_code == 404
     assert resp.json()["errors"][0]["status"] == 404
-    assert len(selects) == 1
+    _one_statement(selects, trips)

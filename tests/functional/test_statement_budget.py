@@ -98,9 +98,12 @@ def test_read_over_budget(served):
     assert client.get(url).status_code == 200
 
 
-def test_budget_is_set_on_every_connection(served):
+@pytest.mark.parametrize("kind", ("reader", "single_read"))
+def test_budget_is_set_on_every_connection(served, kind):
+    """On the connections of transactions and on those of the reads of
+    one statement, in autocommit (their own pool)."""
     backend, _, db = served
-    with db.reader() as conn:
+    with getattr(db, kind)() as conn:
         if backend == "mysql":
             names = ("max_statement_time", "max_execution_time")
             rows = conn.exec_driver_sql(

@@ -1,0 +1,148 @@
+"""Reads of one statement run in autocommit (``Database.single_read``): the
+statement is the request's only round trip on MySQL and PostgreSQL (no
+BEGIN, COMMIT or ROLLBACK), and SQLite runs it without a BEGIN. Their
+sessions are set up as every other connection's (sql_mode, the statement
+budget: test_statement_budget.py; wsrep_sync_wait: test_galera.py), their
+errors are answered as every read's (test_db_refusals.py,
+test_lost_connection.py), and their pool goes with the engine's."""
+
+import uuid
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from placement.db import engine as db_engine
+from tests import fixtures
+from tests import round_trips
+
+HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def served(request, monkeypatch):
+    fixtures.require_backend(request.param)
+    with fixtures.app(request.param) as (app, db):
+        client = httpx.Client(
+            transport=httpx.WSGITransport(app=app),
+            base_url="http://localhost",
+            headers=HEADERS,
+        )
+        seen = []
+        sa.event.listen(
+            db.engine, "before_cursor_execute", lambda *args: seen.append(args[2])
+        )
+        # Each pool's connection made before any is counted.
+        assert client.get("/resource_classes").is_success
+        assert client.get("/resource_providers").is_success
+
+        def read(path):
+            """(response, its statements, its round trips or None)."""
+            seen.clear()
+            with round_trips.counted(db, monkeypatch) as trips:
+                resp = client.get(path)
+            return resp, list(seen), trips
+
+        yield client, read, db
+
+
+def _provider(client):
+    """A provider with VCPU inventory, a trait, and a consumer's claim;
+    (its uuid, the consumer's)."""
+    rp, consumer = str(uuid.uuid4()), str(uuid.uuid4())
+    assert client.post("/resource_providers", json={"uuid": rp, "name": rp})
+    assert client.put("/traits/CUSTOM_A").is_success
+    url = "/resource_providers/%s" % rp
+    body = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}}
+    assert client.put(url + "/inventories", json=body).is_success
+    body = {"resource_provider_generation": 1, "traits": ["CUSTOM_A"]}
+    assert client.put(url + "/traits", json=body).is_success
+    claim = {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert client.put("/allocations/%s" % consumer, json=claim).status_code == 204
+    return rp, consumer
+
+
+def _reads(rp, consumer):
+    """(path, status, a check of the body) of each read of one statement."""
+    inventory = "/resource_providers/%s/inventories/" % rp
+    return (
+        (inventory + "VCPU", 200, lambda b: b["total"] == 8),
+        (inventory + "DISK_GB", 404, None),
+        (inventory + "VCPU ", 404, None),  # MySQL's PAD SPACE finds VCPU
+        (
+            "/resource_providers/%s/inventories/VCPU" % uuid.uuid4(),
+            404,
+            lambda b: "resource provider" in b["errors"][0]["detail"],
+        ),
+        ("/resource_classes/VCPU", 200, lambda b: b["name"] == "VCPU"),
+        ("/resource_classes/CUSTOM_NONE", 404, None),
+        ("/resource_classes", 200, lambda b: len(b["resource_classes"]) > 1),
+        ("/traits/CUSTOM_A", 204, None),
+        ("/traits/CUSTOM_NONE", 404, None),
+        ("/traits?name=startswith:CUSTOM_", 200, lambda b: b["traits"] == ["CUSTOM_A"]),
+        (
+            "/allocations/%s" % consumer,
+            200,
+            lambda b: b["allocations"][rp]["resources"] == {"VCPU": 2},
+        ),
+    )
+
+
+def test_each_read_is_one_round_trip(served):
+    client, read, _ = served
+    rp, consumer = _provider(client)
+    for path, status, check in _reads(rp, consumer):
+        resp, statements, trips = read(path)
+        assert resp.status_code == status, (path, resp.text)
+        if check is not None:
+            assert check(resp.json()), (path, resp.text)
+        # No BEGIN on SQLite either.
+        assert len(statements) == 1, (path, statements)
+        assert statements[0].lstrip().upper().startswith("SELECT")
+        assert trips is None or len(trips) == 1, (path, trips)
+
+
+def test_a_transaction_is_more_round_trips(served, monkeypatch):
+    """What the reads above save: the same statement in a read
+    transaction sends a COMMIT too, and on PostgreSQL a BEGIN."""
+    _, _, db = served
+    for read, sent in ((db.single_read, 1), (db.reader, None)):
+        with round_trips.counted(db, monkeypatch) as trips:
+            with read() as conn:
+                assert conn.execute(sa.select(sa.literal(1))).scalar() == 1
+        if trips is not None:
+            assert len(trips) == (sent or {"mysql": 2, "postgresql": 3}[db.dialect])
+
+
+def test_sessions_are_set_up(served):
+    """The autocommit connections' sessions are the others' (but for the
+    transactions): MySQL's sql_mode, PostgreSQL's READ COMMITTED."""
+    _, _, db = served
+    query = {
+        "mysql": "SELECT @@SESSION.sql_mode",
+        "postgresql": "SHOW default_transaction_isolation",
+        "sqlite": "PRAGMA foreign_keys",
+    }[db.dialect]
+    with db.reader() as conn:
+        expected = conn.exec_driver_sql(query).scalar()
+    with db.single_read() as conn:
+        assert conn.exec_driver_sql(query).scalar() == expected
+
+
+def test_disposed_with_the_engine(served):
+    """Disposing of the engine (as the master does before it forks the
+    workers) closes the autocommit connections too; reads open new ones."""
+    client, _, db = served
+    rp, _ = _provider(client)
+    pool = db_engine.autocommit(db.engine).pool
+    db.engine.dispose()
+    assert db_engine.autocommit(db.engine).pool.checkedin() == 0
+    if db.dialect != "sqlite":
+        assert pool is not db_engine.autocommit(db.engine).pool
+    assert client.get("/resource_providers/%s" % rp).json()["uuid"] == rp
