@@ -65,6 +65,14 @@ OWN_AFTER_S = 0.7
 # history). It is also how often a process in the fallback looks for
 # triggers created since.
 SAFETY_NET_S = 300.0
+# After the log could not tell what changed (a count gone back: a restore
+# under way; a gap; EVERYTHING) or a comparison found another writer's
+# rows, the comparison runs at the fallback's period for this long even
+# with the triggers: a dump's restore loads its tables one by one after
+# the counts, without the triggers (it creates a table's triggers after
+# its rows), and a catalog read whole meanwhile lacks the tables loaded
+# after it, at the counts the restore leaves.
+WARY_S = 60.0
 # The lease holder's follower deletes the log's old rows this often (the
 # triggers add rows for every claim; this service's own writes prune their
 # shard too, now and then).
@@ -128,6 +136,8 @@ class Cache:
         # looked yet), and when it looked (``logged_by_triggers``).
         self.triggers: bool | None = None
         self.triggers_at = float("-inf")
+        # Until when the comparison runs at the fallback's period (WARY_S).
+        self.wary_until = float("-inf")
         # When this process last pruned the log, and the counts it did at.
         self.pruned_at = float("-inf")
         self.pruned: dict[int, int] = {}
@@ -208,6 +218,8 @@ class Cache:
             if changed == {}:
                 return "none"  # no newer than this request
             if changed is None:
+                if old is not None:
+                    self._wary()
                 self.reading_all = True
                 try:
                     self._triggers_found(triggers.installed(reading))
@@ -332,18 +344,25 @@ class Cache:
         return bool(self.triggers)
 
     def _triggers_found(self, found: bool) -> None:
-        if found != self.triggers:
-            if self.triggers is not None or not found:
-                LOGGER.warning(
-                    "provider catalog: the change-log triggers are %s: %s",
-                    "there" if found else "missing",
-                    MODES[found],
-                )
+        if found != self.triggers and (self.triggers is not None or not found):
+            LOGGER.log(
+                logging.INFO if found else logging.WARNING,
+                "provider catalog: the change-log triggers are %s: %s",
+                "there" if found else "missing",
+                MODES[found],
+            )
         self.triggers, self.triggers_at = found, time.monotonic()
 
+    def _wary(self) -> None:
+        self.wary_until = time.monotonic() + WARY_S
+
     def period(self) -> float:
-        """How often the catalog is compared with the database."""
-        return SAFETY_NET_S if self.triggers else VERIFY_EVERY_S
+        """How often the catalog is compared with the database: with the
+        triggers, every SAFETY_NET_S, unless the log lately could not tell
+        what changed (WARY_S)."""
+        if self.triggers and time.monotonic() >= self.wary_until:
+            return SAFETY_NET_S
+        return VERIFY_EVERY_S
 
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
@@ -370,7 +389,7 @@ class Cache:
         more where the fingerprint statement takes long (a safety-net
         period more with the triggers)."""
         slack = max(FOLLOWED_VERIFY_S, BOUND_TOOK * self.took + VERIFY_EVERY_S)
-        return slack + (SAFETY_NET_S if self.triggers else 0.0)
+        return slack + self.period() - VERIFY_EVERY_S
 
     def _age(self) -> float:
         """Since the start of the last comparison that found the catalog
@@ -475,6 +494,7 @@ class Cache:
             # the catalog read in a snapshot fixed by the time of the
             # second raise).
             self._raise_floor(state)
+            self._wary()
             self.catalog = None
             self.reading_all = True
             try:
