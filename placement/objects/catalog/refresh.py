@@ -9,6 +9,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -143,16 +144,20 @@ class Cache:
         self.pruned: dict[int, int] = {}
 
     def current(
-        self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+        self,
+        db: db_api.Database,
+        conn: sa.Connection,
+        stamp: int | None = None,
+        used: Callable[[str], None] = events.catalog_used,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
-        (the caller reads through SQL)."""
+        (the caller reads through SQL); ``used`` is told how."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
             if self.below_floor():
                 # Another comparison is under way here: another worker of
                 # this host may have answered from rows this catalog lacks.
-                events.catalog_used("sql")
+                used("sql")
                 return None
         if stamp is None:
             stamp = changes.stamp(conn)
@@ -165,7 +170,7 @@ class Cache:
                 # read takes a second at 70,000 providers: others read
                 # through SQL meanwhile.
                 if not self._lock(wait=catalog is not None):
-                    events.catalog_used("sql")
+                    used("sql")
                     return None
                 try:
                     if self.catalog is None or self.catalog.stamp < stamp:
@@ -186,7 +191,7 @@ class Cache:
         # is kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp:
             outcome = "sql"
-        events.catalog_used(outcome)
+        used(outcome)
         return catalog if outcome != "sql" else None
 
     def _lock(self, wait):
@@ -200,11 +205,11 @@ class Cache:
         "counts" (the log held no change of the structure: only the counts
         moved), "deltas", "full" or "none" (nothing new)."""
         old = self.catalog
-        if old is not None and db.dialect != "sqlite":
+        if old is not None:
             # Usage, consumers and generations (claims) need no snapshot:
-            # the request's own transaction reads the counts and the log.
-            seqs = changes.counts(conn)
-            changed = _changed(conn, old.seqs, seqs)
+            # the request's own transaction reads the counts and the log,
+            # in one statement.
+            seqs, changed = _since(conn, old.seqs)
             if changed == {}:
                 return "none"
             if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
@@ -625,6 +630,27 @@ def _changed(conn, then, now):
     catalog must be read whole: a count went back (shard rows re-created),
     the log no longer has every change (pruned), too many changes, or one
     of EVERYTHING."""
+    ranges = _ranges(then, now)
+    if not ranges:
+        return ranges if ranges is None else {}
+    wanted = sa.or_(
+        *(
+            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
+            for shard, low, high in ranges
+        )
+    )
+    rows = conn.execute(
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
+            wanted
+        )
+    )
+    return _named(ranges, rows)
+
+
+def _ranges(then, now):
+    """[(shard, low, high)] of the shards whose counts moved from
+    ``then`` to ``now``; None when one went back or too many changes
+    (more than MAX_DELTAS) are between."""
     ranges = []
     for shard in then.keys() | now.keys():
         low, high = then.get(shard, 0), now.get(shard, 0)
@@ -632,32 +658,83 @@ def _changed(conn, then, now):
             return None
         if high > low:
             ranges.append((shard, low, high))
-    if not ranges:
-        return {}
     if sum(high - low for _, low, high in ranges) > MAX_DELTAS:
         return None
-    wanted = sa.or_(
-        *(
-            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
-            for shard, low, high in ranges
-        )
-    )
+    return ranges
+
+
+def _named(ranges, rows):
+    """``_changed``'s answer from the log ``rows`` (shard, seq, kind, ref,
+    uuid) of the numbers in ``ranges`` (those outside are left out)."""
+    bounds = {shard: (low, high) for shard, low, high in ranges}
     changed = collections.defaultdict(set)
     numbers = set()
-    for shard, seq, kind, ref, uuid in conn.execute(
-        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
-            wanted
-        )
-    ):
-        numbers.add((shard, seq))
-        changed[kind].add(uuid if kind == changes.CONSUMER else ref)
+    for shard, seq, kind, ref, uuid in rows:
+        low, high = bounds.get(shard, (0, 0))
+        if low < seq <= high:
+            numbers.add((shard, seq))
+            changed[kind].add(uuid if kind == changes.CONSUMER else ref)
     # Each number below a shard's count was committed with it: one that is
     # missing was pruned.
     if len(numbers) != sum(high - low for _, low, high in ranges):
         return None
     if changes.EVERYTHING in changed:
         return None
-    return changed
+    return dict(changed)
+
+
+# Log items one read past a catalog's counts takes at most (a number has
+# up to 4 from the triggers, MAX_LOGGED from this service): more, and the
+# catalog is read whole.
+MAX_ITEMS = 4 * MAX_DELTAS
+
+
+def _since_statement():
+    """Every shard's count, and the log items numbered past a catalog's
+    (bound ``low_<shard>``), in one statement: one snapshot at READ
+    COMMITTED, so every number up to a count read is there unless pruned.
+    The counts are the rows without a kind."""
+    past = sa.or_(
+        *(
+            sa.and_(
+                LOG.c.shard == shard,
+                LOG.c.seq > sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
+            )
+            for shard in range(tables.CATALOG_SHARDS)
+        )
+    )
+    items = (
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid)
+        .where(past)
+        .limit(MAX_ITEMS + 1)
+        .subquery()
+    )
+    counts = sa.select(
+        changes.CATALOG.c.shard,
+        changes.CATALOG.c.changes,
+        sa.cast(sa.null(), sa.SmallInteger),
+        sa.cast(sa.null(), sa.Integer),
+        sa.cast(sa.null(), sa.String(36)),
+    )
+    return sa.union_all(counts, sa.select(items))
+
+
+_SINCE = _since_statement()
+
+
+def _since(conn, then):
+    """(counts now, ``_changed(conn, then, now)``) in one statement."""
+    now, items = {}, []
+    low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
+    for row in conn.execute(_SINCE, low):
+        if row[2] is None:
+            now[row[0]] = row[1]
+        else:
+            items.append(row)
+    ranges = _ranges(then, now)
+    if ranges is None or len(items) > MAX_ITEMS:
+        return now, None
+    return now, _named(ranges, items) if ranges else {}
 
 
 @contextlib.contextmanager
@@ -709,6 +786,16 @@ def current(
     if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).current(db, conn, stamp)
+
+
+def structure_at(db: db_api.Database, conn: sa.Connection, stamp: int) -> object:
+    """The ``structure`` of the catalog of ``db`` brought to ``stamp`` (by
+    the log, as ``current`` does, counted as no use of it), or None when
+    it cannot be (read whole meanwhile, newer than the transaction)."""
+    if not db.conf.placement.provider_catalog:
+        return None
+    catalog = _cache(db).current(db, conn, stamp, used=lambda outcome: None)
+    return catalog.structure if catalog is not None else None
 
 
 def held(db: db_api.Database) -> Catalog | None:
