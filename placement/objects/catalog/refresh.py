@@ -9,12 +9,14 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
 from placement import events
 from placement.db import api as db_api
 from placement.db import tables
+from placement.db import triggers
 from placement.objects.catalog import changes
 from placement.objects.catalog import currency
 from placement.objects.catalog import fingerprint
@@ -55,6 +57,27 @@ BOUND_TOOK = 3
 # comparison is this old, runs the statement itself, on its own thread,
 # rather than leave it to a request at FOLLOWED_VERIFY_S.
 OWN_AFTER_S = 0.7
+# Where the triggers log every writer's changes (``logged_by_triggers``),
+# the log names other writers' changes too: a request sees them at its
+# stamp read, and the comparison is only a safety net (for what no trigger
+# sees: a TRUNCATE, a restore that brings back counts no lower than the
+# database's), run this far apart (and each process compares by itself
+# then: the published comparison's counts are long gone from its
+# history). It is also how often a process in the fallback looks for
+# triggers created since.
+SAFETY_NET_S = 300.0
+# After the log could not tell what changed (a count gone back: a restore
+# under way; a gap; EVERYTHING) or a comparison found another writer's
+# rows, the comparison runs at the fallback's period for this long even
+# with the triggers: a dump's restore loads its tables one by one after
+# the counts, without the triggers (it creates a table's triggers after
+# its rows), and a catalog read whole meanwhile lacks the tables loaded
+# after it, at the counts the restore leaves.
+WARY_S = 60.0
+# The lease holder's follower deletes the log's old rows this often (the
+# triggers add rows for every claim; this service's own writes prune their
+# shard too, now and then).
+PRUNE_EVERY_S = 10.0
 # Fingerprints of the catalogs a process held, by their counts, kept to
 # compare with a published one taken at the same counts.
 HISTORY = 64
@@ -110,18 +133,31 @@ class Cache:
         # its own catalog holds what it was raised for.
         self.floor = floor.Floor()
         self.raised = float("-inf")
+        # Whether the triggers were all there at the last look (None: not
+        # looked yet), and when it looked (``logged_by_triggers``).
+        self.triggers: bool | None = None
+        self.triggers_at = float("-inf")
+        # Until when the comparison runs at the fallback's period (WARY_S).
+        self.wary_until = float("-inf")
+        # When this process last pruned the log, and the counts it did at.
+        self.pruned_at = float("-inf")
+        self.pruned: dict[int, int] = {}
 
     def current(
-        self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+        self,
+        db: db_api.Database,
+        conn: sa.Connection,
+        stamp: int | None = None,
+        used: Callable[[str], None] = events.catalog_used,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
-        (the caller reads through SQL)."""
+        (the caller reads through SQL); ``used`` is told how."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
             if self.below_floor():
                 # Another comparison is under way here: another worker of
                 # this host may have answered from rows this catalog lacks.
-                events.catalog_used("sql")
+                used("sql")
                 return None
         if stamp is None:
             stamp = changes.stamp(conn)
@@ -134,7 +170,7 @@ class Cache:
                 # read takes a second at 70,000 providers: others read
                 # through SQL meanwhile.
                 if not self._lock(wait=catalog is not None):
-                    events.catalog_used("sql")
+                    used("sql")
                     return None
                 try:
                     if self.catalog is None or self.catalog.stamp < stamp:
@@ -155,7 +191,7 @@ class Cache:
         # is kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp:
             outcome = "sql"
-        events.catalog_used(outcome)
+        used(outcome)
         return catalog if outcome != "sql" else None
 
     def _lock(self, wait):
@@ -166,7 +202,20 @@ class Cache:
     def _refresh(self, db, conn):
         """Bring the catalog up to date: by its deltas, or read whole when
         there is none yet or the log cannot tell what changed. Returns
-        "deltas", "full" or "none" (nothing new)."""
+        "counts" (the log held no change of the structure: only the counts
+        moved), "deltas", "full" or "none" (nothing new)."""
+        old = self.catalog
+        if old is not None:
+            # Usage, consumers and generations (claims) need no snapshot:
+            # the request's own transaction reads the counts and the log,
+            # in one statement.
+            seqs, changed = _since(conn, old.seqs)
+            if changed == {}:
+                return "none"
+            if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
+                self._install(db, old.advanced(conn, seqs, changed))
+                events.catalog_updated("counts")
+                return "counts"
         with _snapshot(db, conn) as reading:
             old = self.catalog
             seqs = changes.counts(reading)
@@ -174,15 +223,18 @@ class Cache:
             if changed == {}:
                 return "none"  # no newer than this request
             if changed is None:
+                if old is not None:
+                    self._wary()
                 self.reading_all = True
                 try:
+                    self._triggers_found(triggers.installed(reading))
                     self._install(db, Catalog.read(reading), whole=True)
                 finally:
                     self.reading_all = False
                 how = "full"
             else:
                 self._install(db, old.advanced(reading, seqs, changed))
-                how = "deltas"
+                how = "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
         events.catalog_updated(how)
         return how
 
@@ -233,6 +285,8 @@ class Cache:
                 self.verifying.release()
                 return None
         try:
+            if self.triggers or time.monotonic() - self.triggers_at >= SAFETY_NET_S:
+                self.look_for_triggers(db)
             if not self.followed or db.dialect == "sqlite":
                 # SQLite is one host's file: its look (a stat) costs no
                 # database time, and publishing to the lease row twice a
@@ -263,6 +317,19 @@ class Cache:
         finally:
             self.verifying.release()
 
+    def prune(self, db: db_api.Database) -> bool:
+        """As the holder of the comparison's lease (one process per cloud;
+        on SQLite, any), delete the log's rows older than LOG_KEPT per
+        shard every PRUNE_EVERY_S: whether it did."""
+        if not (self.holding or db.dialect == "sqlite"):
+            return False
+        if time.monotonic() - self.pruned_at < PRUNE_EVERY_S:
+            return False
+        self.pruned_at = time.monotonic()
+        with db.engine.begin() as conn:
+            self.pruned = changes.prune(conn, self.pruned)
+        return True
+
     def _read_again(self, db):
         """The catalog read whole in a new snapshot, without the
         fingerprint statement (``verify`` when it failed): "full"."""
@@ -275,9 +342,36 @@ class Cache:
         events.catalog_updated("full")
         return "full"
 
+    def look_for_triggers(self, db: db_api.Database) -> bool:
+        """Whether the triggers are all there now (``triggers``)."""
+        with db.engine.connect() as conn:
+            self._triggers_found(triggers.installed(conn))
+        return bool(self.triggers)
+
+    def _triggers_found(self, found: bool) -> None:
+        if found != self.triggers and (self.triggers is not None or not found):
+            LOGGER.log(
+                logging.INFO if found else logging.WARNING,
+                "provider catalog: the change-log triggers are %s: %s",
+                "there" if found else "missing",
+                MODES[found],
+            )
+        self.triggers, self.triggers_at = found, time.monotonic()
+
+    def _wary(self) -> None:
+        self.wary_until = time.monotonic() + WARY_S
+
+    def period(self) -> float:
+        """How often the catalog is compared with the database: with the
+        triggers, every SAFETY_NET_S, unless the log lately could not tell
+        what changed (WARY_S)."""
+        if self.triggers and time.monotonic() >= self.wary_until:
+            return SAFETY_NET_S
+        return VERIFY_EVERY_S
+
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
-        return self._age() + ahead >= VERIFY_EVERY_S or self.below_floor()
+        return self._age() + ahead >= self.period() or self.below_floor()
 
     def stale(self) -> bool:
         """Whether a request must have the catalog compared before it
@@ -285,7 +379,7 @@ class Cache:
         compares (``bound``), or another worker of this host answered
         from a catalog found right after this one (``below_floor``)."""
         return (
-            self._age() >= (self.bound() if self.followed else VERIFY_EVERY_S)
+            self._age() >= (self.bound() if self.followed else self.period())
             or self.below_floor()
         )
 
@@ -297,8 +391,10 @@ class Cache:
 
     def bound(self) -> float:
         """How old a comparison may be where a follower compares: 1 s, or
-        more where the fingerprint statement takes long."""
-        return max(FOLLOWED_VERIFY_S, BOUND_TOOK * self.took + VERIFY_EVERY_S)
+        more where the fingerprint statement takes long (a safety-net
+        period more with the triggers)."""
+        slack = max(FOLLOWED_VERIFY_S, BOUND_TOOK * self.took + VERIFY_EVERY_S)
+        return slack + self.period() - VERIFY_EVERY_S
 
     def _age(self) -> float:
         """Since the start of the last comparison that found the catalog
@@ -309,8 +405,11 @@ class Cache:
 
     def doubt(self) -> None:
         """Have the next request compare the catalog with the database
-        first (a claim failed on a host the catalog may have offered)."""
-        self.doubted_at = time.monotonic()
+        first (a claim failed on a host the catalog may have offered),
+        unless the triggers log every writer's changes: the claim's
+        request read the stamp, so the catalog has them already."""
+        if not self.triggers:
+            self.doubted_at = time.monotonic()
 
     def follow(self, followed: bool) -> None:
         """A follower thread starts (True) or stops (False) comparing the
@@ -400,9 +499,11 @@ class Cache:
             # the catalog read in a snapshot fixed by the time of the
             # second raise).
             self._raise_floor(state)
+            self._wary()
             self.catalog = None
             self.reading_all = True
             try:
+                self._triggers_found(triggers.installed(reading))
                 catalog = Catalog.read(reading)
             finally:
                 self.reading_all = False
@@ -498,6 +599,14 @@ class Cache:
             return self._refresh(db, conn)
 
 
+# What each mode means, for the logs and the health check.
+MODES = {
+    True: "triggers: every writer's changes are seen at the next request",
+    False: "fallback: other writers' changes are found by the periodic"
+    " comparison (see placement-status upgrade check)",
+}
+
+
 def _clock(db):
     """The database's clock now (on SQLite, the same as this process's: a
     connection opened only to read it would touch the files precheck
@@ -516,10 +625,32 @@ def _foreign():
 
 
 def _changed(conn, then, now):
-    """{kind: set of ids} changed between the counts ``then`` and ``now``
-    ({shard: count}), from the log; None when the catalog must be read
-    whole: a count went back (shard rows re-created), the log no longer
-    has every change (pruned), too many changes, or one of EVERYTHING."""
+    """{kind: set of ids (CONSUMER: of uuids)} changed between the counts
+    ``then`` and ``now`` ({shard: count}), from the log; None when the
+    catalog must be read whole: a count went back (shard rows re-created),
+    the log no longer has every change (pruned), too many changes, or one
+    of EVERYTHING."""
+    ranges = _ranges(then, now)
+    if not ranges:
+        return ranges if ranges is None else {}
+    wanted = sa.or_(
+        *(
+            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
+            for shard, low, high in ranges
+        )
+    )
+    rows = conn.execute(
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
+            wanted
+        )
+    )
+    return _named(ranges, rows)
+
+
+def _ranges(then, now):
+    """[(shard, low, high)] of the shards whose counts moved from
+    ``then`` to ``now``; None when one went back or too many changes
+    (more than MAX_DELTAS) are between."""
     ranges = []
     for shard in then.keys() | now.keys():
         low, high = then.get(shard, 0), now.get(shard, 0)
@@ -527,30 +658,83 @@ def _changed(conn, then, now):
             return None
         if high > low:
             ranges.append((shard, low, high))
-    if not ranges:
-        return {}
     if sum(high - low for _, low, high in ranges) > MAX_DELTAS:
         return None
-    wanted = sa.or_(
-        *(
-            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
-            for shard, low, high in ranges
-        )
-    )
+    return ranges
+
+
+def _named(ranges, rows):
+    """``_changed``'s answer from the log ``rows`` (shard, seq, kind, ref,
+    uuid) of the numbers in ``ranges`` (those outside are left out)."""
+    bounds = {shard: (low, high) for shard, low, high in ranges}
     changed = collections.defaultdict(set)
     numbers = set()
-    for shard, seq, kind, ref in conn.execute(
-        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref).where(wanted)
-    ):
-        numbers.add((shard, seq))
-        changed[kind].add(ref)
+    for shard, seq, kind, ref, uuid in rows:
+        low, high = bounds.get(shard, (0, 0))
+        if low < seq <= high:
+            numbers.add((shard, seq))
+            changed[kind].add(uuid if kind == changes.CONSUMER else ref)
     # Each number below a shard's count was committed with it: one that is
     # missing was pruned.
     if len(numbers) != sum(high - low for _, low, high in ranges):
         return None
     if changes.EVERYTHING in changed:
         return None
-    return changed
+    return dict(changed)
+
+
+# Log items one read past a catalog's counts takes at most (a number has
+# up to 4 from the triggers, MAX_LOGGED from this service): more, and the
+# catalog is read whole.
+MAX_ITEMS = 4 * MAX_DELTAS
+
+
+def _since_statement():
+    """Every shard's count, and the log items numbered past a catalog's
+    (bound ``low_<shard>``), in one statement: one snapshot at READ
+    COMMITTED, so every number up to a count read is there unless pruned.
+    The counts are the rows without a kind."""
+    past = sa.or_(
+        *(
+            sa.and_(
+                LOG.c.shard == shard,
+                LOG.c.seq > sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
+            )
+            for shard in range(tables.CATALOG_SHARDS)
+        )
+    )
+    items = (
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid)
+        .where(past)
+        .limit(MAX_ITEMS + 1)
+        .subquery()
+    )
+    counts = sa.select(
+        changes.CATALOG.c.shard,
+        changes.CATALOG.c.changes,
+        sa.cast(sa.null(), sa.SmallInteger),
+        sa.cast(sa.null(), sa.Integer),
+        sa.cast(sa.null(), sa.String(36)),
+    )
+    return sa.union_all(counts, sa.select(items))
+
+
+_SINCE = _since_statement()
+
+
+def _since(conn, then):
+    """(counts now, ``_changed(conn, then, now)``) in one statement."""
+    now, items = {}, []
+    low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
+    for row in conn.execute(_SINCE, low):
+        if row[2] is None:
+            now[row[0]] = row[1]
+        else:
+            items.append(row)
+    ranges = _ranges(then, now)
+    if ranges is None or len(items) > MAX_ITEMS:
+        return now, None
+    return now, _named(ranges, items) if ranges else {}
 
 
 @contextlib.contextmanager
@@ -604,6 +788,16 @@ def current(
     return _cache(db).current(db, conn, stamp)
 
 
+def structure_at(db: db_api.Database, conn: sa.Connection, stamp: int) -> object:
+    """The ``structure`` of the catalog of ``db`` brought to ``stamp`` (by
+    the log, as ``current`` does, counted as no use of it), or None when
+    it cannot be (read whole meanwhile, newer than the transaction)."""
+    if not db.conf.placement.provider_catalog:
+        return None
+    catalog = _cache(db).current(db, conn, stamp, used=lambda outcome: None)
+    return catalog.structure if catalog is not None else None
+
+
 def held(db: db_api.Database) -> Catalog | None:
     """The catalog this process holds for ``db``, when it is on and no
     request need compare it with the database first (``Cache.stale``)
@@ -647,6 +841,30 @@ def doubt(db: db_api.Database) -> None:
     cache = _CACHES.get(db)
     if cache is not None:
         cache.doubt()
+
+
+def logged_by_triggers(db: db_api.Database) -> bool:
+    """Whether this process found the change-log triggers installed (all
+    of them) at its last look: at the catalog's last whole read or
+    safety-net comparison, or now if it never looked. When True, the log
+    names every writer's changes; when False (the fallback), only this
+    service's."""
+    cache = _cache(db)
+    if cache.triggers is None:
+        return cache.look_for_triggers(db)
+    return cache.triggers
+
+
+def mode(db: db_api.Database) -> str:
+    """How the catalog follows other writers (``MODES``), for the start-up
+    log and the health check."""
+    return MODES[logged_by_triggers(db)]
+
+
+def prune_if_due(db: db_api.Database) -> bool:
+    """What the follower calls: the log pruned (``Cache.prune``)."""
+    cache = _CACHES.get(db)
+    return cache is not None and cache.prune(db)
 
 
 def verify_if_due(db: db_api.Database, ahead: float = 0.0) -> str | None:
