@@ -21,8 +21,8 @@ One job per module, each importing only those before it:
 
 ``changes``
     The write side: the kinds of change (the triggers' too), ``record``,
-    the log written just before commit (and the watcher that makes an unrecorded write of the
-    catalog's tables log EVERYTHING), the stamp.
+    the log written just before commit (and the watcher that makes an
+    unrecorded write of the catalog's tables log EVERYTHING), the stamp.
 ``rows``
     The value types (``Provider``, ``Inventory``) and the reading of
     providers' rows in one snapshot.
