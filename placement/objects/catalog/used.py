@@ -228,17 +228,19 @@ def _merged(
         values = values.copy()
         values[rows] = wanted
         return keys, _frozen(values)
-    # Rows come or go: build the columns again (a structural change,
-    # whose maps the catalog copies too).
+    # Rows come or go (a structural change, whose maps the catalog copies
+    # too): the named rows out, their new ones in at their places.
     kept = np.ones(len(keys), dtype=bool)
     kept[at[present]] = False
+    keys, values = keys[kept], values[kept]
     added = np.array(sorted(now), dtype=np.int64)
-    merged_keys = np.concatenate((keys[kept], added))
-    merged_values = np.concatenate(
-        (values[kept], np.array([now[rp] for rp in added.tolist()], dtype=np.int64))
+    at = np.searchsorted(keys, added)
+    return (
+        _frozen(np.insert(keys, at, added)),
+        _frozen(
+            np.insert(values, at, [now[rp] for rp in added.tolist()]).astype(np.int64)
+        ),
     )
-    order = np.argsort(merged_keys, kind="stable")
-    return _frozen(merged_keys[order]), _frozen(merged_values[order])
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
