@@ -123,7 +123,7 @@ class Cloud:
         assert refresh._CACHES[reader_db].catalog.stamp == _stamp(reader_db)
         catalog = refresh._CACHES[reader_db].catalog
         with reader_db.reader() as conn:
-            afresh = store.Catalog.read(conn)
+            afresh = store.Catalog.read(conn, usage=catalog.used is not None)
             # What the index derived per tree and kept through the changes
             # is what it derives afresh.
             derive = catalog_index.CatalogIndex(conn, afresh).idle_summaries
@@ -134,6 +134,10 @@ class Cloud:
             for (field, value), roots in catalog.value_roots.items():
                 assert roots == afresh.roots_of(field, value), (field, value)
         assert _contents(catalog) == _contents(afresh)
+        # Usage and generations followed through the changes (where the
+        # triggers log them) are a fresh read's.
+        assert _usage(catalog.used) == _usage(afresh.used)
+        assert (catalog.used is not None) == refresh.logged_by_triggers(reader_db)
         # The fingerprint kept up to date through the changes is the one
         # computed afresh, and the database's.
         dialect = reader_db.dialect
@@ -180,8 +184,23 @@ def _contents(cached):
             "hashed",
             "offset",
             "columns",
+            "used",
         )
     }
+
+
+def _usage(used):
+    """A catalog's usage and generations as plain values (None: none)."""
+    if used is None:
+        return None
+    return (
+        {
+            rc: (holders.tolist(), used.amount[rc].tolist())
+            for rc, holders in used.rp.items()
+        },
+        used.ids.tolist(),
+        used.generation.tolist(),
+    )
 
 
 def _ordered(value):
@@ -497,6 +516,8 @@ def test_writes_while_the_catalog_catches_up_do_not_cost_a_hit(cloud):
 
 
 CLASSES = ["VCPU", "DISK_GB", "SRIOV_NET_VF", "CUSTOM_FPGA"]
+RP, RC = tables.resource_providers, tables.resource_classes
+ALLOC, CONSUMERS = tables.allocations, tables.consumers
 TRAITS = [
     "CUSTOM_GOLD",
     "CUSTOM_SILVER",
@@ -612,6 +633,66 @@ class RandomCloud:
         if self.send("/allocations/%s" % consumer, body=body).status == 204:
             self.consumers.append(consumer)
 
+    def reshape(self):
+        """A consumer's allocations moved onto a provider whose inventory
+        the same request replaces (POST /reshaper)."""
+        if not self.consumers:
+            return
+        consumer, rp = self.rng.choice(self.consumers), self.rng.choice(self.providers)
+        held = self.cloud.call(self.cloud.writer, "/allocations/%s" % consumer)
+        rc = self.rng.choice(CLASSES)
+        self.send(
+            "/reshaper",
+            "POST",
+            {
+                "inventories": {
+                    rp: {
+                        "resource_provider_generation": self.generation(rp),
+                        "inventories": {rc: {"total": self.rng.randint(2, 8)}},
+                    }
+                },
+                "allocations": {
+                    consumer: {
+                        "allocations": {rp: {"resources": {rc: 1}}},
+                        "project_id": held.json().get("project_id", "p"),
+                        "user_id": held.json().get("user_id", "u"),
+                        "consumer_generation": held.json().get("consumer_generation"),
+                    }
+                },
+            },
+        )
+
+    def by_hand(self):
+        """SQL by hand to allocations and consumers, as another writer
+        (the triggers log it; without them usage is read per request)."""
+        with self.cloud.writer_db.engine.begin() as conn:
+            ids = dict(conn.execute(sa.select(RP.c.uuid, RP.c.id)).all())
+            classes = dict(conn.execute(sa.select(RC.c.name, RC.c.id)).all())
+            what = self.rng.randrange(3)
+            if what == 0 and self.consumers:
+                conn.execute(
+                    ALLOC.update()
+                    .where(ALLOC.c.consumer_id == self.rng.choice(self.consumers))
+                    .values(used=self.rng.randint(1, 3))
+                )
+            elif what == 1 and self.consumers:
+                consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
+                conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id == consumer))
+                conn.execute(CONSUMERS.delete().where(CONSUMERS.c.uuid == consumer))
+            else:
+                rp = ids.get(self.rng.choice(self.providers))
+                rc = classes.get(self.rng.choice(CLASSES))
+                if rp is None or rc is None:
+                    return
+                conn.execute(
+                    ALLOC.insert().values(
+                        resource_provider_id=rp,
+                        consumer_id=str(uuid.uuid4()),
+                        resource_class_id=rc,
+                        used=self.rng.randint(1, 2),
+                    )
+                )
+
     def step(self):
         if len(self.providers) < 3:
             return self.provider()
@@ -626,6 +707,8 @@ class RandomCloud:
                 self.delete,
                 self.names,
                 self.allocate,
+                self.reshape,
+                self.by_hand,
             ]
         )
         action()

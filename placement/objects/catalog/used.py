@@ -235,12 +235,8 @@ def _merged(
     keys, values = keys[kept], values[kept]
     added = np.array(sorted(now), dtype=np.int64)
     at = np.searchsorted(keys, added)
-    return (
-        _frozen(np.insert(keys, at, added)),
-        _frozen(
-            np.insert(values, at, [now[rp] for rp in added.tolist()]).astype(np.int64)
-        ),
-    )
+    fresh = np.array([now[rp] for rp in added.tolist()], dtype=np.int64)
+    return _frozen(np.insert(keys, at, added)), _frozen(np.insert(values, at, fresh))
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
