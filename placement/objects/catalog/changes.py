@@ -29,6 +29,7 @@ from sqlalchemy.dialects import sqlite
 
 from placement.db import api as db_api
 from placement.db import tables
+from placement.db import triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +40,21 @@ CHANGE_LOG = tables.catalog_log
 # inventories, traits, aggregates), resource class, trait or aggregate (one
 # a provider joined: it may be new), or anything (ref 0: the catalog is
 # read again).
-PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE, EVERYTHING = 1, 2, 3, 4, 5
+PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE = (
+    triggers.PROVIDER,
+    triggers.RESOURCE_CLASS,
+    triggers.TRAIT,
+    triggers.AGGREGATE,
+)
+EVERYTHING = 5
+# Logged only by the triggers (db/triggers.py), of what the catalog's
+# structure does not hold: the usage of provider ``ref`` (an allocation
+# row of it written), the consumer ``uuid`` (its row, or one of its
+# allocations, written; ref 0), provider ``ref``'s generation (only).
+USAGE, CONSUMER, GENERATION = triggers.USAGE, triggers.CONSUMER, triggers.GENERATION
+# Kinds that change nothing of the structure: a catalog following a log of
+# only these advances its counts and keeps everything derived from it.
+UNSTRUCTURED = frozenset((USAGE, CONSUMER, GENERATION))
 # More changes than this in one transaction are logged as EVERYTHING.
 MAX_LOGGED = 100
 # Rows kept per shard: a worker that fell further behind reads its catalog
@@ -143,6 +158,9 @@ def _log(conn: sa.Connection, changes: set) -> None:
     # see it go back and read their catalog whole), and its new numbers
     # overwrite the old ones' rows (items an old number had beyond the new
     # one's stay: a reader re-reads a few more things, never too few).
+    # On a server database the connection's shard (the one the triggers
+    # count in: a transaction holds one shard row, never two); SQLite has
+    # one writer at a time.
     shard = random.randrange(tables.CATALOG_SHARDS)
     statements = _STATEMENTS[conn.dialect.name]
     db_api.at_commit(conn, statements.bump, {"to_shard": shard})
@@ -167,6 +185,23 @@ _PRUNE = CHANGE_LOG.delete().where(
 )
 
 
+def prune(conn: sa.Connection, since: dict[int, int]) -> dict[int, int]:
+    """Delete the log rows of every shard older than its last LOG_KEPT
+    numbers (where the triggers write the log, this service's own writes,
+    which prune their shard now and then, may be few), in one statement
+    over ranges of the key: only the shards whose counts moved since the
+    counts ``since`` (those of the last prune). The counts it pruned at."""
+    now = counts(conn)
+    ranges = [
+        sa.and_(CHANGE_LOG.c.shard == shard, CHANGE_LOG.c.seq <= count - LOG_KEPT)
+        for shard, count in now.items()
+        if count > LOG_KEPT and count != since.get(shard)
+    ]
+    if ranges:
+        conn.execute(CHANGE_LOG.delete().where(sa.or_(*ranges)))
+    return now
+
+
 class _Statements:
     """The log's statements in one dialect (``upsert``: its INSERT
     construct; ``on_conflict(insert, keys, values)``: the INSERT updating
@@ -174,8 +209,10 @@ class _Statements:
     Built once: building a statement and its cache key took more time than
     running it."""
 
-    def __init__(self, upsert, on_conflict):
-        insert = upsert(CATALOG).values(shard=sa.bindparam("to_shard"), changes=1)
+    def __init__(self, upsert, on_conflict, shard=None):
+        self.shard = sa.bindparam("to_shard") if shard is None else shard
+        # inline: no RETURNING of a key given as SQL (nothing is read).
+        insert = upsert(CATALOG).values(shard=self.shard, changes=1).inline()
         self.bump = on_conflict(
             insert, [CATALOG.c.shard], lambda new: {"changes": CATALOG.c.changes + 1}
         )
@@ -193,7 +230,7 @@ class _Statements:
                 sa.literal(item, sa.Integer),
                 sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
                 sa.bindparam("ref_%d" % item, type_=sa.Integer),
-            ).where(CATALOG.c.shard == sa.bindparam("to_shard"))
+            ).where(CATALOG.c.shard == self.shard)
             for item in range(count)
         ]
         insert = self._upsert(CHANGE_LOG).from_select(
@@ -202,7 +239,9 @@ class _Statements:
         )
         keys = [CHANGE_LOG.c.shard, CHANGE_LOG.c.seq, CHANGE_LOG.c.item]
         return self._on_conflict(
-            insert, keys, lambda new: {"kind": new.kind, "ref": new.ref}
+            insert,
+            keys,
+            lambda new: {"kind": new.kind, "ref": new.ref, "uuid": new.uuid},
         )
 
 
@@ -216,9 +255,13 @@ def _on_conflict(insert, keys, values):
     )
 
 
+def _shard_of(dialect):
+    return sa.literal_column(triggers.shard_of(dialect), sa.Integer)
+
+
 _STATEMENTS = {
-    "mysql": _Statements(mysql.insert, _on_duplicate_key),
-    "postgresql": _Statements(postgresql.insert, _on_conflict),
+    "mysql": _Statements(mysql.insert, _on_duplicate_key, _shard_of("mysql")),
+    "postgresql": _Statements(postgresql.insert, _on_conflict, _shard_of("postgresql")),
     "sqlite": _Statements(sqlite.insert, _on_conflict),
 }
 

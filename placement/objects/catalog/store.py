@@ -78,6 +78,10 @@ class Catalog:
         self.offset = fingerprint.empty()
         # Its inventories as columns (columns.of), once asked for.
         self.columns: columns.Columns | None = None
+        # What identifies its structure (everything above but the counts):
+        # shared by the catalogs that followed only changes of none of it
+        # (``changes.UNSTRUCTURED``), a new one otherwise.
+        self.structure = object()
         # Usage and generations (used.py), where triggers log every
         # writer's allocations; None otherwise (they are read per request).
         self.used: used_.Used | None = None
@@ -180,12 +184,21 @@ class Catalog:
 
     def advanced(self, conn: sa.Connection, seqs: dict, changed: dict) -> "Catalog":
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
-        from the log up to ``seqs``) read again in ``conn``'s snapshot."""
+        from the log up to ``seqs``) read again in ``conn``'s snapshot.
+        Where none of them changes the structure (usage, consumers,
+        generations: ``changes.UNSTRUCTURED``), only the counts move:
+        everything derived from it (columns, per-tree answers, the
+        fingerprint, the provider list's body) stays good."""
         catalog = copy.copy(self)
+        catalog._counted(seqs)
+        if changed.keys() <= changes.UNSTRUCTURED:
+            if self.used is not None:
+                catalog._follow_usage(conn, self, changed)
+            return catalog
+        catalog.structure = object()
         catalog.columns = None
         if self.content is not None:
             catalog.content = list(self.content)
-        catalog._counted(seqs)
         classes = changed.get(changes.RESOURCE_CLASS)
         traits = changed.get(changes.TRAIT)
         if classes or traits:
