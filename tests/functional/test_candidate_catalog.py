@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import tables
+from placement.db import triggers
 from placement.objects import common
 from placement.objects import standard_names
 from placement.objects.allocation_candidates import catalog_index
@@ -184,6 +185,7 @@ def _contents(cached):
             "hashed",
             "offset",
             "columns",
+            "structure",
             "used",
         )
     }
@@ -212,12 +214,17 @@ def _ordered(value):
 
 
 @contextlib.contextmanager
-def two_workers(writer_url, reader_url):
+def two_workers(writer_url, reader_url, logged=False):
     """A Cloud of two workers on one empty database, reached through the
-    given URLs (the same, or two nodes of a cluster)."""
+    given URLs (the same, or two nodes of a cluster); with the change-log
+    triggers (``logged``: usage followed in memory) or without them (the
+    fallback)."""
     conf = fixtures.configure()
     engine = db_api.create_engine(writer_url, conf)
     tables.metadata.create_all(engine)
+    if logged:
+        with engine.begin() as conn:
+            triggers.create(conn)
     standard_names.sync_standard_names(db_api.Database(engine, conf))
     engine.dispose()
     with (
@@ -232,7 +239,21 @@ def two_workers(writer_url, reader_url):
 @pytest.fixture(params=fixtures.BACKENDS)
 def cloud(request):
     fixtures.require_backend(request.param)
-    with fixtures.database_url(request.param) as url, two_workers(url, url) as cloud:
+    with (
+        fixtures.database_url(request.param) as url,
+        two_workers(url, url, logged=True) as cloud,
+    ):
+        yield cloud
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def fallback_cloud(request):
+    """A Cloud without the triggers: usage is read per request."""
+    fixtures.require_backend(request.param)
+    with (
+        fixtures.database_url(request.param) as url,
+        two_workers(url, url) as cloud,
+    ):
         yield cloud
 
 
@@ -332,22 +353,39 @@ def test_sharing_provider_joins_and_leaves(cloud):
     assert _count(cloud.check()[0]) == 1
 
 
-def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
+def test_allocations_keep_the_catalog_and_show_in_usage(fallback_cloud):
+    """Without the triggers allocation writes are not logged: the catalog
+    stays as it is and usage is read per request."""
+    _allocations_keep(fallback_cloud, logged=False)
+
+
+def test_allocations_are_followed_in_memory(cloud):
+    """With the triggers an allocation write is logged: the catalog
+    follows it by the counts (its structure and what is derived from it
+    kept) and answers the new usage from memory."""
+    _allocations_keep(cloud, logged=True)
+
+
+def _allocations_keep(cloud, logged):
     _, numa, _ = _tree(cloud)
     cloud.check()
     cached = refresh._CACHES[cloud.reader_db].catalog
     stamp = _stamp(cloud.reader_db)
     consumer = _claim(cloud, numa, VCPU=3)
-    assert _stamp(cloud.reader_db) == stamp
+    assert (_stamp(cloud.reader_db) > stamp) == logged
     answers = cloud.check()
-    assert refresh._CACHES[cloud.reader_db].catalog is cached
+    catalog = refresh._CACHES[cloud.reader_db].catalog
+    assert (catalog is cached) != logged
+    assert catalog.structure is cached.structure
+    assert catalog.derived_by_tree is cached.derived_by_tree
+    assert (catalog.used is not cached.used) == logged
     assert _count(answers[3]) == 0  # VCPU:2 no longer fits
     summary = answers[0]["provider_summaries"][numa]
     assert summary["resources"]["VCPU"] == {"capacity": 4, "used": 3}
     listed = {p["uuid"]: p for p in answers[-1]["resource_providers"]}
     assert listed[numa]["generation"] == cloud.generation(numa)
     cloud.call(cloud.writer, "/allocations/%s" % consumer, "DELETE", status=204)
-    assert _stamp(cloud.reader_db) == stamp
+    assert (_stamp(cloud.reader_db) > stamp) == logged
     assert _count(cloud.check()[3]) == 1
 
 
@@ -413,7 +451,8 @@ def test_rolled_back_writes_are_not_counted(cloud):
     assert _stamp(cloud.reader_db) == stamp
 
 
-def test_missing_shard_rows_are_recreated(cloud):
+def test_missing_shard_rows_are_recreated(fallback_cloud):
+    cloud = fallback_cloud  # without the triggers: the log's own mechanics
     with cloud.reader_db.writer() as conn:
         conn.execute(tables.catalog_changes.delete())
     assert _stamp(cloud.reader_db) == 0
@@ -740,10 +779,15 @@ def test_random_writes_and_reads_through_both_workers(cloud):
     random_day(cloud, steps=300)
 
 
-def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):
+def test_random_writes_without_the_triggers(fallback_cloud):
+    random_day(fallback_cloud, steps=150)
+
+
+def test_catalog_read_whole_when_the_log_cannot_tell(fallback_cloud, monkeypatch):
     """A worker whose catalog is older than what the log keeps (pruned),
     or that sees a write of EVERYTHING, reads the catalog whole again and
     still answers as the uncached path."""
+    cloud = fallback_cloud  # without the triggers: the log's own mechanics
     cn, _, _ = _tree(cloud)
     cloud.check()
     monkeypatch.setattr(changes, "LOG_KEPT", 1)
@@ -834,11 +878,12 @@ UNRECORDED_WRITES = {
 
 
 @pytest.mark.parametrize("table", sorted(UNRECORDED_WRITES))
-def test_a_write_that_records_nothing_is_caught(cloud, monkeypatch, table):
+def test_a_write_that_records_nothing_is_caught(fallback_cloud, monkeypatch, table):
     """The watcher sees every write of the catalog's tables: one whose
     write path recorded no change is reported (the tests fail on it) and
     logged as EVERYTHING, so every worker still ends at the right catalog;
     a generation swap alone (an allocation write) is no change of it."""
+    cloud = fallback_cloud  # without the triggers: the log's own mechanics
     cn, _, _ = _tree(cloud)
     cloud.write(
         "/resource_providers/%s/aggregates" % cn,
@@ -952,12 +997,13 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
 
 
 def test_a_search_that_found_the_catalog_behind_reads_the_stamp_first(
-    cloud, monkeypatch
+    fallback_cloud, monkeypatch
 ):
     """Under a stream of other workers' writes nearly every search from the
     held catalog would find it behind and search twice: after one does,
     searches read the stamp first (two statements) for
     UNCONFIRMED_PAUSE_S, then answer from the held catalog again (one)."""
+    cloud = fallback_cloud  # without the triggers: the log's own mechanics
     cloud.inventories(cloud.provider("one"), VCPU=8)
     cloud.check()
     monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)

@@ -151,7 +151,7 @@ def _hosts(client, count):
     for i in range(count):
         rp = str(uuid.uuid4())
         assert client.post(
-            "/resource_providers", json={"uuid": rp, "name": "host-%d" % i}
+            "/resource_providers", json={"uuid": rp, "name": "host-%d-%d" % (count, i)}
         ).is_success
         inventories = {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 4096}}
         assert client.put(
@@ -169,6 +169,7 @@ def _hosts(client, count):
             "project_id": str(uuid.uuid4()),
             "user_id": str(uuid.uuid4()),
             "consumer_generation": None,
+            "consumer_type": "INSTANCE",
         }
         assert client.put("/allocations/%s" % uuid.uuid4(), json=claim).is_success
     return rp
@@ -179,6 +180,11 @@ def test_reads_from_memory_run_one_statement(cloud_app):
     for size in (3, 40):
         rp = _hosts(client, size)
         assert refresh.logged_by_triggers(db)
+        # The catalog read, then compared once with the database (a
+        # process without a follower compares on a request; with the
+        # triggers, a safety net minutes apart).
+        for _ in range(2):
+            assert client.get(ONE_LOOK[0]).status_code == 200
         for path in ONE_LOOK:
             path = path % {"rp": rp}
             # The first follows what the writes logged; the second finds
