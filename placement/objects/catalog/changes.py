@@ -158,31 +158,19 @@ def _log(conn: sa.Connection, changes: set) -> None:
     # see it go back and read their catalog whole), and its new numbers
     # overwrite the old ones' rows (items an old number had beyond the new
     # one's stay: a reader re-reads a few more things, never too few).
-    # On a server database the connection's shard (the one the triggers
-    # count in: a transaction holds one shard row, never two); SQLite has
-    # one writer at a time.
-    shard = random.randrange(tables.CATALOG_SHARDS)
+    # The shard is the connection's (db/triggers.py), the one the triggers
+    # count its rows in: a transaction holds one shard row, never two.
     statements = _STATEMENTS[conn.dialect.name]
-    db_api.at_commit(conn, statements.bump, {"to_shard": shard})
+    db_api.at_commit(conn, statements.bump)
     if len(changes) > MAX_LOGGED:
         changes = {(EVERYTHING, 0)}
-    params: dict[str, int] = {"to_shard": shard}
+    params: dict[str, int] = {}
     for item, (kind, ref) in enumerate(sorted(changes)):
         params["kind_%d" % item] = kind
         params["ref_%d" % item] = ref
     db_api.at_commit(conn, statements.log_rows(len(changes)), params)
     if random.randrange(PRUNE_EVERY) == 0:
-        db_api.at_commit(conn, _PRUNE, {"to_shard": shard, "kept": LOG_KEPT})
-
-
-_PRUNE = CHANGE_LOG.delete().where(
-    CHANGE_LOG.c.shard == sa.bindparam("to_shard"),
-    CHANGE_LOG.c.seq
-    <= sa.select(CATALOG.c.changes)
-    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
-    .scalar_subquery()
-    - sa.bindparam("kept", type_=sa.BigInteger),
-)
+        db_api.at_commit(conn, statements.prune, {"kept": LOG_KEPT})
 
 
 def prune(conn: sa.Connection, since: dict[int, int]) -> dict[int, int]:
@@ -209,19 +197,27 @@ class _Statements:
     Built once: building a statement and its cache key took more time than
     running it."""
 
-    def __init__(self, upsert, on_conflict, shard=None):
-        self.shard = sa.bindparam("to_shard") if shard is None else shard
+    def __init__(self, dialect, upsert, on_conflict):
+        self.shard = sa.literal_column(triggers.shard_of(dialect), sa.Integer)
         # inline: no RETURNING of a key given as SQL (nothing is read).
         insert = upsert(CATALOG).values(shard=self.shard, changes=1).inline()
         self.bump = on_conflict(
             insert, [CATALOG.c.shard], lambda new: {"changes": CATALOG.c.changes + 1}
+        )
+        self.prune = CHANGE_LOG.delete().where(
+            CHANGE_LOG.c.shard == self.shard,
+            CHANGE_LOG.c.seq
+            <= sa.select(CATALOG.c.changes)
+            .where(CATALOG.c.shard == self.shard)
+            .scalar_subquery()
+            - sa.bindparam("kept", type_=sa.BigInteger),
         )
         self._upsert, self._on_conflict = upsert, on_conflict
         self.log_rows = functools.cache(self._log_rows)
 
     def _log_rows(self, count: int) -> sa.Insert:
         """The INSERT of ``count`` log rows (kind_<i>, ref_<i>) into the
-        shard ``to_shard``: one statement, the rows taking the shard's new
+        connection's shard: one statement, the rows taking the shard's new
         count from its row, overwriting any left under that number."""
         rows = [
             sa.select(
@@ -255,14 +251,10 @@ def _on_conflict(insert, keys, values):
     )
 
 
-def _shard_of(dialect):
-    return sa.literal_column(triggers.shard_of(dialect), sa.Integer)
-
-
 _STATEMENTS = {
-    "mysql": _Statements(mysql.insert, _on_duplicate_key, _shard_of("mysql")),
-    "postgresql": _Statements(postgresql.insert, _on_conflict, _shard_of("postgresql")),
-    "sqlite": _Statements(sqlite.insert, _on_conflict),
+    "mysql": _Statements("mysql", mysql.insert, _on_duplicate_key),
+    "postgresql": _Statements("postgresql", postgresql.insert, _on_conflict),
+    "sqlite": _Statements("sqlite", sqlite.insert, _on_conflict),
 }
 
 
