@@ -51,7 +51,6 @@ from placement.cmd import api
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
-from placement.db import triggers
 from placement.objects import standard_names
 from placement.objects.catalog import changes
 
@@ -101,23 +100,6 @@ QUERIES = {
     ],
 }
 PATHS = {"rp-list": ["/resource_providers"]}
-
-
-@contextlib.contextmanager
-def untriggered(db):
-    """Bulk INSERTs without the change-log triggers (one log row per row
-    made a 100,000-host load ten times slower), created again after: as a
-    restore, the catalog is read whole when the service starts."""
-    with db.engine.begin() as conn:
-        had = triggers.installed(conn)
-        if had:
-            triggers.drop(conn)
-    try:
-        yield
-    finally:
-        if had:
-            with db.engine.begin() as conn:
-                triggers.create(conn)
 
 
 class Loader:

@@ -142,11 +142,6 @@ def aggregate_uuid(i):
 
 def load(db, hosts, aggregates, seed=1, children=False):
     """Bulk INSERTs of the cloud (see the module's docstring)."""
-    with profile_request.untriggered(db):
-        return _load(db, hosts, aggregates, seed, children)
-
-
-def _load(db, hosts, aggregates, seed, children):
     loader = profile_request.Loader(db)
     rnd = random.Random(seed)
     instances = []  # ({class: host id}, flavor)
