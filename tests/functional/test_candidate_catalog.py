@@ -21,7 +21,6 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
-from placement.db import triggers
 from placement.objects import common
 from placement.objects import standard_names
 from placement.objects.allocation_candidates import catalog_index
@@ -215,17 +214,15 @@ def _ordered(value):
 
 
 @contextlib.contextmanager
-def two_workers(writer_url, reader_url, logged=True):
+def two_workers(writer_url, reader_url, triggers=True):
     """A Cloud of two workers on one empty database, reached through the
-    given URLs (the same, or two nodes of a cluster); with the change-log
-    triggers (``logged``: usage followed in memory) or without them (the
-    fallback: usage read per request)."""
+    given URLs (the same, or two nodes of a cluster); without the
+    change-log triggers (``triggers=False``): the fallback."""
     conf = fixtures.configure()
     engine = db_api.create_engine(writer_url, conf)
     schema.create_at_head(engine)
-    if not logged:
-        with engine.begin() as conn:
-            triggers.drop(conn)
+    if not triggers:
+        fixtures.drop_triggers(engine)
     standard_names.sync_standard_names(db_api.Database(engine, conf))
     engine.dispose()
     with (
@@ -250,7 +247,7 @@ def fallback_cloud(request):
     fixtures.require_backend(request.param)
     with (
         fixtures.database_url(request.param) as url,
-        two_workers(url, url, logged=False) as cloud,
+        two_workers(url, url, triggers=False) as cloud,
     ):
         yield cloud
 

@@ -39,8 +39,10 @@ class CatalogIndex:
         conn: sa.Connection,
         catalog: Catalog,
         unconfirmed: bool = False,
+        db: db_api.Database | None = None,
         used: catalog_used.Used | None = None,
     ):
+        self.db = db
         self.conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
@@ -57,9 +59,24 @@ class CatalogIndex:
         if stamp is None:
             stamp = changes.stamp(self.conn)
         self.unconfirmed = False
-        if stamp != self.catalog.stamp:
+        if stamp != self.catalog.stamp and (
+            # Usage from memory is the held catalog's: claims since are
+            # missing from it (answered again from the catalog at ``stamp``).
+            self.used is not None or not self._same_structure(stamp)
+        ):
             raise Behind(stamp)
         events.catalog_used("hit")
+
+    def _same_structure(self, stamp):
+        """Whether the catalog at ``stamp`` (brought there by the log) has
+        the structure this one answered from: the changes between were
+        claims' (usage, consumers, generations), which the usage read at
+        ``stamp`` holds, so the answer stands."""
+        return (
+            self.db is not None
+            and refresh.structure_at(self.db, self.conn, stamp)
+            is self.catalog.structure
+        )
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         return _ids(self.catalog.class_ids, names, self.sql.class_ids)
@@ -295,5 +312,5 @@ def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     if catalog is None:
         return index(db, conn)
     return CatalogIndex(
-        conn, catalog, unconfirmed=True, used=refresh.used_of(db, catalog)
+        conn, catalog, unconfirmed=True, db=db, used=refresh.used_of(db, catalog)
     )
