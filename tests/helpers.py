@@ -89,14 +89,15 @@ def bounded_examples(count):
 
 def new_provider(db):
     """The uuid of a new root provider, at generation 0 and without
-    inventory, its row written directly (every catalog reads it whole)."""
+    inventory, its row written directly (every catalog reads it whole),
+    its own root as the service writes it."""
     rp_uuid = str(uuid.uuid4())
+    rp = tables.resource_providers
     with db.writer() as conn:
         changes.record(conn, changes.EVERYTHING)
+        conn.execute(rp.insert().values(uuid=rp_uuid, name=rp_uuid, generation=0))
         conn.execute(
-            tables.resource_providers.insert().values(
-                uuid=rp_uuid, name=rp_uuid, generation=0
-            )
+            rp.update().where(rp.c.uuid == rp_uuid).values(root_provider_id=rp.c.id)
         )
     return rp_uuid
 

@@ -141,29 +141,14 @@ def _columnar(index, request, options):
     columns = catalog_columns.of(catalog)
     wanted = tuple(sorted(class_ids.values()))
     fitting = []  # (class, Stock, fits per row)
-    rows = providers.usage_rows(index.conn, wanted)
-    rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if any(rc not in columns.stock for rc in wanted):
+        return EMPTY
+    if any(columns.stock[rc].big for rc in wanted):
+        return None  # counts past int64: the engine's (Python ints)
+    used = index.usage_columns(wanted, columns.stock)
     for rc, amount in group.resources:
-        stock = columns.stock.get(rc)
-        if stock is None:
-            return EMPTY
-        if stock.big:
-            return None  # counts past int64: the engine's (Python ints)
-        column = 1 + wanted.index(rc)
-        amounts = np.fromiter(
-            (r[column] or 0 for r in rows),
-            dtype=np.int64,
-            count=len(rows),
-        )
-        fitting.append(
-            (
-                rc,
-                stock,
-                catalog_columns.fits(
-                    stock, catalog_columns.aligned(stock, rp, amounts), amount
-                ),
-            )
-        )
+        stock = columns.stock[rc]
+        fitting.append((rc, stock, catalog_columns.fits(stock, used[rc], amount)))
     count, tie = (_spread if group.spread else _single)(fitting, len(columns.roots))
     return _answer(catalog, columns, [rc for rc, _, _ in fitting], count, tie)
 
@@ -421,12 +406,16 @@ def _aggregates(index: providers.Index, counts: Mapping[int, int]) -> dict[str, 
             totals[aggregate] += counts[rp]
     if not totals:
         return {}
-    uuids: dict[int, str] = dict(
-        index.conn.execute(
-            sa.select(AGG.c.id, AGG.c.uuid).where(
-                AGG.c.id.in_(sa.bindparam("ids", expanding=True))
-            ),
-            {"ids": sorted(totals)},
-        ).all()
-    )
+    catalog = getattr(index, "catalog", None)
+    if catalog is not None:
+        uuids = {i: u for u, i in catalog.aggregate_ids.items() if i in totals}
+    else:
+        uuids = dict(
+            index.conn.execute(
+                sa.select(AGG.c.id, AGG.c.uuid).where(
+                    AGG.c.id.in_(sa.bindparam("ids", expanding=True))
+                ),
+                {"ids": sorted(totals)},
+            ).all()
+        )
     return {uuids[a]: n for a, n in sorted(totals.items()) if a in uuids}

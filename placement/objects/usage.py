@@ -1,10 +1,12 @@
 """Usages: sums of allocated amounts, per provider or per project/user."""
 
+import numpy as np
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import refresh
 
 ALLOC = tables.allocations
 INV = tables.inventories
@@ -18,8 +20,15 @@ ALL_TYPES = "all"
 
 def provider_usages(db: db_api.Database, rp_uuid: str) -> tuple[int, dict[str, int]]:
     """(generation, {class: used}) with one entry per inventory class of the
-    provider. ResourceProviderNotFound for an unknown provider."""
+    provider. ResourceProviderNotFound for an unknown provider. From the
+    catalog where it holds usage and is current (the stamp the one
+    statement)."""
     with db.reader() as conn:
+        # Without the triggers, no look at the stamp: SQL answers anyway.
+        catalog = refresh.current(db, conn) if refresh.logged_by_triggers(db) else None
+        used = None if catalog is None else refresh.used_of(db, catalog)
+        if used is not None:
+            return _from_memory(catalog, used, rp_uuid)
         provider = common.get_provider(conn, rp_uuid)
         rows = conn.execute(
             sa.select(RC.c.name, sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
@@ -36,6 +45,19 @@ def provider_usages(db: db_api.Database, rp_uuid: str) -> tuple[int, dict[str, i
             .group_by(RC.c.name)
         ).all()
     return provider["generation"], {name: int(used) for name, used in rows}
+
+
+def _from_memory(catalog, used, rp_uuid):
+    rp = catalog.ids.get(rp_uuid)
+    generation = None if rp is None else used.generation_of(rp)
+    if generation is None:
+        raise common.provider_not_found(rp_uuid)
+    asked = np.array([rp], dtype=np.int64)
+    names = catalog.class_names
+    return generation, {
+        names[rc]: int(used.of(rc, asked)[0])
+        for rc, _ in catalog.by_provider.get(rp, ())
+    }
 
 
 def total_usages(

@@ -124,7 +124,7 @@ class Cloud:
         assert refresh._CACHES[reader_db].catalog.stamp == _stamp(reader_db)
         catalog = refresh._CACHES[reader_db].catalog
         with reader_db.reader() as conn:
-            afresh = store.Catalog.read(conn)
+            afresh = store.Catalog.read(conn, usage=catalog.used is not None)
             # What the index derived per tree and kept through the changes
             # is what it derives afresh.
             derive = catalog_index.CatalogIndex(conn, afresh).idle_summaries
@@ -135,6 +135,10 @@ class Cloud:
             for (field, value), roots in catalog.value_roots.items():
                 assert roots == afresh.roots_of(field, value), (field, value)
         assert _contents(catalog) == _contents(afresh)
+        # Usage and generations followed through the changes (where the
+        # triggers log them) are a fresh read's.
+        assert _usage(catalog.used) == _usage(afresh.used)
+        assert (catalog.used is not None) == refresh.logged_by_triggers(reader_db)
         # The fingerprint kept up to date through the changes is the one
         # computed afresh, and the database's.
         dialect = reader_db.dialect
@@ -182,8 +186,23 @@ def _contents(cached):
             "offset",
             "columns",
             "structure",
+            "used",
         )
     }
+
+
+def _usage(used):
+    """A catalog's usage and generations as plain values (None: none)."""
+    if used is None:
+        return None
+    return (
+        {
+            rc: (holders.tolist(), used.amount[rc].tolist())
+            for rc, holders in used.rp.items()
+        },
+        used.ids.tolist(),
+        used.generation.tolist(),
+    )
 
 
 def _ordered(value):
@@ -219,6 +238,17 @@ def two_workers(writer_url, reader_url, triggers=True):
 def cloud(request):
     fixtures.require_backend(request.param)
     with fixtures.database_url(request.param) as url, two_workers(url, url) as cloud:
+        yield cloud
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def fallback_cloud(request):
+    """A Cloud without the triggers: usage is read per request."""
+    fixtures.require_backend(request.param)
+    with (
+        fixtures.database_url(request.param) as url,
+        two_workers(url, url, triggers=False) as cloud,
+    ):
         yield cloud
 
 
@@ -328,7 +358,11 @@ def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
     # catalog follows only its counts, its structure kept.
     assert _stamp(cloud.reader_db) > stamp
     answers = cloud.check()
-    assert refresh._CACHES[cloud.reader_db].catalog.structure is cached.structure
+    catalog = refresh._CACHES[cloud.reader_db].catalog
+    assert catalog.structure is cached.structure
+    # What was derived per tree is kept; usage is followed in memory.
+    assert catalog.derived_by_tree is cached.derived_by_tree
+    assert catalog.used is not cached.used
     assert _count(answers[3]) == 0  # VCPU:2 no longer fits
     summary = answers[0]["provider_summaries"][numa]
     assert summary["resources"]["VCPU"] == {"capacity": 4, "used": 3}
@@ -506,6 +540,8 @@ def test_writes_while_the_catalog_catches_up_do_not_cost_a_hit(cloud):
 
 
 CLASSES = ["VCPU", "DISK_GB", "SRIOV_NET_VF", "CUSTOM_FPGA"]
+RP, RC = tables.resource_providers, tables.resource_classes
+ALLOC, CONSUMERS = tables.allocations, tables.consumers
 TRAITS = [
     "CUSTOM_GOLD",
     "CUSTOM_SILVER",
@@ -621,6 +657,66 @@ class RandomCloud:
         if self.send("/allocations/%s" % consumer, body=body).status == 204:
             self.consumers.append(consumer)
 
+    def reshape(self):
+        """A consumer's allocations moved onto a provider whose inventory
+        the same request replaces (POST /reshaper)."""
+        if not self.consumers:
+            return
+        consumer, rp = self.rng.choice(self.consumers), self.rng.choice(self.providers)
+        held = self.cloud.call(self.cloud.writer, "/allocations/%s" % consumer)
+        rc = self.rng.choice(CLASSES)
+        self.send(
+            "/reshaper",
+            "POST",
+            {
+                "inventories": {
+                    rp: {
+                        "resource_provider_generation": self.generation(rp),
+                        "inventories": {rc: {"total": self.rng.randint(2, 8)}},
+                    }
+                },
+                "allocations": {
+                    consumer: {
+                        "allocations": {rp: {"resources": {rc: 1}}},
+                        "project_id": held.json().get("project_id", "p"),
+                        "user_id": held.json().get("user_id", "u"),
+                        "consumer_generation": held.json().get("consumer_generation"),
+                    }
+                },
+            },
+        )
+
+    def by_hand(self):
+        """SQL by hand to allocations and consumers, as another writer
+        (the triggers log it; without them usage is read per request)."""
+        with self.cloud.writer_db.engine.begin() as conn:
+            ids = dict(conn.execute(sa.select(RP.c.uuid, RP.c.id)).all())
+            classes = dict(conn.execute(sa.select(RC.c.name, RC.c.id)).all())
+            what = self.rng.randrange(3)
+            if what == 0 and self.consumers:
+                conn.execute(
+                    ALLOC.update()
+                    .where(ALLOC.c.consumer_id == self.rng.choice(self.consumers))
+                    .values(used=self.rng.randint(1, 3))
+                )
+            elif what == 1 and self.consumers:
+                consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
+                conn.execute(ALLOC.delete().where(ALLOC.c.consumer_id == consumer))
+                conn.execute(CONSUMERS.delete().where(CONSUMERS.c.uuid == consumer))
+            else:
+                rp = ids.get(self.rng.choice(self.providers))
+                rc = classes.get(self.rng.choice(CLASSES))
+                if rp is None or rc is None:
+                    return
+                conn.execute(
+                    ALLOC.insert().values(
+                        resource_provider_id=rp,
+                        consumer_id=str(uuid.uuid4()),
+                        resource_class_id=rc,
+                        used=self.rng.randint(1, 2),
+                    )
+                )
+
     def step(self):
         if len(self.providers) < 3:
             return self.provider()
@@ -635,6 +731,8 @@ class RandomCloud:
                 self.delete,
                 self.names,
                 self.allocate,
+                self.reshape,
+                self.by_hand,
             ]
         )
         action()
@@ -664,6 +762,10 @@ def random_day(cloud, steps):
 
 def test_random_writes_and_reads_through_both_workers(cloud):
     random_day(cloud, steps=300)
+
+
+def test_random_writes_without_the_triggers(fallback_cloud):
+    random_day(fallback_cloud, steps=150)
 
 
 def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):
@@ -882,12 +984,15 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
 
 
 def test_a_search_that_found_the_catalog_behind_reads_the_stamp_first(
-    cloud, monkeypatch
+    fallback_cloud, monkeypatch
 ):
     """Under a stream of other workers' writes nearly every search from the
     held catalog would find it behind and search twice: after one does,
     searches read the stamp first (two statements) for
-    UNCONFIRMED_PAUSE_S, then answer from the held catalog again (one)."""
+    UNCONFIRMED_PAUSE_S, then answer from the held catalog again (one).
+    Without the triggers: with them usage is in memory, and either way the
+    stamp is the one statement."""
+    cloud = fallback_cloud
     cloud.inventories(cloud.provider("one"), VCPU=8)
     cloud.check()
     monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)

@@ -243,10 +243,12 @@ def run_cost(conf, args):
     the ranking of the request before (``reused``, as between two
     rankings of a worker)."""
     path = "/allocation_candidates?%s&limit=%d" % (scale.FLAVOR, scale.LIMIT)
+    paths = {"capacity": "/allocation_candidates/capacity?%s" % scale.FLAVOR}
     variants = [("id", "id", 0.0)]
     for order in ("spread", "pack"):
         if order in args.orders:
             variants += [(order, order, 0.0), (order + " reused", order, 1e9)]
+    variants.append(("capacity", "id", 0.0))
     with profile_request.fresh_database(args.db, conf) as (_, db):
         started = time.perf_counter()
         instances = scale.load(db, args.cost_hosts, 200)
@@ -267,11 +269,14 @@ def run_cost(conf, args):
                     conf.set_override(
                         "allocation_candidates_order_age", age, group="placement"
                     )
-                    resp, wall, cpu = timed_get(app, path)
+                    resp, wall, cpu = timed_get(app, paths.get(name, path))
                     assert resp.status == 200, resp.body
                     walls[name].append(wall)
                     cpus[name].append(cpu)
-                    bodies[name] = len(resp.json()["allocation_requests"])
+                    found = resp.json()
+                    bodies[name] = found.get(
+                        "capacity", len(found.get("allocation_requests", ()))
+                    )
     figures = {
         name: {
             "candidates": bodies[name],

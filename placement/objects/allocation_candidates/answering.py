@@ -355,7 +355,7 @@ def _ranked(index, groups, roots, options):
     if catalog is None or not amounts:
         return None
     return tree_order.ranked(
-        catalog, index.conn, options.order, amounts, roots, options.order_age
+        catalog, index, options.order, amounts, roots, options.order_age
     )
 
 

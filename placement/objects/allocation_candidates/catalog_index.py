@@ -1,13 +1,18 @@
 """The candidate index: stage 2's ``Index`` (allocation_candidates/
 providers.py) answered from the worker's provider catalog while it is
-current, no statement but the stamp's (usage is read by
-``providers.usage`` either way); ``index`` picks it or SQL's."""
+current, no statement but the stamp's; usage too where triggers log every
+writer's allocations (the catalog's ``used``), else it is read by
+``providers.usage``. ``index`` picks it or SQL's."""
 
+import bisect
+import collections
 from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from placement import events
@@ -21,6 +26,7 @@ from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
 from placement.objects.catalog import changes
 from placement.objects.catalog import refresh
+from placement.objects.catalog import used as catalog_used
 from placement.objects.catalog.store import Catalog
 
 
@@ -34,11 +40,14 @@ class CatalogIndex:
         catalog: Catalog,
         unconfirmed: bool = False,
         db: db_api.Database | None = None,
+        used: catalog_used.Used | None = None,
     ):
         self.db = db
         self.conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
+        # The catalog's usage where it answers usage (``refresh.used_of``).
+        self.used = used
         self.sql = sql.SqlIndex(conn)
         self._sharing = catalog.trait_holders.get(
             catalog.trait_ids.get(stage.SHARING_TRAIT), ()
@@ -50,7 +59,11 @@ class CatalogIndex:
         if stamp is None:
             stamp = changes.stamp(self.conn)
         self.unconfirmed = False
-        if stamp != self.catalog.stamp and not self._same_structure(stamp):
+        if stamp != self.catalog.stamp and (
+            # Usage from memory is the held catalog's: claims since are
+            # missing from it (answered again from the catalog at ``stamp``).
+            self.used is not None or not self._same_structure(stamp)
+        ):
             raise Behind(stamp)
         events.catalog_used("hit")
 
@@ -154,6 +167,60 @@ class CatalogIndex:
     def trait_roots(self, trait_ids: Collection[int]) -> dict[int, frozenset[int]]:
         return {t: self.catalog.roots_of("traits", t) for t in trait_ids}
 
+    def usage(
+        self,
+        *,
+        classes: Collection[int] | None = None,
+        providers: Iterable[int] | None = None,
+        trees: tuple[int, int] | None = None,
+        roots: list[int] | None = None,
+    ) -> dict[Key, int]:
+        used = self.used
+        if used is None:
+            # The stamp comes with the first usage read (no round trip of
+            # its own).
+            stamp = self.confirm if self.unconfirmed and classes is not None else None
+            return stage.usage(
+                self.conn,
+                classes=classes,
+                providers=providers,
+                trees=trees,
+                roots=roots,
+                stamp=stamp,
+            )
+        self.confirm()
+        catalog = self.catalog
+        if classes is None:
+            if providers is None:
+                raise TypeError("usage of classes or of providers")
+            by_class = collections.defaultdict(list)
+            by_provider = catalog.by_provider
+            for rp in providers:
+                for rc, _ in by_provider.get(rp, ()):
+                    by_class[rc].append(rp)
+            out: dict[Key, int] = {}
+            for rc, rps in by_class.items():
+                out.update(used.pairs((rc,), rps))
+            return out
+        if trees is not None:
+            every = catalog.roots
+            first = bisect.bisect_left(every, trees[0])
+            roots = every[first : bisect.bisect_right(every, trees[1], first)]
+        if roots is None:
+            return used.pairs(classes)
+        members = catalog.members
+        return used.pairs(
+            classes, [rp for root in roots for rp in members.get(root, ())]
+        )
+
+    def usage_columns(
+        self, class_ids: tuple[int, ...], stock: Mapping[int, Any]
+    ) -> dict[int, np.ndarray]:
+        if self.used is None:
+            return stage.usage_columns(self.conn, class_ids, stock)
+        self.confirm()
+        return {rc: self.used.column(rc, stock[rc].rp) for rc in class_ids}
+
     def kept_answers(self, shape: Hashable) -> kept.Answers:
         return kept.Answers(self.catalog, shape)
 
@@ -233,7 +300,7 @@ def index(
     catalog = refresh.current(db, conn, stamp)
     if catalog is None:
         return sql.SqlIndex(conn)
-    return CatalogIndex(conn, catalog)
+    return CatalogIndex(conn, catalog, used=refresh.used_of(db, catalog))
 
 
 def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
@@ -244,4 +311,6 @@ def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     catalog = refresh.held(db)
     if catalog is None:
         return index(db, conn)
-    return CatalogIndex(conn, catalog, unconfirmed=True, db=db)
+    return CatalogIndex(
+        conn, catalog, unconfirmed=True, db=db, used=refresh.used_of(db, catalog)
+    )

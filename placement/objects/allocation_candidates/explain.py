@@ -130,7 +130,7 @@ class _Explainer:
         }
         cause = self._reason(recorder.steps, wide, groups)
         nearest = cause and _nearest(closest, cause)
-        _name(self.conn, closest[:CLOSEST] + ([nearest] if nearest else []))
+        _name(self.index, closest[:CLOSEST] + ([nearest] if nearest else []))
         return {
             "groups": funnels,
             "request": wide,
@@ -646,17 +646,22 @@ def _sentence(cause, nearest):
     return "%s (closest: %s%s)" % (clause, nearest["name"], detail)
 
 
-def _name(conn, closest):
+def _name(index, closest):
     """The entries of ``closest`` name providers (or roots) by id: give
-    them their uuid and name, which the reason quotes."""
+    them their uuid and name, which the reason quotes (from the catalog
+    when the index answers from one)."""
     ids = {e.get("provider", e.get("tree")) for e in closest}
-    rp = tables.resource_providers
-    found = {
-        row[0]: row[1:]
-        for row in conn.execute(
-            sa.select(rp.c.id, rp.c.uuid, rp.c.name).where(rp.c.id.in_(sorted(ids)))
-        )
-    }
+    catalog = getattr(index, "catalog", None)
+    if catalog is not None:
+        found = {rp: (catalog.uuids[rp], catalog.names[rp]) for rp in ids}
+    else:
+        rp = tables.resource_providers
+        found = {
+            row[0]: row[1:]
+            for row in index.conn.execute(
+                sa.select(rp.c.id, rp.c.uuid, rp.c.name).where(rp.c.id.in_(sorted(ids)))
+            )
+        }
     for entry in closest:
         key = "provider" if "provider" in entry else "tree"
         if isinstance(entry[key], int):

@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 
 import numpy as np
-import sqlalchemy as sa
 
 from placement.objects.allocation_candidates import providers
 from placement.objects.catalog import columns as catalog_columns
@@ -106,7 +105,7 @@ class Ranked(typing.NamedTuple):
 
 def ranked(
     catalog: "store.Catalog",
-    conn: sa.Connection,
+    index: providers.Index,
     order: str,
     amounts: Sequence[tuple[int, int]],
     roots: Sequence[int] | None,
@@ -117,7 +116,8 @@ def ranked(
     of the tree has room for it (what the search judges first: a tree
     without it gives no candidate). ``roots``: only these trees (None:
     all). From the catalog's columns and the usage of every provider of
-    the requested classes (one statement), or the ranking of a request of
+    the requested classes (``index.usage_columns``: one statement, or
+    none where the catalog holds usage), or the ranking of a request of
     the same shape made less than ``age`` seconds ago. None where the
     columns cannot judge (an amount past int64: the snapshot's way then).
     """
@@ -129,7 +129,7 @@ def ranked(
     made = columns.rankings.get(shape)
     if made is not None and now - made[0] < age:
         return made[1]
-    found = _ranked(columns, conn, order, amounts, roots)
+    found = _ranked(columns, index, order, amounts, roots)
     if age > 0:
         if len(columns.rankings) >= MOST_RANKINGS:
             columns.rankings.clear()
@@ -137,26 +137,18 @@ def ranked(
     return found
 
 
-def _ranked(columns, conn, order, amounts, roots):
+def _ranked(columns, index, order, amounts, roots):
     size = len(columns.roots)
     wanted = tuple(sorted({rc for rc, _ in amounts}))
     if any(rc not in columns.stock for rc in wanted):
         return Ranked(np.empty(0, dtype=np.int64), np.empty(0))
-    rows = providers.usage_rows(conn, wanted)
-    rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    used_of = index.usage_columns(wanted, columns.stock)
     fitting = np.ones(size, dtype=bool)
     shares = np.zeros(size)
     counted = np.zeros(size)
-    used_of = {}
-    for column, rc in enumerate(wanted, start=1):
+    for rc in wanted:
         stock = columns.stock[rc]
-        used = used_of[rc] = catalog_columns.aligned(
-            stock,
-            rp,
-            np.fromiter(
-                (r[column] or 0 for r in rows), dtype=np.int64, count=len(rows)
-            ),
-        )
+        used = used_of[rc]
         capacity = np.bincount(stock.root, stock.limit.astype(float), size)
         held = capacity > 0
         total = np.bincount(stock.root, used.astype(float), size)

@@ -5,10 +5,11 @@ are written once, over an ``Index``: the few questions the stage asks
 about stored providers, keyed by database ids. Two indexes answer them,
 ``sql.SqlIndex`` with a fixed handful of set-based statements whatever the
 number of providers or groups, and ``catalog_index.CatalogIndex`` from the
-worker's provider catalog. Neither reports usage: it changes with every
-claim, so ``usage`` reads it from the allocations in every request, the
-same way whichever index answers the rest. See "Candidate engine" in
-doc/architecture.md.
+worker's provider catalog. Usage changes with every claim: SQL's index,
+and the catalog's where no triggers log every writer's allocations, read
+it from the allocations in every request (``usage``); where they do, the
+catalog follows it and answers it from memory (catalog/used.py). See
+"Candidate engine" in doc/architecture.md.
 """
 
 import collections
@@ -21,15 +22,17 @@ from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
-from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.allocation_candidates import kept
 from placement.objects.catalog import changes
+from placement.objects.catalog import columns
 from placement.objects.catalog import rows
 
 ALLOC = tables.allocations
@@ -191,6 +194,24 @@ class Index(typing.Protocol):
         """{trait: root ids of the trees where some provider has it} of
         the given traits."""
 
+    def usage(
+        self,
+        *,
+        classes: Collection[int] | None = None,
+        providers: Iterable[int] | None = None,
+        trees: tuple[int, int] | None = None,
+        roots: list[int] | None = None,
+    ) -> dict[Key, int]:
+        """``usage``'s {(provider, class): used} (the module function's
+        arguments); an unconfirmed index is confirmed by it."""
+
+    def usage_columns(
+        self, class_ids: tuple[int, ...], stock: Mapping[int, Any]
+    ) -> dict[int, Any]:
+        """{class: what each row of ``stock[class]`` uses} (a catalog's
+        ``columns.Stock``, numpy columns) of ``class_ids``; an unconfirmed
+        index is confirmed by it."""
+
     def kept_answers(self, shape: Hashable) -> "kept.Answers | None":
         """Where candidates of requests of ``shape`` are kept per tree
         across requests; None where nothing is kept."""
@@ -337,10 +358,21 @@ def usage(
     return used
 
 
-def usage_rows(conn: sa.Connection, class_ids: tuple[int, ...]) -> Sequence[sa.Row]:
-    """``usage``'s statement over every provider, its rows as read:
-    (provider, amount of each of ``class_ids`` or None), for columns."""
-    return conn.execute(_usage_of_classes(class_ids, None)).all()
+def usage_columns(
+    conn: sa.Connection, class_ids: tuple[int, ...], stock: Mapping[int, Any]
+) -> dict[int, np.ndarray]:
+    """``Index.usage_columns`` by ``usage``'s statement over every
+    provider (one row per provider, the classes side by side)."""
+    rows = conn.execute(_usage_of_classes(class_ids, None)).all()
+    rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return {
+        rc: columns.aligned(
+            stock[rc],
+            rp,
+            np.fromiter((r[at] or 0 for r in rows), dtype=np.int64, count=len(rows)),
+        )
+        for at, rc in enumerate(class_ids, start=1)
+    }
 
 
 def _with_usage(inventories: dict[Key, Inventory], used: dict[Key, int]) -> None:
@@ -375,17 +407,14 @@ def load_snapshot(
     it tree page by tree page as it goes).
     """
     providers, inventories = index.holders(class_ids, roots)
-    stamp = index.confirm if index.unconfirmed else None
     if not read_usage:
         used = {}
     elif roots is None:
-        used = usage(index.conn, classes=class_ids, stamp=stamp)
+        used = index.usage(classes=class_ids)
     elif roots and sparse:
-        used = usage(index.conn, classes=class_ids, roots=roots, stamp=stamp)
+        used = index.usage(classes=class_ids, roots=roots)
     elif roots:
-        used = usage(
-            index.conn, classes=class_ids, trees=(roots[0], roots[-1]), stamp=stamp
-        )
+        used = index.usage(classes=class_ids, trees=(roots[0], roots[-1]))
     else:
         used = {}
     _with_usage(inventories, used)
@@ -456,7 +485,7 @@ def load_summaries(
         rp for rp, entry in idle.items() if not requested.issuperset(entry.class_ids)
     ]
     if others:
-        for (rp, rc), amount in usage(index.conn, providers=others).items():
+        for (rp, rc), amount in index.usage(providers=others).items():
             if rc not in requested:
                 used[rp][rc] = amount
     if provider_ids is not None:

@@ -6,6 +6,7 @@ from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -260,6 +261,23 @@ class SqlIndex:
             ):
                 into[value].add(root)
         return into
+
+    def usage(
+        self,
+        *,
+        classes: Collection[int] | None = None,
+        providers: Iterable[int] | None = None,
+        trees: tuple[int, int] | None = None,
+        roots: list[int] | None = None,
+    ) -> dict[Key, int]:
+        return stage.usage(
+            self.conn, classes=classes, providers=providers, trees=trees, roots=roots
+        )
+
+    def usage_columns(
+        self, class_ids: tuple[int, ...], stock: Mapping[int, Any]
+    ) -> dict[int, Any]:
+        return stage.usage_columns(self.conn, class_ids, stock)
 
     def kept_answers(self, shape: Hashable) -> None:
         return None  # no catalog to keep them with

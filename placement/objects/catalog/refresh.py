@@ -22,6 +22,7 @@ from placement.objects.catalog import currency
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import floor
 from placement.objects.catalog import precheck
+from placement.objects.catalog import used as catalog_used
 from placement.objects.catalog.store import Catalog
 
 LOG = tables.catalog_log
@@ -228,7 +229,11 @@ class Cache:
                 self.reading_all = True
                 try:
                     self._triggers_found(triggers.installed(reading))
-                    self._install(db, Catalog.read(reading), whole=True)
+                    self._install(
+                        db,
+                        Catalog.read(reading, usage=bool(self.triggers)),
+                        whole=True,
+                    )
                 finally:
                     self.reading_all = False
                 how = "full"
@@ -504,7 +509,7 @@ class Cache:
             self.reading_all = True
             try:
                 self._triggers_found(triggers.installed(reading))
-                catalog = Catalog.read(reading)
+                catalog = Catalog.read(reading, usage=bool(self.triggers))
             finally:
                 self.reading_all = False
             self._raise_floor(state)
@@ -896,3 +901,12 @@ def catch_up(db: db_api.Database) -> str | None:
     if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).catch_up(db)
+
+
+def used_of(db: db_api.Database, catalog: Catalog) -> catalog_used.Used | None:
+    """The usage of ``catalog`` where answers may take it from memory: the
+    triggers log every writer's allocations (``logged_by_triggers``) and
+    it was read with them; else None (usage is read per request)."""
+    if catalog.used is None or not logged_by_triggers(db):
+        return None
+    return catalog.used

@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 from placement.objects.catalog import columns
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
+from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
 from placement.objects.catalog.rows import State
 
@@ -81,6 +82,9 @@ class Catalog:
         # shared by the catalogs that followed only changes of none of it
         # (``changes.UNSTRUCTURED``), a new one otherwise.
         self.structure = object()
+        # Usage and generations (used.py), where triggers log every
+        # writer's allocations; None otherwise (they are read per request).
+        self.used: used_.Used | None = None
 
     def fingerprint(self, dialect: str) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
@@ -110,8 +114,9 @@ class Catalog:
         return derived
 
     @classmethod
-    def read(cls, conn: sa.Connection) -> "Catalog":
-        """Everything, in ``conn``'s snapshot."""
+    def read(cls, conn: sa.Connection, usage: bool = False) -> "Catalog":
+        """Everything, in ``conn``'s snapshot; with ``usage`` (the triggers
+        log every writer's allocations) the usage and generations too."""
         catalog = cls()
         # The counts first, in the same snapshot as everything below.
         catalog._counted(changes.counts(conn))
@@ -124,7 +129,12 @@ class Catalog:
         # per worker at start and made each its own copy of every page it
         # touched.
         catalog.fingerprint(conn.dialect.name)
-        columns.of(catalog)
+        stock = columns.of(catalog).stock
+        if usage:
+            # Aligned with the columns, sharing their holders' ids.
+            catalog.used = used_.Used.read(
+                conn, {rc: held.rp for rc, held in stock.items()}
+            )
         return catalog
 
     def _whole(self, fresh):
@@ -182,6 +192,8 @@ class Catalog:
         catalog = copy.copy(self)
         catalog._counted(seqs)
         if changed.keys() <= changes.UNSTRUCTURED:
+            if self.used is not None:
+                catalog._follow_usage(conn, self, changed)
             return catalog
         catalog.structure = object()
         catalog.columns = None
@@ -198,7 +210,27 @@ class Catalog:
             }
         if changed.get(changes.PROVIDER):
             catalog._read_providers(conn, changed[changes.PROVIDER])
+        if self.used is not None:
+            catalog._follow_usage(conn, self, changed)
         return catalog
+
+    def _follow_usage(self, conn, old, changed):
+        """The usage of the providers the log names (their allocations, or
+        their rows: a new holder of a class) and the generations of those
+        named for them (or their rows) read again, in one statement."""
+        named = changed.get(changes.PROVIDER, set())
+        usage = named | changed.get(changes.USAGE, set())
+        generations = named | changed.get(changes.GENERATION, set())
+        if not (usage or generations):
+            return
+        now, then = self.by_provider, old.by_provider
+        self.used = old.used.advanced(
+            conn,
+            usage,
+            generations,
+            held=lambda rp: [rc for rc, _ in now.get(rp, ())],
+            had=lambda rp: [rc for rc, _ in then.get(rp, ())],
+        )
 
     def _counted(self, seqs):
         self.seqs, self.stamp = seqs, sum(seqs.values())

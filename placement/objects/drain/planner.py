@@ -263,7 +263,7 @@ class _Planner:
     def _read_usage(self, trees_):
         """Read the usage of the trees whose root ids are within
         ``trees_`` (all when None); the plan's own moves stay counted."""
-        used = providers.usage(self.conn, classes=self.classes, trees=trees_)
+        used = self.index.usage(classes=self.classes, trees=trees_)
         moved = self.moved
         if moved:
             used = {key: n + moved.get(key, 0) for key, n in used.items()}

@@ -1,0 +1,245 @@
+"""Usage in memory, where database triggers log every writer's changes
+(issue 44): per resource class, the amount each provider holding it uses,
+as numpy columns aligned with the holders' ids in ascending order (the
+rows of ``columns.Stock``), and every provider's generation, aligned with
+every provider id. Read with the catalog in one snapshot (``read``) and
+brought up to date by the change log (``advanced``): the providers its
+rows name get their usage and generation read again, in one statement.
+Never modified: an advance copies only the columns it changes (a claim:
+its provider's classes, a few hundred kilobytes at 100,000 hosts), and
+shares the others, so a catalog read before the fork keeps its pages
+shared with the workers until a claim changes a class."""
+
+import typing
+from collections.abc import Collection
+from collections.abc import Iterable
+from collections.abc import Mapping
+
+import numpy as np
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import tables
+
+ALLOC, RP = tables.allocations, tables.resource_providers
+
+_EMPTY = np.empty(0, dtype=np.int64)
+# CAST: MySQL sums integers into DECIMAL.
+_SUM = sa.cast(sa.func.sum(ALLOC.c.used), sa.BigInteger)
+WHOLE_USAGE = sa.select(
+    ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _SUM
+).group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
+WHOLE_GENERATIONS = sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
+# The usage of some providers (``used``) and the generations of some
+# (``generations``) in one round trip: a generation's row has class NULL.
+OF_PROVIDERS = sa.union_all(
+    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _SUM)
+    .where(ALLOC.c.resource_provider_id.in_(db_api.int_list("used")))
+    .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id),
+    sa.select(
+        RP.c.id, sa.cast(sa.null(), sa.Integer), sa.cast(RP.c.generation, sa.BigInteger)
+    ).where(RP.c.id.in_(db_api.int_list("generations"))),
+)
+# Ids bound per statement (each list): well under SQLite's variables.
+CHUNK = 10000
+
+
+class Used:
+    """Per class its holders' ids (ascending) and what each uses, aligned;
+    every provider id (ascending) and its generation, aligned."""
+
+    __slots__ = ("rp", "amount", "ids", "generation")
+
+    def __init__(
+        self,
+        rp: dict[int, np.ndarray],
+        amount: dict[int, np.ndarray],
+        ids: np.ndarray,
+        generation: np.ndarray,
+    ) -> None:
+        self.rp = rp
+        self.amount = amount
+        self.ids = ids
+        self.generation = generation
+
+    @classmethod
+    def read(
+        cls,
+        conn: sa.Connection,
+        holders: Mapping[int, np.ndarray],
+    ) -> "Used":
+        """Everything, in ``conn``'s snapshot (the catalog's): ``holders``
+        {class: holder ids, ascending} as the catalog has them (its
+        columns' ``Stock.rp``, shared with them)."""
+        rows = np.array(conn.execute(WHOLE_USAGE).all(), dtype=np.int64).reshape(-1, 3)
+        amount = {}
+        for rc, rp in holders.items():
+            mine = rows[rows[:, 1] == rc]
+            amount[rc] = _frozen(_aligned(rp, mine[:, 0], mine[:, 2]))
+        generations = np.array(
+            conn.execute(WHOLE_GENERATIONS).all(), dtype=np.int64
+        ).reshape(-1, 2)
+        return cls(
+            dict(holders),
+            amount,
+            _frozen(np.ascontiguousarray(generations[:, 0])),
+            _frozen(np.ascontiguousarray(generations[:, 1])),
+        )
+
+    def advanced(
+        self,
+        conn: sa.Connection,
+        used: Collection[int],
+        generations: Collection[int],
+        held: typing.Callable[[int], Iterable[int]],
+        had: typing.Callable[[int], Iterable[int]],
+    ) -> "Used":
+        """A new Used: this one with the usage of the providers ``used``
+        and the generations of ``generations`` read again in ``conn``'s
+        snapshot. ``held(rp)``/``had(rp)``: the classes a provider holds
+        inventory of in the new catalog/held in the old one (a provider
+        named by the log for its rows is in both lists)."""
+        fresh: dict[tuple[int, int], int] = {}
+        born: dict[int, int] = {}
+        used_ids, generation_ids = sorted(used), sorted(generations)
+        for start in range(0, max(len(used_ids), len(generation_ids)), CHUNK):
+            params = {
+                "used": used_ids[start : start + CHUNK],
+                "generations": generation_ids[start : start + CHUNK],
+            }
+            for rp, rc, value in conn.execute(OF_PROVIDERS, params):
+                if rc is None:
+                    born[rp] = value
+                else:
+                    fresh[rp, rc] = value
+        new = Used(dict(self.rp), dict(self.amount), self.ids, self.generation)
+        by_class: dict[int, set[int]] = {}
+        for rp in used:
+            for rc in (*held(rp), *had(rp)):
+                by_class.setdefault(rc, set()).add(rp)
+        for rc, rps in by_class.items():
+            holding = {rp: fresh.get((rp, rc), 0) for rp in rps if rc in held(rp)}
+            rp_of, amount_of = _merged(
+                self.rp.get(rc, _EMPTY), self.amount.get(rc, _EMPTY), rps, holding
+            )
+            if len(rp_of):
+                new.rp[rc], new.amount[rc] = rp_of, amount_of
+            else:
+                new.rp.pop(rc, None)
+                new.amount.pop(rc, None)
+        if generations:
+            new.ids, new.generation = _merged(
+                self.ids, self.generation, set(generations), born
+            )
+        return new
+
+    def of(self, rc: int, rp: np.ndarray) -> np.ndarray:
+        """What providers ``rp`` (ids, any order) use of class ``rc``: 0
+        for those without inventory of it (their usage of it, if any, is
+        left out, as the engine leaves it out)."""
+        return _lookup(self.rp.get(rc, _EMPTY), self.amount.get(rc, _EMPTY), rp)
+
+    def column(self, rc: int, rp: np.ndarray) -> np.ndarray:
+        """``of`` for the holders' ids of a ``columns.Stock`` (ascending):
+        the column itself where they are the ones it is aligned with (read
+        only: shared)."""
+        mine = self.rp.get(rc, _EMPTY)
+        if mine is rp or np.array_equal(mine, rp):
+            return self.amount[rc]
+        return self.of(rc, rp)
+
+    def pairs(
+        self, classes: Iterable[int], rps: Collection[int] | None = None
+    ) -> dict[tuple[int, int], int]:
+        """{(provider, class): used} of the ``classes`` by every holder, or
+        by ``rps``, where not 0."""
+        out: dict[tuple[int, int], int] = {}
+        asked = None
+        if rps is not None:
+            asked = np.fromiter(rps, dtype=np.int64, count=len(rps))
+        for rc in classes:
+            if asked is None:
+                holders = self.rp.get(rc, _EMPTY)
+                amounts = self.amount.get(rc, _EMPTY)
+            else:
+                holders, amounts = asked, self.of(rc, asked)
+            some = np.flatnonzero(amounts)
+            out.update(
+                zip(
+                    zip(holders[some].tolist(), [rc] * len(some)),
+                    amounts[some].tolist(),
+                )
+            )
+        return out
+
+    def generation_of(self, rp: int) -> int | None:
+        """Provider ``rp``'s generation; None for no such provider."""
+        at = int(np.searchsorted(self.ids, rp))
+        if at < len(self.ids) and self.ids[at] == rp:
+            return int(self.generation[at])
+        return None
+
+
+def _aligned(keys: np.ndarray, rp: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` of providers ``rp`` put at their rows of ``keys`` (ids,
+    ascending; 0 elsewhere; a provider not in ``keys`` left out)."""
+    out = np.zeros(len(keys), dtype=np.int64)
+    at = np.searchsorted(keys, rp)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == rp[found]
+    out[at[found]] = values[found]
+    return out
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, rp: np.ndarray) -> np.ndarray:
+    """``values`` at ``rp``'s rows of ``keys`` (0 where not in them)."""
+    out = np.zeros(len(rp), dtype=np.int64)
+    if not len(keys):
+        return out
+    at = np.searchsorted(keys, rp)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == rp[found]
+    out[found] = values[at[found]]
+    return out
+
+
+def _merged(
+    keys: np.ndarray,
+    values: np.ndarray,
+    named: Collection[int],
+    now: Mapping[int, int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` and ``values`` with the rows of the ``named`` ids being
+    those of ``now`` {id: value} (a named id not in it has no row). Where
+    the named ids keep their rows, the keys are shared and the values
+    copied only if one changed."""
+    ids = np.fromiter(named, dtype=np.int64, count=len(named))
+    at = np.searchsorted(keys, ids)
+    inside = at < len(keys)
+    present = np.zeros(len(ids), dtype=bool)
+    present[inside] = keys[at[inside]] == ids[inside]
+    if all(bool(p) == (rp in now) for rp, p in zip(ids.tolist(), present.tolist())):
+        rows = at[present]
+        wanted = np.fromiter(
+            (now[rp] for rp in ids[present].tolist()), dtype=np.int64, count=len(rows)
+        )
+        if np.array_equal(values[rows], wanted):
+            return keys, values
+        values = values.copy()
+        values[rows] = wanted
+        return keys, _frozen(values)
+    # Rows come or go (a structural change, whose maps the catalog copies
+    # too): the named rows out, their new ones in at their places.
+    kept = np.ones(len(keys), dtype=bool)
+    kept[at[present]] = False
+    keys, values = keys[kept], values[kept]
+    added = np.array(sorted(now), dtype=np.int64)
+    at = np.searchsorted(keys, added)
+    fresh = np.array([now[rp] for rp in added.tolist()], dtype=np.int64)
+    return _frozen(np.insert(keys, at, added)), _frozen(np.insert(values, at, fresh))
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array``, made read-only: the catalogs that follow share it."""
+    array.flags.writeable = False
+    return array

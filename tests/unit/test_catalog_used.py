@@ -1,0 +1,66 @@
+"""The catalog's usage columns (catalog/used.py): lookups, and the merge
+that follows the log, sharing what did not change and never writing an
+array a catalog holds."""
+
+import numpy as np
+import pytest
+
+from placement.objects.catalog import used
+
+
+def _array(*values):
+    out = np.array(values, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def _used():
+    return used.Used(
+        rp={1: _array(2, 5, 9), 3: _array(5)},
+        amount={1: _array(4, 0, 7), 3: _array(100)},
+        ids=_array(2, 5, 9, 11),
+        generation=_array(1, 2, 3, 4),
+    )
+
+
+def test_lookups():
+    mine = _used()
+    assert mine.of(1, np.array([9, 2, 11, 5])).tolist() == [7, 4, 0, 0]
+    assert mine.of(7, np.array([9])).tolist() == [0]
+    assert mine.pairs([1, 3]) == {(2, 1): 4, (9, 1): 7, (5, 3): 100}
+    assert mine.pairs([1], [5, 9, 11]) == {(9, 1): 7}
+    assert mine.generation_of(9) == 3
+    assert mine.generation_of(10) is None
+    assert mine.generation_of(12) is None
+    # Aligned with the very holders: the column itself, shared.
+    assert mine.column(1, mine.rp[1]) is mine.amount[1]
+    assert mine.column(1, np.array([2, 5, 9])) is mine.amount[1]
+    assert mine.column(1, np.array([2, 3, 9])).tolist() == [4, 0, 7]
+
+
+def test_a_claim_copies_one_column_and_shares_the_keys():
+    keys, values = _array(2, 5, 9), _array(4, 0, 7)
+    new_keys, new_values = used._merged(keys, values, {5}, {5: 3})
+    assert new_keys is keys
+    assert new_values.tolist() == [4, 3, 7]
+    assert values.tolist() == [4, 0, 7]
+    assert not new_values.flags.writeable
+    # Nothing changed: both shared.
+    same_keys, same_values = used._merged(keys, values, {5, 9}, {5: 0, 9: 7})
+    assert same_keys is keys and same_values is values
+
+
+@pytest.mark.parametrize(
+    ("named", "now", "keys", "values"),
+    [
+        ({5}, {}, [2, 9], [4, 7]),  # a holder gone
+        ({6}, {6: 1}, [2, 5, 6, 9], [4, 0, 1, 7]),  # a new one
+        ({1, 5, 10}, {1: 8, 10: 2}, [1, 2, 9, 10], [8, 4, 7, 2]),
+        ({2, 5, 9}, {}, [], []),
+    ],
+)
+def test_holders_come_and_go(named, now, keys, values):
+    new_keys, new_values = used._merged(_array(2, 5, 9), _array(4, 0, 7), named, now)
+    assert new_keys.tolist() == keys
+    assert new_values.tolist() == values
+    assert not (new_keys.flags.writeable or new_values.flags.writeable)
