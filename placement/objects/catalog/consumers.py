@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.ext import compiler
 
 from placement.db import tables
+from placement.objects.catalog import bulk
 
 ALLOC, CONSUMERS, RP = tables.allocations, tables.consumers, tables.resource_providers
 PROJECTS, USERS, TYPES = tables.projects, tables.users, tables.consumer_types
@@ -85,10 +85,11 @@ class Base:
             for column in (rows.id, rows.provider, rows.rc, rows.used)
         )
         self.modified = rows.modified[order]
-        self.start = np.zeros(len(self.uuids) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner, minlength=len(self.uuids)), out=self.start[1:])
-        first = order[self.start[:-1]]
-        self.generation = rows.generation[first]
+        start = np.zeros(len(self.uuids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner, minlength=len(self.uuids)), out=start[1:])
+        first = order[start[:-1]]
+        self.start = _narrow(start)
+        self.generation = _narrow(rows.generation[first])
         self.project, self.user, self.type = (
             _narrow(column[first]) for column in (rows.project, rows.user, rows.type)
         )
@@ -96,8 +97,10 @@ class Base:
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
         ids = sorted(generations)
-        self.rp_ids = np.array(ids, dtype=np.int64)
-        self.rp_generations = np.array([generations[rp] for rp in ids], dtype=np.int64)
+        self.rp_ids = _narrow(np.array(ids, dtype=np.int64))
+        self.rp_generations = _narrow(
+            np.array([generations[rp] for rp in ids], dtype=np.int64)
+        )
 
     def index(self, uuid: str) -> int | None:
         key = uuid.encode("utf-8", "surrogatepass")
@@ -206,6 +209,14 @@ class Allocations:
         self.overlay_on: dict = {}
         # rp -> generation, or None: no such provider now.
         self.generations: dict = {}
+
+    def __eq__(self, other: object) -> bool:
+        """The same allocations (the tests compare catalogs)."""
+        if not isinstance(other, Allocations):
+            return NotImplemented
+        return self.everything() == other.everything()
+
+    __hash__ = None  # type: ignore[assignment]
 
     def consumer(self, uuid: str) -> Consumer | None:
         """Its allocations, None when it holds none."""
@@ -336,87 +347,58 @@ class Allocations:
 
 def read(conn: sa.Connection) -> Allocations:
     """Every consumer holding allocations and every provider's
-    generation, in ``conn``'s snapshot: the allocation rows and the
-    consumers' records by two statements, joined here in numpy (224,379
-    consumers' names read once, not once per allocation row)."""
-    names: dict = {"project": [None], "user": [None], "type": [None]}
-    records = list(zip(*conn.execute(_RECORDS).all())) or [()] * 5
-    known = _encoded(records[0])
-    order = np.argsort(known)
-    known = known[order]
-    record_columns = [
-        np.array(records[1], dtype=np.int64),
-        *(
-            _positions(records[2 + k], names[field])
-            for k, field in enumerate(("project", "user", "type"))
-        ),
-    ]
-    del records
-    fields = list(zip(*conn.execute(_ALL).all())) or [()] * 6
-    uuid = _encoded(fields[0])
-    at = np.minimum(np.searchsorted(known, uuid), max(len(known) - 1, 0))
-    matched = known[at] == uuid if len(known) else np.zeros(len(uuid), dtype=bool)
-    per_row = [
-        np.where(matched, column[order][at] if len(known) else missing, missing)
-        for column, missing in zip(record_columns, (NO_RECORD, 0, 0, 0))
-    ]
-    columns = Columns(
-        uuid,
-        *(np.array(values, dtype=np.int64) for values in fields[1:6]),
-        *per_row,
+    generation, in ``conn``'s snapshot: the allocation rows with their
+    consumer's record (``bulk``), and the names."""
+    uuid, *numbers = bulk.columns(
+        conn, _WITH_RECORDS, ALLOC.c.id, list(_ALL), text=(0,)
     )
-    del fields
+    ids = numbers[6:]
+    names: dict = {}
+    for k, (field, table, name) in enumerate(_NAMES):
+        found = sorted(conn.execute(sa.select(table.c.id, name)).all())
+        names[field] = (None, *(value for _, value in found))
+        known = np.array([id_ for id_, _ in found], dtype=np.int64)
+        ids[k] = _place(known, ids[k])
+    rps, generations = bulk.columns(conn, RP, RP.c.id, [RP.c.id, RP.c.generation])
     return Allocations(
         Base(
-            columns,
-            {field: tuple(values) for field, values in names.items()},
-            generations_of(conn, None),
+            Columns(_encoded(uuid), *numbers[:6], *ids),
+            names,
+            dict(zip(rps.tolist(), generations.tolist())),
         )
     )
 
 
-class _Seconds(sa.sql.expression.FunctionElement):
-    """A DateTime in whole seconds since the epoch (read as UTC, as every
-    time this service writes), computed by the database: integers cost
-    the driver far less to read than times. NO_TIME for NULL."""
-
-    type = sa.BigInteger()
-    inherit_cache = True
-    name = "seconds"
-
-
-@compiler.compiles(_Seconds, "sqlite")
-def _seconds_sqlite(element, compiler_, **kw):
-    return "CAST(strftime('%%s', %s) AS INTEGER)" % compiler_.process(
-        element.clauses, **kw
-    )
-
-
-@compiler.compiles(_Seconds, "mysql")
-def _seconds_mysql(element, compiler_, **kw):
-    return "TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', %s)" % compiler_.process(
-        element.clauses, **kw
-    )
-
-
-@compiler.compiles(_Seconds, "postgresql")
-def _seconds_postgresql(element, compiler_, **kw):
-    return "CAST(FLOOR(EXTRACT(EPOCH FROM %s)) AS BIGINT)" % compiler_.process(
-        element.clauses, **kw
-    )
+def _place(sorted_ids, ids):
+    """Each of ``ids``' position in ``sorted_ids`` plus one (the names'
+    first is None), or 0 where it is not there."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return np.where(sorted_ids[at] == ids, at + 1, 0)
 
 
 _MODIFIED = sa.func.coalesce(
-    _Seconds(sa.func.coalesce(ALLOC.c.updated_at, ALLOC.c.created_at)),
+    bulk.Seconds(sa.func.coalesce(ALLOC.c.updated_at, ALLOC.c.created_at)),
     sa.literal(NO_TIME, sa.BigInteger),
 )
-_ALL = sa.select(
+_ALL = (
     ALLOC.c.consumer_id,
     ALLOC.c.id,
     ALLOC.c.resource_provider_id,
     ALLOC.c.resource_class_id,
     ALLOC.c.used,
     _MODIFIED,
+    sa.func.coalesce(CONSUMERS.c.generation, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.project_id, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.user_id, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.consumer_type_id, NO_RECORD),
+)
+_WITH_RECORDS = ALLOC.outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+_NAMES = (
+    ("project", PROJECTS, PROJECTS.c.external_id),
+    ("user", USERS, USERS.c.external_id),
+    ("type", TYPES, TYPES.c.name),
 )
 
 
@@ -438,11 +420,10 @@ _RECORD_COLUMNS = (
     USERS.c.external_id,
     TYPES.c.name,
 )
-_RECORDS = sa.select(CONSUMERS.c.uuid, *_RECORD_COLUMNS).select_from(_named(CONSUMERS))
 # The allocation rows of the consumers bound as ``uuids``, each with its
 # consumer's record: the log's CONSUMER rows read again in one statement.
 _SOME = (
-    sa.select(*_ALL.selected_columns, *_RECORD_COLUMNS)
+    sa.select(*_ALL[:6], *_RECORD_COLUMNS)
     .select_from(_named(ALLOC))
     .where(ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
     .order_by(ALLOC.c.id)

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import columns
+from placement.objects.catalog import consumers
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
 from placement.objects.catalog.rows import Rows
@@ -77,6 +78,9 @@ class Catalog:
         self.offset = fingerprint.empty()
         # Its inventories as columns (columns.of), once asked for.
         self.columns: columns.Columns | None = None
+        # Allocations and consumers, where the triggers log every writer's
+        # (read whole with ``allocations``; else None).
+        self.allocations: consumers.Allocations | None = None
 
     def fingerprint(self, dialect: str) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
@@ -106,11 +110,13 @@ class Catalog:
         return derived
 
     @classmethod
-    def read(cls, conn: sa.Connection) -> "Catalog":
-        """Everything, in ``conn``'s snapshot."""
+    def read(cls, conn: sa.Connection, allocations: bool = False) -> "Catalog":
+        """Everything, in ``conn``'s snapshot (with the ``allocations``)."""
         catalog = cls()
         # The counts first, in the same snapshot as everything below.
         catalog._counted(changes.counts(conn))
+        if allocations:
+            catalog.allocations = consumers.read(conn)
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
         catalog._whole(Rows(conn, None))
@@ -176,6 +182,13 @@ class Catalog:
         if self.content is not None:
             catalog.content = list(self.content)
         catalog._counted(seqs)
+        if self.allocations is not None:
+            catalog.allocations = self.allocations.advanced(
+                conn,
+                changed.get(changes.CONSUMER, ()),
+                changed.get(changes.GENERATION, set())
+                | changed.get(changes.PROVIDER, set()),
+            )
         classes = changed.get(changes.RESOURCE_CLASS)
         traits = changed.get(changes.TRAIT)
         if classes or traits:
