@@ -1,7 +1,9 @@
 """``/healthcheck``: oslo.middleware's healthcheck app with a backend that
 reports whether the app's database answers and holds the schema this
 service expects (alembic's revision, one cheap statement), and whether it
-takes writes (a write that changes nothing).
+takes writes (a write that changes nothing); its details say how the
+provider catalog follows other writers (``refresh.mode``: the change-log
+triggers, or the fallback).
 
 The backend is registered as the ``placement_database`` entry point of
 ``oslo.middleware.healthcheck`` (setup.cfg) and is always enabled; operators
@@ -21,6 +23,7 @@ from placement.db import errors as db_errors
 from placement.db import schema
 from placement.db import sqlite_file
 from placement.db import writable
+from placement.objects.catalog import refresh
 
 LOG = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
             with db.reader() as conn:
                 revision = schema.recorded_revision(conn)
             noted = _noted(db) if revision == schema.HEAD else None
+            mode = "change log: " + refresh.mode(db)
         except Exception as e:
             if sqlite_file.is_file_removed(e):
                 reason, details = "database file removed", str(e)
@@ -68,9 +72,11 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
         if noted is not None:
             LOG.warning("healthcheck: %s: %s", *noted)
             return pluginbase.HealthcheckResult(
-                available=True, reason=noted[0], details=noted[1]
+                available=True, reason=noted[0], details="%s; %s" % (noted[1], mode)
             )
-        return pluginbase.HealthcheckResult(available=True, reason="database reachable")
+        return pluginbase.HealthcheckResult(
+            available=True, reason="database reachable", details=mode
+        )
 
 
 def _noted(db: db_api.Database) -> tuple[str, str] | None:

@@ -205,9 +205,11 @@ def warm_catalog(db):
         return
     if providers is not None:
         LOG.info(
-            "provider catalog: %d providers, brought up to date in %.3f s",
+            "provider catalog: %d providers, brought up to date in %.3f s;"
+            " change log: %s",
             providers,
             time.monotonic() - started,
+            refresh.mode(db),
         )
 
 

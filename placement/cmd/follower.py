@@ -50,6 +50,7 @@ class Follower:
         "none"), or None when the worker was busy or the look failed."""
         try:
             refresh.verify_if_due(self.db, ahead=self.every)
+            refresh.prune_if_due(self.db)
             if not self.gate.idle_for(self.idle):
                 return None
             return refresh.catch_up(self.db)

@@ -13,6 +13,7 @@ from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.db import triggers
 from placement.db import writable
 from placement.objects import online_migrations
 from placement.objects import standard_names
@@ -33,6 +34,7 @@ class Checks(upgradecheck.UpgradeCommands):
             ("Table Character Set utf8mb4", Checks._check_utf8mb4),
             ("Standard Resource Class IDs", Checks._check_standard_class_ids),
             ("Padded Names and IDs", Checks._check_padded),
+            ("Change Log Triggers", Checks._check_triggers),
             (
                 "Policy File JSON to YAML Migration",
                 (common_checks.check_policy_json, {"conf": conf}),
@@ -122,6 +124,25 @@ class Checks(upgradecheck.UpgradeCommands):
                 "by trailing spaces: one name to MySQL's collation): %s. "
                 'Rename them; see "Padded names and ids" in '
                 "doc/operations.md." % "; ".join(found),
+            )
+        return upgradecheck.Result(upgradecheck.Code.SUCCESS)
+
+    def _check_triggers(self):
+        with self._database().engine.connect() as conn:
+            missing = triggers.NAMES - triggers.present(conn)
+        if missing:
+            return upgradecheck.Result(
+                upgradecheck.Code.WARNING,
+                "%d of the %d change-log triggers are missing (%s): placement "
+                "finds other writers' changes (the reference service, SQL "
+                "by hand, a restore) only by comparing its catalog with the "
+                "database twice a second (the fallback), and reads usage "
+                "from the database per request. Grant the database user "
+                "the TRIGGER privilege (MySQL with binary logging: also "
+                "SUPER, or set log_bin_trust_function_creators = 1; "
+                "PostgreSQL: own the tables) and run `placement-manage db "
+                'sync` again. See "Change log modes" in doc/operations.md.'
+                % (len(missing), len(triggers.NAMES), ", ".join(sorted(missing)[:3])),
             )
         return upgradecheck.Result(upgradecheck.Code.SUCCESS)
 

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.db import triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -18,7 +19,7 @@ LOG = logging.getLogger(__name__)
 # (see setup.py): found the same way from a checkout or a wheel.
 MIGRATIONS_DIR = str(importlib.resources.files("placement.migrations"))
 # The last revision under migrations/versions (a test keeps it in step).
-HEAD = "e5b2c9d7f1a6"
+HEAD = "f6a1c3e8d2b7"
 SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
 # The newest revision of the upstream Placement schema. The revisions after
 # it are this service's own (the catalog tables) and can be undone; the
@@ -38,12 +39,18 @@ def alembic_config(engine: sa.Engine) -> Any:
 def upgrade(engine: sa.Engine, revision: str = "head") -> tuple[str | None, str | None]:
     """Run the revisions up to ``revision``; (revision before, after)."""
     before = current_revision(engine)
-    if before == HEAD and revision in ("head", HEAD):
-        return before, before
-    import alembic.command
+    if before != HEAD or revision not in ("head", HEAD):
+        import alembic.command
 
-    alembic.command.upgrade(alembic_config(engine), revision)
-    return before, current_revision(engine)
+        alembic.command.upgrade(alembic_config(engine), revision)
+    after = current_revision(engine)
+    if after == HEAD:
+        # The triggers the revision could not create (the user lacked the
+        # privilege then), or someone dropped: again, where it can now.
+        with engine.begin() as conn:
+            if not triggers.installed(conn):
+                triggers.create(conn)
+    return before, after
 
 
 def downgrade(engine: sa.Engine, revision: str) -> tuple[str | None, str | None]:
@@ -82,9 +89,11 @@ def create_at_head(engine: sa.Engine) -> None:
     recorded as HEAD as ``db sync`` would (the healthcheck reads it),
     without alembic: fresh databases for tests, here and in projects that
     test against placement (``placement.tests``). The migrations make the
-    same schema (tests/functional/test_migrations.py)."""
+    same schema (tests/functional/test_migrations.py), triggers included
+    where the database lets us (``db/triggers.py``)."""
     tables.metadata.create_all(engine)
     with engine.begin() as conn:
+        triggers.create(conn)
         conn.exec_driver_sql(
             "CREATE TABLE alembic_version"
             " (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"

@@ -215,6 +215,8 @@ catalog_log = sa.Table(
     sa.Column("item", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("kind", sa.SmallInteger, nullable=False),
     sa.Column("ref", sa.Integer, nullable=False),
+    # The consumer of a CONSUMER change (its ``ref`` is 0).
+    sa.Column("uuid", sa.String(36), nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 

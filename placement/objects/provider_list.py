@@ -183,9 +183,10 @@ class _Listings:
 
     def body(self, key, catalog, generations):
         kept = self.bodies.get(key)
-        # The catalog itself, not only its stamp: one read again at the
-        # same stamp (another writer's rows) may name providers otherwise.
-        if kept is not None and kept[0] is catalog and kept[1] == generations:
+        # The catalog's structure, not only its stamp: one read again at
+        # the same stamp (another writer's rows) may name providers
+        # otherwise; one that followed only usage or generations keeps it.
+        if kept is not None and kept[0] is catalog.structure and kept[1] == generations:
             return kept[2]
         return None
 
@@ -201,7 +202,7 @@ class _Listings:
             if encoding.key not in self.bodies and len(self.bodies) >= self.MAX_KEYS:
                 self.bodies.clear()
             self.bodies[encoding.key] = (
-                catalog,
+                catalog.structure,
                 sum(generation for _, generation in rows),
                 body,
             )

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.db import triggers
 from tests import fixtures
 
 CHAIN = [
@@ -21,6 +22,7 @@ CHAIN = [
     "c7d1e4f2a9b3",
     "d3a8f1c6b2e4",
     "e5b2c9d7f1a6",
+    "f6a1c3e8d2b7",
 ]
 
 
@@ -123,3 +125,60 @@ def test_names_compare_case_sensitively(engine):
             sa.select(tables.traits.c.name).where(tables.traits.c.name == "CUSTOM_A")
         ).all()
     assert found == ["CUSTOM_A"]
+
+
+def _triggers(engine):
+    """{name: definition} of the change-log triggers."""
+    with engine.connect() as conn:
+        dialect = conn.dialect.name
+        if dialect == "mysql":
+            query = (
+                "SELECT TRIGGER_NAME, ACTION_STATEMENT FROM"
+                " information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()"
+            )
+        elif dialect == "postgresql":
+            query = (
+                "SELECT t.tgname, pg_get_triggerdef(t.oid) || p.prosrc"
+                " FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
+                " WHERE NOT t.tgisinternal"
+            )
+        else:
+            query = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"
+        return dict(conn.exec_driver_sql(query).all())
+
+
+def test_the_revision_makes_what_create_at_head_makes(engine):
+    schema.upgrade(engine)
+    migrated = _triggers(engine)
+    assert set(migrated) == triggers.NAMES
+    with engine.connect() as conn:
+        assert triggers.installed(conn)
+    with fixtures.database_url(engine.dialect.name) as url:
+        fresh = db_api.create_engine(url, fixtures.configure())
+        try:
+            schema.create_at_head(fresh)
+            assert _differences(fresh) == []
+            assert _triggers(fresh) == migrated
+        finally:
+            fresh.dispose()
+
+
+def test_the_revision_goes_down_and_up_again(engine):
+    schema.upgrade(engine)
+    schema.downgrade(engine, CHAIN[-2])
+    assert _triggers(engine) == {}
+    columns = [c["name"] for c in sa.inspect(engine).get_columns("catalog_log")]
+    assert "uuid" not in columns
+    schema.upgrade(engine)
+    assert set(_triggers(engine)) == triggers.NAMES
+    assert _differences(engine) == []
+
+
+def test_db_sync_at_head_makes_the_triggers_missing(engine):
+    schema.upgrade(engine)
+    with engine.begin() as conn:
+        triggers.drop(conn)
+        assert not triggers.installed(conn)
+    assert schema.upgrade(engine) == (CHAIN[-1], CHAIN[-1])
+    with engine.connect() as conn:
+        assert triggers.installed(conn)

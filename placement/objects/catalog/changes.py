@@ -29,6 +29,7 @@ from sqlalchemy.dialects import sqlite
 
 from placement.db import api as db_api
 from placement.db import tables
+from placement.db import triggers
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +40,21 @@ CHANGE_LOG = tables.catalog_log
 # inventories, traits, aggregates), resource class, trait or aggregate (one
 # a provider joined: it may be new), or anything (ref 0: the catalog is
 # read again).
-PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE, EVERYTHING = 1, 2, 3, 4, 5
+PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE = (
+    triggers.PROVIDER,
+    triggers.RESOURCE_CLASS,
+    triggers.TRAIT,
+    triggers.AGGREGATE,
+)
+EVERYTHING = 5
+# Logged only by the triggers (db/triggers.py), of what the catalog's
+# structure does not hold: the usage of provider ``ref`` (an allocation
+# row of it written), the consumer ``uuid`` (its row, or one of its
+# allocations, written; ref 0), provider ``ref``'s generation (only).
+USAGE, CONSUMER, GENERATION = triggers.USAGE, triggers.CONSUMER, triggers.GENERATION
+# Kinds that change nothing of the structure: a catalog following a log of
+# only these advances its counts and keeps everything derived from it.
+UNSTRUCTURED = frozenset((USAGE, CONSUMER, GENERATION))
 # More changes than this in one transaction are logged as EVERYTHING.
 MAX_LOGGED = 100
 # Rows kept per shard: a worker that fell further behind reads its catalog
@@ -143,28 +158,36 @@ def _log(conn: sa.Connection, changes: set) -> None:
     # see it go back and read their catalog whole), and its new numbers
     # overwrite the old ones' rows (items an old number had beyond the new
     # one's stay: a reader re-reads a few more things, never too few).
-    shard = random.randrange(tables.CATALOG_SHARDS)
+    # The shard is the connection's (db/triggers.py), the one the triggers
+    # count its rows in: a transaction holds one shard row, never two.
     statements = _STATEMENTS[conn.dialect.name]
-    db_api.at_commit(conn, statements.bump, {"to_shard": shard})
+    db_api.at_commit(conn, statements.bump)
     if len(changes) > MAX_LOGGED:
         changes = {(EVERYTHING, 0)}
-    params: dict[str, int] = {"to_shard": shard}
+    params: dict[str, int] = {}
     for item, (kind, ref) in enumerate(sorted(changes)):
         params["kind_%d" % item] = kind
         params["ref_%d" % item] = ref
     db_api.at_commit(conn, statements.log_rows(len(changes)), params)
     if random.randrange(PRUNE_EVERY) == 0:
-        db_api.at_commit(conn, _PRUNE, {"to_shard": shard, "kept": LOG_KEPT})
+        db_api.at_commit(conn, statements.prune, {"kept": LOG_KEPT})
 
 
-_PRUNE = CHANGE_LOG.delete().where(
-    CHANGE_LOG.c.shard == sa.bindparam("to_shard"),
-    CHANGE_LOG.c.seq
-    <= sa.select(CATALOG.c.changes)
-    .where(CATALOG.c.shard == sa.bindparam("to_shard"))
-    .scalar_subquery()
-    - sa.bindparam("kept", type_=sa.BigInteger),
-)
+def prune(conn: sa.Connection, since: dict[int, int]) -> dict[int, int]:
+    """Delete the log rows of every shard older than its last LOG_KEPT
+    numbers (where the triggers write the log, this service's own writes,
+    which prune their shard now and then, may be few), in one statement
+    over ranges of the key: only the shards whose counts moved since the
+    counts ``since`` (those of the last prune). The counts it pruned at."""
+    now = counts(conn)
+    ranges = [
+        sa.and_(CHANGE_LOG.c.shard == shard, CHANGE_LOG.c.seq <= count - LOG_KEPT)
+        for shard, count in now.items()
+        if count > LOG_KEPT and count != since.get(shard)
+    ]
+    if ranges:
+        conn.execute(CHANGE_LOG.delete().where(sa.or_(*ranges)))
+    return now
 
 
 class _Statements:
@@ -174,17 +197,27 @@ class _Statements:
     Built once: building a statement and its cache key took more time than
     running it."""
 
-    def __init__(self, upsert, on_conflict):
-        insert = upsert(CATALOG).values(shard=sa.bindparam("to_shard"), changes=1)
+    def __init__(self, dialect, upsert, on_conflict):
+        self.shard = sa.literal_column(triggers.shard_of(dialect), sa.Integer)
+        # inline: no RETURNING of a key given as SQL (nothing is read).
+        insert = upsert(CATALOG).values(shard=self.shard, changes=1).inline()
         self.bump = on_conflict(
             insert, [CATALOG.c.shard], lambda new: {"changes": CATALOG.c.changes + 1}
+        )
+        self.prune = CHANGE_LOG.delete().where(
+            CHANGE_LOG.c.shard == self.shard,
+            CHANGE_LOG.c.seq
+            <= sa.select(CATALOG.c.changes)
+            .where(CATALOG.c.shard == self.shard)
+            .scalar_subquery()
+            - sa.bindparam("kept", type_=sa.BigInteger),
         )
         self._upsert, self._on_conflict = upsert, on_conflict
         self.log_rows = functools.cache(self._log_rows)
 
     def _log_rows(self, count: int) -> sa.Insert:
         """The INSERT of ``count`` log rows (kind_<i>, ref_<i>) into the
-        shard ``to_shard``: one statement, the rows taking the shard's new
+        connection's shard: one statement, the rows taking the shard's new
         count from its row, overwriting any left under that number."""
         rows = [
             sa.select(
@@ -193,7 +226,7 @@ class _Statements:
                 sa.literal(item, sa.Integer),
                 sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
                 sa.bindparam("ref_%d" % item, type_=sa.Integer),
-            ).where(CATALOG.c.shard == sa.bindparam("to_shard"))
+            ).where(CATALOG.c.shard == self.shard)
             for item in range(count)
         ]
         insert = self._upsert(CHANGE_LOG).from_select(
@@ -202,7 +235,9 @@ class _Statements:
         )
         keys = [CHANGE_LOG.c.shard, CHANGE_LOG.c.seq, CHANGE_LOG.c.item]
         return self._on_conflict(
-            insert, keys, lambda new: {"kind": new.kind, "ref": new.ref}
+            insert,
+            keys,
+            lambda new: {"kind": new.kind, "ref": new.ref, "uuid": new.uuid},
         )
 
 
@@ -217,9 +252,9 @@ def _on_conflict(insert, keys, values):
 
 
 _STATEMENTS = {
-    "mysql": _Statements(mysql.insert, _on_duplicate_key),
-    "postgresql": _Statements(postgresql.insert, _on_conflict),
-    "sqlite": _Statements(sqlite.insert, _on_conflict),
+    "mysql": _Statements("mysql", mysql.insert, _on_duplicate_key),
+    "postgresql": _Statements("postgresql", postgresql.insert, _on_conflict),
+    "sqlite": _Statements("sqlite", sqlite.insert, _on_conflict),
 }
 
 

@@ -78,6 +78,10 @@ class Catalog:
         self.offset = fingerprint.empty()
         # Its inventories as columns (columns.of), once asked for.
         self.columns: columns.Columns | None = None
+        # What identifies its structure (everything above but the counts):
+        # shared by the catalogs that followed only changes of none of it
+        # (``changes.UNSTRUCTURED``), a new one otherwise.
+        self.structure = object()
         # Allocations and consumers, where the triggers log every writer's
         # (read whole with ``allocations``; else None).
         self.allocations: consumers.Allocations | None = None
@@ -176,11 +180,12 @@ class Catalog:
 
     def advanced(self, conn: sa.Connection, seqs: dict, changed: dict) -> "Catalog":
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
-        from the log up to ``seqs``) read again in ``conn``'s snapshot."""
+        from the log up to ``seqs``) read again in ``conn``'s snapshot.
+        Where none of them changes the structure (usage, consumers,
+        generations: ``changes.UNSTRUCTURED``), only the counts move:
+        everything derived from it (columns, per-tree answers, the
+        fingerprint, the provider list's body) stays good."""
         catalog = copy.copy(self)
-        catalog.columns = None
-        if self.content is not None:
-            catalog.content = list(self.content)
         catalog._counted(seqs)
         if self.allocations is not None:
             catalog.allocations = self.allocations.advanced(
@@ -189,6 +194,12 @@ class Catalog:
                 changed.get(changes.GENERATION, set())
                 | changed.get(changes.PROVIDER, set()),
             )
+        if changed.keys() <= changes.UNSTRUCTURED:
+            return catalog
+        catalog.structure = object()
+        catalog.columns = None
+        if self.content is not None:
+            catalog.content = list(self.content)
         classes = changed.get(changes.RESOURCE_CLASS)
         traits = changed.get(changes.TRAIT)
         if classes or traits:

@@ -1,0 +1,270 @@
+"""The database triggers that log every row change of the catalog's tables
+in ``catalog_log``, whoever writes it (this service, the reference
+placement beside it, an operator's SQL, a tool): per row, one count added
+to a shard of ``catalog_changes`` and one log number under the shard's new
+count, whose items say what changed (the kinds of
+``objects/catalog/changes.py``, kept in step by a test). See "Writes by
+other writers" in doc/architecture.md.
+
+A connection writes one shard (MySQL: its CONNECTION_ID(), PostgreSQL: its
+backend pid, modulo the shards; SQLite has one writer at a time: shard 0),
+the one this service's own log statement writes too, so a transaction
+never holds two shard rows (two writers holding one each and wanting the
+other's would deadlock).
+
+``create`` returns False, having made none, where the database refuses
+them: a user without the TRIGGER privilege (MySQL, MariaDB), without
+CREATE on the schema or ownership of the tables (PostgreSQL), or MySQL
+binary logging without log_bin_trust_function_creators for a user without
+SUPER. The catalog then relies on this service's own log and the periodic
+comparison (the fallback, ``refresh.logged_by_triggers``).
+"""
+
+import logging
+
+import sqlalchemy as sa
+
+from placement.db import tables
+
+LOG = logging.getLogger(__name__)
+
+PREFIX = "catalog_log_"
+SHARDS = tables.CATALOG_SHARDS
+
+# The kinds of change (catalog_log.kind; objects/catalog/changes.py).
+PROVIDER, RESOURCE_CLASS, TRAIT, AGGREGATE = 1, 2, 3, 4
+USAGE, CONSUMER, GENERATION = 6, 7, 8
+
+# Per table, what a row names: (kind, ref column or None (0), uuid column
+# or None). An UPDATE logs the new row's and, where they differ, the old
+# one's.
+_PROVIDER_OF_ROW = ((PROVIDER, "resource_provider_id", None),)
+LOGGED = {
+    "resource_providers": ((PROVIDER, "id", None),),
+    "inventories": _PROVIDER_OF_ROW,
+    "resource_provider_traits": _PROVIDER_OF_ROW,
+    "resource_provider_aggregates": _PROVIDER_OF_ROW,
+    "resource_classes": ((RESOURCE_CLASS, "id", None),),
+    "traits": ((TRAIT, "id", None),),
+    "placement_aggregates": ((AGGREGATE, "id", None),),
+    "allocations": (
+        (USAGE, "resource_provider_id", None),
+        (CONSUMER, None, "consumer_id"),
+    ),
+    "consumers": ((CONSUMER, None, "uuid"),),
+}
+# A provider UPDATE changing none of these (only its generation or
+# updated_at, which the catalog does not keep) is logged as GENERATION.
+KEPT_PROVIDER_COLUMNS = ("id", "uuid", "name", "root_provider_id", "parent_provider_id")
+EVENTS = ("insert", "update", "delete")
+
+
+# The triggers' names, one per table and event.
+def _name(table: str, event: str) -> str:
+    return "%s%s_%s" % (PREFIX, table[:24], event)
+
+
+NAMES = frozenset(_name(table, event) for table in LOGGED for event in EVENTS)
+
+
+class _Dialect:
+    """What differs per database in a trigger's body."""
+
+    def __init__(self, shard, distinct, no_table, bump, log_insert, log_conflict):
+        self.shard = shard  # this connection's shard
+        self.distinct = distinct  # "%s differs from %s", NULL-safe
+        self.no_table = no_table  # FROM of a one-row SELECT with a WHERE
+        self.bump = bump  # statements adding one to the shard
+        self.log_insert = log_insert
+        self.log_conflict = log_conflict
+
+
+_MYSQL = _Dialect(
+    shard="MOD(CONNECTION_ID(), %d)" % SHARDS,
+    distinct="NOT (%s <=> %s)",
+    no_table=" FROM DUAL",
+    bump=(
+        "INSERT INTO catalog_changes (shard, changes) VALUES ({shard}, 1)"
+        " ON DUPLICATE KEY UPDATE changes = changes + 1",
+    ),
+    log_insert="INSERT INTO catalog_log",
+    log_conflict=(
+        " ON DUPLICATE KEY UPDATE kind = VALUES(kind), ref = VALUES(ref),"
+        " uuid = VALUES(uuid)"
+    ),
+)
+_POSTGRESQL = _Dialect(
+    shard="mod(pg_backend_pid(), %d)" % SHARDS,
+    distinct="%s IS DISTINCT FROM %s",
+    no_table="",
+    bump=(
+        "INSERT INTO catalog_changes (shard, changes) VALUES ({shard}, 1)"
+        " ON CONFLICT (shard) DO UPDATE"
+        " SET changes = catalog_changes.changes + 1",
+    ),
+    log_insert="INSERT INTO catalog_log",
+    log_conflict=(
+        " ON CONFLICT (shard, seq, item) DO UPDATE SET kind = EXCLUDED.kind,"
+        " ref = EXCLUDED.ref, uuid = EXCLUDED.uuid"
+    ),
+)
+_SQLITE = _Dialect(
+    shard="0",
+    distinct="%s IS NOT %s",
+    no_table="",
+    bump=(
+        "INSERT OR IGNORE INTO catalog_changes (shard, changes) VALUES ({shard}, 0)",
+        "UPDATE catalog_changes SET changes = changes + 1 WHERE shard = {shard}",
+    ),
+    log_insert="INSERT OR REPLACE INTO catalog_log",
+    log_conflict="",
+)
+DIALECTS = {"mysql": _MYSQL, "postgresql": _POSTGRESQL, "sqlite": _SQLITE}
+
+
+def shard_of(dialect: str) -> str:
+    """The SQL expression of the shard a connection's writes count in."""
+    return DIALECTS[dialect].shard
+
+
+def _entries(d: _Dialect, table: str, event: str) -> list[str]:
+    """The SELECTs of the log items one row change writes."""
+    rows = ("OLD",) if event == "delete" else ("NEW",)
+    if event == "update":
+        rows = ("NEW", "OLD")
+    selects = []
+    for row in rows:
+        for kind, ref, uuid in LOGGED[table]:
+            kind_sql = str(kind)
+            if table == "resource_providers" and event == "update":
+                kept_changed = " OR ".join(
+                    d.distinct % ("OLD." + c, "NEW." + c) for c in KEPT_PROVIDER_COLUMNS
+                )
+                kind_sql = "CASE WHEN %s THEN %d ELSE %d END" % (
+                    kept_changed,
+                    PROVIDER,
+                    GENERATION,
+                )
+            ref_sql = "%s.%s" % (row, ref) if ref else "0"
+            uuid_sql = "%s.%s" % (row, uuid) if uuid else "NULL"
+            where = ""
+            if row == "OLD" and event == "update":
+                column = ref or uuid
+                where = "%s WHERE %s" % (
+                    d.no_table,
+                    d.distinct % ("OLD." + column, "NEW." + column),
+                )
+            selects.append((kind_sql, ref_sql, uuid_sql, where))
+    return [
+        "SELECT %d AS e_item, %s AS e_kind, %s AS e_ref, CAST(%s AS CHAR(36))"
+        " AS e_uuid%s" % (item, kind_sql, ref_sql, uuid_sql, where)
+        for item, (kind_sql, ref_sql, uuid_sql, where) in enumerate(selects)
+    ]
+
+
+def _body(d: _Dialect, table: str, event: str) -> list[str]:
+    """The statements of one trigger: the shard's count, then the log
+    items under it (overwriting any left under that number, as this
+    service's own log statement does)."""
+    shard = d.shard
+    log = (
+        "%s (shard, seq, item, kind, ref, uuid)"
+        " SELECT c.shard, c.changes, e.e_item, e.e_kind, e.e_ref, e.e_uuid"
+        " FROM catalog_changes c, (%s) e WHERE c.shard = %s%s"
+        % (
+            d.log_insert,
+            " UNION ALL ".join(_entries(d, table, event)),
+            shard,
+            d.log_conflict,
+        )
+    )
+    return [s.format(shard=shard) for s in d.bump] + [log]
+
+
+def statements(dialect: str) -> list[str]:
+    """The DDL creating every trigger on ``dialect``."""
+    d = DIALECTS[dialect]
+    made = []
+    for table in LOGGED:
+        for event in EVENTS:
+            name, body = _name(table, event), _body(d, table, event)
+            when = "AFTER %s ON %s FOR EACH ROW" % (event.upper(), table)
+            if dialect == "postgresql":
+                made.append(
+                    "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    " BEGIN %s; RETURN NULL; END $$" % (name, "; ".join(body))
+                )
+                made.append(
+                    "CREATE TRIGGER %s %s EXECUTE FUNCTION %s()" % (name, when, name)
+                )
+            else:
+                made.append(
+                    "CREATE TRIGGER %s %s BEGIN %s; END" % (name, when, "; ".join(body))
+                )
+    return made
+
+
+def create(conn: sa.Connection) -> bool:
+    """Create the triggers (dropping any of an older definition first):
+    whether the database let us. Where it refuses, logs a warning, leaves
+    none behind and returns False (the fallback)."""
+    dialect = conn.dialect.name
+    drop(conn)
+    savepoint = conn.begin_nested() if dialect == "postgresql" else None
+    try:
+        for statement in statements(dialect):
+            conn.exec_driver_sql(statement)
+    except sa.exc.DBAPIError as e:
+        if savepoint is not None:
+            savepoint.rollback()
+        else:
+            drop(conn)
+        LOG.warning(
+            "the catalog's change-log triggers could not be created (%s):"
+            " other writers' changes are found by the periodic comparison"
+            " instead (the fallback). Grant the TRIGGER privilege (MySQL:"
+            " with binary logging, also SUPER or"
+            " log_bin_trust_function_creators=1) and run"
+            " `placement-manage db sync` again to have them.",
+            str(e.orig).splitlines()[0] if e.orig is not None else e,
+        )
+        return False
+    if savepoint is not None:
+        savepoint.commit()
+    return True
+
+
+def drop(conn: sa.Connection) -> None:
+    """Drop the triggers (those there are)."""
+    dialect = conn.dialect.name
+    for name in sorted(NAMES & present(conn)):
+        if dialect == "postgresql":
+            conn.exec_driver_sql("DROP FUNCTION IF EXISTS %s() CASCADE" % name)
+        else:
+            conn.exec_driver_sql("DROP TRIGGER IF EXISTS %s" % name)
+
+
+def present(conn: sa.Connection) -> set[str]:
+    """The names of this module's triggers the database has."""
+    dialect = conn.dialect.name
+    if dialect == "mysql":
+        query = (
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS"
+            " WHERE TRIGGER_SCHEMA = DATABASE()"
+        )
+    elif dialect == "postgresql":
+        query = (
+            "SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
+            " WHERE c.relnamespace = current_schema()::regnamespace"
+            " AND NOT t.tgisinternal"
+        )
+    else:
+        query = "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+    found = {row[0] for row in conn.exec_driver_sql(query)}
+    return {name for name in found if name.startswith(PREFIX)}
+
+
+def installed(conn: sa.Connection) -> bool:
+    """Whether every trigger is there (one missing: the log misses that
+    table's changes, and the catalog takes the fallback)."""
+    return NAMES <= present(conn)
