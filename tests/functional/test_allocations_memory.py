@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects import allocation_reads
 from placement.objects.catalog import consumers
 from placement.objects.catalog import refresh
 from tests import fixtures
@@ -62,12 +63,23 @@ def _answers_agree(cloud, paths):
         for version in VERSIONS:
             mine = _get(cloud, path, version, True)
             sql = _get(cloud, path, version, False)
-            assert (mine.status, mine.body) == (sql.status, sql.body), (path, version)
+            assert (mine.status, _body(mine)) == (sql.status, _body(sql)), (
+                path,
+                version,
+            )
             if mine.status == 200 and mine.json()["allocations"]:
                 # (Without rows both say "now".)
                 assert mine.headers.get("last-modified") == sql.headers.get(
                     "last-modified"
                 )
+
+
+def _body(resp):
+    """The body's bytes; an error's less its request id."""
+    if resp.status < 400:
+        return resp.body
+    errors = resp.json()["errors"]
+    return [{k: v for k, v in e.items() if k != "request_id"} for e in errors]
 
 
 def _held_is_fresh(cloud):
@@ -146,6 +158,7 @@ class Steps:
                 "project_id": held["project_id"],
                 "user_id": held["user_id"],
                 "consumer_generation": held["consumer_generation"],
+                "consumer_type": held["consumer_type"],
             },
             target: {
                 "allocations": {
@@ -155,6 +168,7 @@ class Steps:
                 "project_id": held["project_id"],
                 "user_id": held["user_id"],
                 "consumer_generation": self._consumer_generation(target),
+                "consumer_type": held["consumer_type"],
             },
         }
         self.cloud.call(self.cloud.writer, "/allocations", "POST", body, status=204)
@@ -178,6 +192,7 @@ class Steps:
                 "project_id": "p1",
                 "user_id": "u1",
                 "consumer_generation": 99 if generation is None else generation + 5,
+                "consumer_type": "INSTANCE",
             },
             status=409,
         )
@@ -233,7 +248,22 @@ class Steps:
         )
 
 
-def test_random_writes_are_followed(cloud):
+@pytest.fixture
+def from_memory(monkeypatch):
+    """The answers given from memory, counted by read."""
+    counted = {"consumer": 0, "provider": 0}
+    for name in counted:
+        answer = getattr(allocation_reads, "_%s_in" % name)
+
+        def spy(*args, name=name, answer=answer):
+            counted[name] += 1
+            return answer(*args)
+
+        monkeypatch.setattr(allocation_reads, "_%s_in" % name, spy)
+    return counted
+
+
+def test_random_writes_are_followed(cloud, from_memory):
     providers = _providers(cloud)
     steps = Steps(cloud, providers, random.Random(4444))
     paths = ["/allocations/%s" % c for c in steps.consumers] + [
@@ -244,6 +274,10 @@ def test_random_writes_are_followed(cloud):
         steps.run()
         _answers_agree(cloud, paths)
         _held_is_fresh(cloud)
+    # Every answer with the catalog on came from memory (the writing
+    # worker's reads of consumers too).
+    assert from_memory["consumer"] >= 41 * len(steps.consumers) * len(VERSIONS)
+    assert from_memory["provider"] == 41 * len(providers) * len(VERSIONS)
 
 
 def test_unknown_provider_and_consumer(cloud):
