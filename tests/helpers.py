@@ -93,10 +93,12 @@ def new_provider(db):
     rp_uuid = str(uuid.uuid4())
     with db.writer() as conn:
         changes.record(conn, changes.EVERYTHING)
+        rp = tables.resource_providers
+        conn.execute(rp.insert().values(uuid=rp_uuid, name=rp_uuid, generation=0))
         conn.execute(
-            tables.resource_providers.insert().values(
-                uuid=rp_uuid, name=rp_uuid, generation=0
-            )
+            rp.update()
+            .where(rp.c.uuid == rp_uuid)
+            .values(root_provider_id=rp.c.id, updated_at=rp.c.updated_at)
         )
     return rp_uuid
 
