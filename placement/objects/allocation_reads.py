@@ -81,8 +81,9 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> ProviderAllocations:
     ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
         catalog = _following(db, conn)
-        if catalog is not None:
-            return _provider_in(catalog, rp_uuid)
+        found = _provider_in(catalog, rp_uuid) if catalog is not None else None
+        if found is not None:
+            return found
         generation, rows = common.provider_rows(
             conn, _FOR_PROVIDER, rp_uuid, "consumer_id"
         )
@@ -140,13 +141,17 @@ def _consumer_in(catalog: store.Catalog, uuid: str) -> ConsumerAllocations:
     )
 
 
-def _provider_in(catalog: store.Catalog, uuid: str) -> ProviderAllocations:
+def _provider_in(catalog: store.Catalog, uuid: str) -> ProviderAllocations | None:
+    """From memory; None if it lacks the provider's generation (never
+    seen: the SQL path answers then)."""
     followed = catalog.allocations
     assert followed is not None
     rp = catalog.ids.get(uuid)
     if rp is None:
         raise common.provider_not_found(uuid)
     generation = followed.generation(rp)
+    if generation is None:
+        return None
     allocations: dict[str, typing.Any] = {}
     modified = []
     names = catalog.class_names

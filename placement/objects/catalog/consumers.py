@@ -189,11 +189,14 @@ class Columns(typing.NamedTuple):
         generation = np.array(
             [NO_RECORD if g is None else g for g in fields[6]], dtype=np.int64
         )
-        positions = (
+        project, user, kind = (
             _positions(fields[7 + k], names[field])
             for k, field in enumerate(("project", "user", "type"))
         )
-        return cls(uuid, *integers, modified, generation, *positions)
+        ids, provider, rc, used = integers
+        return cls(
+            uuid, ids, provider, rc, used, modified, generation, project, user, kind
+        )
 
 
 class Allocations:
@@ -277,7 +280,7 @@ class Allocations:
     def _consumers(self, fresh: dict) -> None:
         """The overlay with ``fresh`` ({uuid: Consumer or None}) in it."""
         changed = dict(self.changed)
-        touched = {}  # rp -> {uuid: holds rows there now}
+        touched: dict = {}  # rp -> {uuid: holds rows there now}
         for uuid, consumer in fresh.items():
             was = changed.get(uuid)
             for row in was.rows if was is not None else ():
@@ -442,7 +445,8 @@ def consumers_of(conn: sa.Connection, uuids: Iterable[str]) -> dict:
             rows[uuid] = []
         rows[uuid].append(Row(id_, rp, rc, used, None if when == NO_TIME else when))
     return {
-        uuid: Consumer(*record, tuple(rows[uuid])) for uuid, record in found.items()
+        uuid: Consumer(generation, project, user, kind, tuple(rows[uuid]))
+        for uuid, (generation, project, user, kind) in found.items()
     }
 
 
