@@ -48,7 +48,7 @@ class ProviderAllocations:
 def for_consumer(db: db_api.Database, consumer_uuid: str) -> ConsumerAllocations:
     """A consumer's allocations with its owner and generation."""
     with db.reader() as conn:
-        catalog = _following(db, conn)
+        catalog = refresh.with_allocations(db, conn)
         if catalog is not None:
             return _consumer_in(catalog, consumer_uuid)
         rows = (
@@ -80,7 +80,7 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> ProviderAllocations:
     """Every allocation against a provider, grouped by consumer.
     ResourceProviderNotFound for an unknown provider."""
     with db.reader() as conn:
-        catalog = _following(db, conn)
+        catalog = refresh.with_allocations(db, conn)
         found = _provider_in(catalog, rp_uuid) if catalog is not None else None
         if found is not None:
             return found
@@ -99,17 +99,6 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> ProviderAllocations:
         allocations,
         _last(row["updated_at"] or row["created_at"] for row in rows),
     )
-
-
-def _following(db: db_api.Database, conn: sa.Connection) -> store.Catalog | None:
-    """The catalog at the stamp ``conn`` reads, when it follows
-    allocations (the triggers log every writer's); else None."""
-    if not refresh.logged_by_triggers(db):
-        return None
-    catalog = refresh.current(db, conn)
-    if catalog is None or catalog.allocations is None:
-        return None
-    return catalog
 
 
 def _consumer_in(catalog: store.Catalog, uuid: str) -> ConsumerAllocations:

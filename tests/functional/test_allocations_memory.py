@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.db import triggers
 from placement.objects import allocation_reads
 from placement.objects.catalog import consumers
 from placement.objects.catalog import refresh
@@ -290,3 +291,28 @@ def test_unknown_provider_and_consumer(cloud):
         ],
     )
     _held_is_fresh(cloud)
+
+
+def test_writes_while_the_triggers_were_gone_are_never_missed(cloud):
+    """Allocations followed while the triggers were dropped miss writes:
+    once a look found them gone, memory answers no allocation read until
+    a whole read, even after they are back."""
+    providers = _providers(cloud, 2)
+    steps = Steps(cloud, providers, random.Random(7))
+    steps.claim()
+    paths = ["/allocations/%s" % c for c in steps.consumers] + [
+        "/resource_providers/%s/allocations" % rp for rp in providers
+    ]
+    _answers_agree(cloud, paths)
+    cache = refresh._CACHES[cloud.reader_db]
+    with cloud.writer_db.engine.begin() as conn:
+        triggers.drop(conn)
+    assert not cache.look_for_triggers(cloud.reader_db)
+    steps.by_hand_row()
+    steps.claim()
+    with cloud.writer_db.engine.begin() as conn:
+        triggers.create(conn)
+    assert cache.look_for_triggers(cloud.reader_db)
+    _answers_agree(cloud, paths)
+    with cloud.reader_db.reader() as conn:
+        assert refresh.with_allocations(cloud.reader_db, conn) is None

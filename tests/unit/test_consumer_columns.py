@@ -41,7 +41,8 @@ def _cloud():
     )
     names = {"project": (None, "p"), "user": (None, "u"), "type": (None, "INSTANCE")}
     generations = dict.fromkeys(range(1, HOSTS + 1), 7)
-    return consumers.Allocations(consumers.Base(columns, names, generations)), uuids
+    base = consumers.Base(columns, names, generations)
+    return consumers.Allocations(base, 0.0), uuids
 
 
 def test_issue_44_cloud_fits_in_columns():

@@ -14,6 +14,7 @@ columns; past FOLD_AT entries the overlay is folded into new columns
 (the worker's own copy from then on)."""
 
 import datetime
+import time
 import typing
 from collections.abc import Iterable
 
@@ -204,8 +205,10 @@ class Allocations:
     overlay of what the log named since (this catalog's own). Never
     modified: ``advanced`` makes a new one."""
 
-    def __init__(self, base: Base) -> None:
+    def __init__(self, base: Base, read_at: float) -> None:
         self.base = base
+        # time.monotonic() before the whole read its columns come from.
+        self.read_at = read_at
         # uuid -> Consumer, or None: holds no allocations now.
         self.changed: dict = {}
         # rp -> frozenset of overlay uuids with rows on it.
@@ -262,7 +265,7 @@ class Allocations:
         uuids, providers = set(uuids), set(providers)
         if not (uuids or providers):
             return self
-        new = Allocations(self.base)
+        new = Allocations(self.base, self.read_at)
         new.changed, new.overlay_on = self.changed, self.overlay_on
         new.generations = self.generations
         if uuids:
@@ -336,7 +339,8 @@ class Allocations:
                 rows,
                 {field: tuple(values) for field, values in names.items()},
                 {rp: g for rp, g in generations.items() if g is not None},
-            )
+            ),
+            self.read_at,
         )
 
     def everything(self) -> tuple[dict, dict]:
@@ -352,6 +356,7 @@ def read(conn: sa.Connection) -> Allocations:
     """Every consumer holding allocations and every provider's
     generation, in ``conn``'s snapshot: the allocation rows with their
     consumer's record (``bulk``), and the names."""
+    read_at = time.monotonic()
     uuid, *numbers = bulk.columns(
         conn, _WITH_RECORDS, ALLOC.c.id, list(_ALL), text=(0,)
     )
@@ -368,7 +373,8 @@ def read(conn: sa.Connection) -> Allocations:
             Columns(_encoded(uuid), *numbers[:6], *ids),
             names,
             dict(zip(rps.tolist(), generations.tolist())),
-        )
+        ),
+        read_at,
     )
 
 

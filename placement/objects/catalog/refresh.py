@@ -127,6 +127,8 @@ class Cache:
         # Whether the triggers were all there at the last look (None: not
         # looked yet), and when it looked (``logged_by_triggers``).
         self.triggers: bool | None = None
+        # When the triggers were last found missing.
+        self.unlogged_at = float("-inf")
         self.triggers_at = float("-inf")
         # When this process last pruned the log, and the counts it did at.
         self.pruned_at = float("-inf")
@@ -341,6 +343,10 @@ class Cache:
                     MODES[found],
                 )
         self.triggers, self.triggers_at = found, time.monotonic()
+        if not found:
+            # Allocations followed through this have missed writes: none is
+            # answered from memory until a whole read (``with_allocations``).
+            self.unlogged_at = self.triggers_at
 
     def period(self) -> float:
         """How often the catalog is compared with the database."""
@@ -747,6 +753,21 @@ def logged_by_triggers(db: db_api.Database) -> bool:
     if cache.triggers is None:
         return cache.look_for_triggers(db)
     return cache.triggers
+
+
+def with_allocations(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+    """The catalog at the stamp ``conn`` reads when it answers allocations
+    (``catalog/consumers.py``): the triggers are there, and were at every
+    look since its allocations were read whole (else it lacks the writes
+    of the time they were not); else None (the caller reads SQL)."""
+    if not logged_by_triggers(db):
+        return None
+    catalog = current(db, conn)
+    if catalog is None or catalog.allocations is None:
+        return None
+    if catalog.allocations.read_at <= _cache(db).unlogged_at:
+        return None
+    return catalog
 
 
 def mode(db: db_api.Database) -> str:
