@@ -13,6 +13,7 @@ name (one statement) into a small overlay of its own, which masks the
 columns; past FOLD_AT entries the overlay is folded into new columns
 (the worker's own copy from then on)."""
 
+import copy
 import datetime
 import time
 import typing
@@ -97,11 +98,23 @@ class Base:
         self.names = names
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
+        self._generations(generations)
+
+    def _generations(self, generations: dict) -> None:
         ids = sorted(generations)
         self.rp_ids = _narrow(np.array(ids, dtype=np.int64))
         self.rp_generations = _narrow(
             np.array([generations[rp] for rp in ids], dtype=np.int64)
         )
+
+    def with_generations(self, changed: dict) -> "Base":
+        """A copy sharing every column but the generations, ``changed``
+        ({rp: generation, or None: gone}) in them."""
+        base = copy.copy(self)
+        generations = dict(zip(self.rp_ids.tolist(), self.rp_generations.tolist()))
+        generations.update(changed)
+        base._generations({rp: g for rp, g in generations.items() if g is not None})
+        return base
 
     def index(self, uuid: str) -> int | None:
         key = uuid.encode("utf-8", "surrogatepass")
@@ -276,8 +289,12 @@ class Allocations:
             generations.update(dict.fromkeys(providers))
             generations.update(generations_of(conn, providers))
             new.generations = generations
-        if len(new.changed) > FOLD_AT or len(new.generations) > FOLD_AT:
+        if len(new.changed) > FOLD_AT:
             return new.folded()
+        if len(new.generations) > FOLD_AT:
+            # (Claims move generations: folded alone, the rows stay shared.)
+            new.base = new.base.with_generations(new.generations)
+            new.generations = {}
         return new
 
     def _consumers(self, fresh: dict) -> None:
