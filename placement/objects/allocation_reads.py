@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
-from placement.objects.catalog import consumers
+from placement.objects.catalog import consumer_columns
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
 
@@ -163,7 +163,7 @@ def _last(times: typing.Iterable[datetime.datetime | None]) -> datetime.datetime
 
 def _last_seconds(seconds: list[int | None]) -> datetime.datetime | None:
     found = [s for s in seconds if s is not None]
-    return consumers.time_of(max(found)) if found else None
+    return consumer_columns.time_of(max(found)) if found else None
 
 
 # for_consumer's statement, built once (and its cache key).

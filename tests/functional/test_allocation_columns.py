@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects.catalog import consumer_columns
 from placement.objects.catalog import consumers
 from tests import fixtures
 
@@ -204,6 +205,6 @@ def test_times_are_whole_seconds_of_updated_else_created(db):
     with db.reader() as conn:
         followed = consumers.read(conn)
     seconds = {c: followed.consumer(c).rows[0].modified for c in ("a", "b", "c")}
-    assert consumers.time_of(seconds["a"]) == created.replace(microsecond=0)
+    assert consumer_columns.time_of(seconds["a"]) == created.replace(microsecond=0)
     assert seconds["b"] == seconds["a"] + 86400
     assert seconds["c"] is None

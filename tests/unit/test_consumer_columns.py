@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from placement.objects.catalog import consumer_columns
 from placement.objects.catalog import consumers
 
 CONSUMERS = 224_379
@@ -27,7 +28,7 @@ def _cloud():
     rows = CONSUMERS * per
     owner = np.repeat(np.arange(CONSUMERS), per)
     hosts = rnd.integers(1, HOSTS + 1, size=CONSUMERS)
-    columns = consumers.Columns(
+    columns = consumer_columns.Columns(
         uuids[owner],
         np.arange(1, rows + 1),
         hosts[owner],
@@ -41,7 +42,7 @@ def _cloud():
     )
     names = {"project": (None, "p"), "user": (None, "u"), "type": (None, "INSTANCE")}
     generations = dict.fromkeys(range(1, HOSTS + 1), 7)
-    base = consumers.Base(columns, names, generations)
+    base = consumer_columns.Base(columns, names, generations)
     return consumers.Allocations(base, 0.0), uuids
 
 
