@@ -197,7 +197,7 @@ def time_of(seconds: int) -> datetime.datetime:
     return EPOCH + datetime.timedelta(seconds=seconds)
 
 
-def encoded(uuids):
+def encoded(uuids: typing.Sequence[str]) -> np.ndarray:
     """``uuids`` (str) as a column of bytes."""
     return np.array(
         [u.encode("utf-8", "surrogatepass") for u in uuids],
