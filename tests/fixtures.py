@@ -25,6 +25,7 @@ from placement import conf as placement_conf
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
+from placement.db import triggers as db_triggers
 from placement.objects import standard_names
 from tests import galera
 
@@ -164,8 +165,9 @@ def _wait_for_database(server, name):
 
 
 @contextlib.contextmanager
-def database(backend, migrate=False):
-    """A ready Database (schema and standard names) on a fresh database."""
+def database(backend, migrate=False, triggers=True):
+    """A ready Database (schema and standard names) on a fresh database;
+    without the change-log triggers (``triggers=False``): the fallback."""
     with database_url(backend) as url:
         conf = configure()
         engine = db_api.create_engine(url, conf)
@@ -175,6 +177,8 @@ def database(backend, migrate=False):
                 schema.upgrade(engine)
             else:
                 schema.create_at_head(engine)
+            if not triggers:
+                drop_triggers(engine)
             standard_names.sync_standard_names(db)
             yield db
         finally:
@@ -212,9 +216,17 @@ def overrides(**options):
             conf._get_opt_info(name, group or None).pop("location", None)
 
 
+def drop_triggers(engine):
+    """The database without the change-log triggers: the catalog follows
+    other writers by the periodic comparison (the fallback)."""
+    with engine.begin() as conn:
+        db_triggers.drop(conn)
+
+
 @contextlib.contextmanager
-def app(backend):
-    """A full WSGI pipeline over a fresh database."""
+def app(backend, triggers=True):
+    """A full WSGI pipeline over a fresh database (``triggers``: see
+    ``database``)."""
     conf = configure()
-    with database(backend) as db:
+    with database(backend, triggers=triggers) as db:
         yield deploy.build_app(conf, db=db, sync_schema=False), db

@@ -129,9 +129,7 @@ def shard_of(dialect: str) -> str:
 
 def _entries(d: _Dialect, table: str, event: str) -> list[str]:
     """The SELECTs of the log items one row change writes."""
-    rows = ("OLD",) if event == "delete" else ("NEW",)
-    if event == "update":
-        rows = ("NEW", "OLD")
+    rows = {"insert": ("NEW",), "update": ("NEW", "OLD"), "delete": ("OLD",)}[event]
     selects = []
     for row in rows:
         for kind, ref, uuid in LOGGED[table]:
@@ -149,7 +147,7 @@ def _entries(d: _Dialect, table: str, event: str) -> list[str]:
             uuid_sql = "%s.%s" % (row, uuid) if uuid else "NULL"
             where = ""
             if row == "OLD" and event == "update":
-                column = ref or uuid
+                column = ref or uuid or ""
                 where = "%s WHERE %s" % (
                     d.no_table,
                     d.distinct % ("OLD." + column, "NEW." + column),

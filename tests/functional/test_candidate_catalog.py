@@ -197,12 +197,15 @@ def _ordered(value):
 
 
 @contextlib.contextmanager
-def two_workers(writer_url, reader_url):
+def two_workers(writer_url, reader_url, triggers=True):
     """A Cloud of two workers on one empty database, reached through the
-    given URLs (the same, or two nodes of a cluster)."""
+    given URLs (the same, or two nodes of a cluster); without the
+    change-log triggers (``triggers=False``): the fallback."""
     conf = fixtures.configure()
     engine = db_api.create_engine(writer_url, conf)
     schema.create_at_head(engine)
+    if not triggers:
+        fixtures.drop_triggers(engine)
     standard_names.sync_standard_names(db_api.Database(engine, conf))
     engine.dispose()
     with (

@@ -13,6 +13,7 @@ import uuid
 import prometheus_client
 import pytest
 import sqlalchemy as sa
+from oslo_middleware.healthcheck import opts as healthcheck_opts
 
 from placement import deploy
 from placement.api import healthcheck
@@ -342,6 +343,7 @@ def test_a_user_without_the_trigger_privilege_gets_the_fallback(caplog):
             assert "change-log triggers are missing" in checked.stdout
 
             conf = fixtures.configure()
+            conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group="healthcheck")
             db = db_api.Database(db_api.create_engine(limited_url, conf), conf)
             try:
                 with caplog.at_level(logging.INFO, "placement"):

@@ -51,6 +51,7 @@ from placement.cmd import api
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
+from placement.db import triggers
 from placement.objects import standard_names
 from placement.objects.catalog import changes
 
@@ -184,7 +185,7 @@ class Loader:
         return rp_id, root
 
     def flush(self):
-        with self.db.writer() as conn:
+        with untriggered(self.db), self.db.writer() as conn:
             # Rows written directly: every catalog reads them whole.
             changes.record(conn, changes.EVERYTHING)
             for table, rows in (
@@ -199,6 +200,23 @@ class Loader:
         self.providers, self.inventories = [], []
         self.traits, self.aggregates = [], []
         return first
+
+
+@contextlib.contextmanager
+def untriggered(db):
+    """Bulk rows written without the change-log triggers (dropped, then
+    made again): one log row per row loaded would slow the load several
+    times over and fill the log, where one EVERYTHING (``Loader.flush``),
+    or a load before any server reads the database, says it all."""
+    with db.engine.begin() as conn:
+        had = triggers.installed(conn)
+        triggers.drop(conn)
+    try:
+        yield
+    finally:
+        if had:
+            with db.engine.begin() as conn:
+                triggers.create(conn)
 
 
 def load_flat(loader, n):

@@ -183,7 +183,8 @@ def load(db, hosts, aggregates, seed=1, children=False):
                 }
                 for rc, amount in flavor.items()
             )
-        with db.writer() as conn:
+        # Before any server reads the database: read whole at its start.
+        with profile_request.untriggered(db), db.writer() as conn:
             conn.execute(tables.consumers.insert(), consumers)
             for part in range(0, len(allocations), 5000):
                 conn.execute(

@@ -29,8 +29,13 @@ class CatalogIndex:
     know don't exist: the SQL lookups raise the API's errors for them."""
 
     def __init__(
-        self, conn: sa.Connection, catalog: Catalog, unconfirmed: bool = False
+        self,
+        conn: sa.Connection,
+        catalog: Catalog,
+        unconfirmed: bool = False,
+        db: db_api.Database | None = None,
     ):
+        self.db = db
         self.conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
@@ -45,9 +50,20 @@ class CatalogIndex:
         if stamp is None:
             stamp = changes.stamp(self.conn)
         self.unconfirmed = False
-        if stamp != self.catalog.stamp:
+        if stamp != self.catalog.stamp and not self._same_structure(stamp):
             raise Behind(stamp)
         events.catalog_used("hit")
+
+    def _same_structure(self, stamp):
+        """Whether the catalog at ``stamp`` (brought there by the log) has
+        the structure this one answered from: the changes between were
+        claims' (usage, consumers, generations), which the usage read at
+        ``stamp`` holds, so the answer stands."""
+        return (
+            self.db is not None
+            and refresh.structure_at(self.db, self.conn, stamp)
+            is self.catalog.structure
+        )
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         return _ids(self.catalog.class_ids, names, self.sql.class_ids)
@@ -228,4 +244,4 @@ def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     catalog = refresh.held(db)
     if catalog is None:
         return index(db, conn)
-    return CatalogIndex(conn, catalog, unconfirmed=True)
+    return CatalogIndex(conn, catalog, unconfirmed=True, db=db)

@@ -3,7 +3,10 @@ traits, aggregates and names, kept in memory and kept current.
 
 Everything but usage and generations changes rarely. ``catalog_changes``
 (db/tables.py) counts every committed write that changes what is kept
-here, and ``catalog_log`` says what each one changed; a request reads the
+here, and ``catalog_log`` says what each one changed (this service's
+writes log themselves; where the database has the triggers of
+db/triggers.py, every writer's rows are logged too, claims included,
+which the catalog follows by its counts alone); a request reads the
 count (the stamp) in its own transaction and uses the catalog only at the
 same stamp. A catalog that is behind is brought up to date by one request
 of the worker, in one consistent snapshot: by reading again only what the
@@ -17,8 +20,8 @@ list. See "Provider catalog" in doc/architecture.md.
 One job per module, each importing only those before it:
 
 ``changes``
-    The write side: the kinds of change, ``record``, the log written just
-    before commit (and the watcher that makes an unrecorded write of the
+    The write side: the kinds of change (the triggers' too), ``record``,
+    the log written just before commit (and the watcher that makes an unrecorded write of the
     catalog's tables log EVERYTHING), the stamp.
 ``rows``
     The value types (``Provider``, ``Inventory``) and the reading of

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -65,6 +66,14 @@ OWN_AFTER_S = 0.7
 # history). It is also how often a process in the fallback looks for
 # triggers created since.
 SAFETY_NET_S = 300.0
+# After the log could not tell what changed (a count gone back: a restore
+# under way; a gap; EVERYTHING) or a comparison found another writer's
+# rows, the comparison runs at the fallback's period for this long even
+# with the triggers: a dump's restore loads its tables one by one after
+# the counts, without the triggers (it creates a table's triggers after
+# its rows), and a catalog read whole meanwhile lacks the tables loaded
+# after it, at the counts the restore leaves.
+WARY_S = 60.0
 # The lease holder's follower deletes the log's old rows this often (the
 # triggers add rows for every claim; this service's own writes prune their
 # shard too, now and then).
@@ -130,21 +139,27 @@ class Cache:
         # When the triggers were last found missing.
         self.unlogged_at = float("-inf")
         self.triggers_at = float("-inf")
+        # Until when the comparison runs at the fallback's period (WARY_S).
+        self.wary_until = float("-inf")
         # When this process last pruned the log, and the counts it did at.
         self.pruned_at = float("-inf")
         self.pruned: dict[int, int] = {}
 
     def current(
-        self, db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+        self,
+        db: db_api.Database,
+        conn: sa.Connection,
+        stamp: int | None = None,
+        used: Callable[[str], None] = events.catalog_used,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
-        (the caller reads through SQL)."""
+        (the caller reads through SQL); ``used`` is told how."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
             if self.below_floor():
                 # Another comparison is under way here: another worker of
                 # this host may have answered from rows this catalog lacks.
-                events.catalog_used("sql")
+                used("sql")
                 return None
         if stamp is None:
             stamp = changes.stamp(conn)
@@ -157,7 +172,7 @@ class Cache:
                 # read takes a second at 70,000 providers: others read
                 # through SQL meanwhile.
                 if not self._lock(wait=catalog is not None):
-                    events.catalog_used("sql")
+                    used("sql")
                     return None
                 try:
                     if self.catalog is None or self.catalog.stamp < stamp:
@@ -178,7 +193,7 @@ class Cache:
         # is kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp:
             outcome = "sql"
-        events.catalog_used(outcome)
+        used(outcome)
         return catalog if outcome != "sql" else None
 
     def _lock(self, wait):
@@ -192,11 +207,11 @@ class Cache:
         "counts" (the log held no change of the structure: only the counts
         moved), "deltas", "full" or "none" (nothing new)."""
         old = self.catalog
-        if old is not None and db.dialect != "sqlite":
+        if old is not None:
             # Usage, consumers and generations (claims) need no snapshot:
-            # the request's own transaction reads the counts and the log.
-            seqs = changes.counts(conn)
-            changed = _changed(conn, old.seqs, seqs)
+            # the request's own transaction reads the counts and the log,
+            # in one statement.
+            seqs, changed = _since(conn, old.seqs)
             if changed == {}:
                 return "none"
             if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
@@ -210,6 +225,8 @@ class Cache:
             if changed == {}:
                 return "none"  # no newer than this request
             if changed is None:
+                if old is not None:
+                    self._wary()
                 self.reading_all = True
                 try:
                     self._triggers_found(triggers.installed(reading))
@@ -335,22 +352,29 @@ class Cache:
         return bool(self.triggers)
 
     def _triggers_found(self, found: bool) -> None:
-        if found != self.triggers:
-            if self.triggers is not None or not found:
-                LOGGER.warning(
-                    "provider catalog: the change-log triggers are %s: %s",
-                    "there" if found else "missing",
-                    MODES[found],
-                )
+        if found != self.triggers and (self.triggers is not None or not found):
+            LOGGER.log(
+                logging.INFO if found else logging.WARNING,
+                "provider catalog: the change-log triggers are %s: %s",
+                "there" if found else "missing",
+                MODES[found],
+            )
         self.triggers, self.triggers_at = found, time.monotonic()
         if not found:
             # Allocations followed through this have missed writes: none is
             # answered from memory until a whole read (``with_allocations``).
             self.unlogged_at = self.triggers_at
 
+    def _wary(self) -> None:
+        self.wary_until = time.monotonic() + WARY_S
+
     def period(self) -> float:
-        """How often the catalog is compared with the database."""
-        return SAFETY_NET_S if self.triggers else VERIFY_EVERY_S
+        """How often the catalog is compared with the database: with the
+        triggers, every SAFETY_NET_S, unless the log lately could not tell
+        what changed (WARY_S)."""
+        if self.triggers and time.monotonic() >= self.wary_until:
+            return SAFETY_NET_S
+        return VERIFY_EVERY_S
 
     def due(self, ahead: float = 0.0) -> bool:
         """Whether a comparison is due (or will be within ``ahead`` s)."""
@@ -377,7 +401,7 @@ class Cache:
         more where the fingerprint statement takes long (a safety-net
         period more with the triggers)."""
         slack = max(FOLLOWED_VERIFY_S, BOUND_TOOK * self.took + VERIFY_EVERY_S)
-        return slack + (SAFETY_NET_S if self.triggers else 0.0)
+        return slack + self.period() - VERIFY_EVERY_S
 
     def _age(self) -> float:
         """Since the start of the last comparison that found the catalog
@@ -482,6 +506,7 @@ class Cache:
             # the catalog read in a snapshot fixed by the time of the
             # second raise).
             self._raise_floor(state)
+            self._wary()
             self.catalog = None
             self.reading_all = True
             try:
@@ -612,6 +637,27 @@ def _changed(conn, then, now):
     catalog must be read whole: a count went back (shard rows re-created),
     the log no longer has every change (pruned), too many changes, or one
     of EVERYTHING."""
+    ranges = _ranges(then, now)
+    if not ranges:
+        return ranges if ranges is None else {}
+    wanted = sa.or_(
+        *(
+            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
+            for shard, low, high in ranges
+        )
+    )
+    rows = conn.execute(
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
+            wanted
+        )
+    )
+    return _named(ranges, rows)
+
+
+def _ranges(then, now):
+    """[(shard, low, high)] of the shards whose counts moved from
+    ``then`` to ``now``; None when one went back or too many changes
+    (more than MAX_DELTAS) are between."""
     ranges = []
     for shard in then.keys() | now.keys():
         low, high = then.get(shard, 0), now.get(shard, 0)
@@ -619,32 +665,83 @@ def _changed(conn, then, now):
             return None
         if high > low:
             ranges.append((shard, low, high))
-    if not ranges:
-        return {}
     if sum(high - low for _, low, high in ranges) > MAX_DELTAS:
         return None
-    wanted = sa.or_(
-        *(
-            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
-            for shard, low, high in ranges
-        )
-    )
+    return ranges
+
+
+def _named(ranges, rows):
+    """``_changed``'s answer from the log ``rows`` (shard, seq, kind, ref,
+    uuid) of the numbers in ``ranges`` (those outside are left out)."""
+    bounds = {shard: (low, high) for shard, low, high in ranges}
     changed = collections.defaultdict(set)
     numbers = set()
-    for shard, seq, kind, ref, uuid in conn.execute(
-        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
-            wanted
-        )
-    ):
-        numbers.add((shard, seq))
-        changed[kind].add(uuid if kind == changes.CONSUMER else ref)
+    for shard, seq, kind, ref, uuid in rows:
+        low, high = bounds.get(shard, (0, 0))
+        if low < seq <= high:
+            numbers.add((shard, seq))
+            changed[kind].add(uuid if kind == changes.CONSUMER else ref)
     # Each number below a shard's count was committed with it: one that is
     # missing was pruned.
     if len(numbers) != sum(high - low for _, low, high in ranges):
         return None
     if changes.EVERYTHING in changed:
         return None
-    return changed
+    return dict(changed)
+
+
+# Log items one read past a catalog's counts takes at most (a number has
+# up to 4 from the triggers, MAX_LOGGED from this service): more, and the
+# catalog is read whole.
+MAX_ITEMS = 4 * MAX_DELTAS
+
+
+def _since_statement():
+    """Every shard's count, and the log items numbered past a catalog's
+    (bound ``low_<shard>``), in one statement: one snapshot at READ
+    COMMITTED, so every number up to a count read is there unless pruned.
+    The counts are the rows without a kind."""
+    past = sa.or_(
+        *(
+            sa.and_(
+                LOG.c.shard == shard,
+                LOG.c.seq > sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
+            )
+            for shard in range(tables.CATALOG_SHARDS)
+        )
+    )
+    items = (
+        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid)
+        .where(past)
+        .limit(MAX_ITEMS + 1)
+        .subquery()
+    )
+    counts = sa.select(
+        changes.CATALOG.c.shard,
+        changes.CATALOG.c.changes,
+        sa.cast(sa.null(), sa.SmallInteger),
+        sa.cast(sa.null(), sa.Integer),
+        sa.cast(sa.null(), sa.String(36)),
+    )
+    return sa.union_all(counts, sa.select(items))
+
+
+_SINCE = _since_statement()
+
+
+def _since(conn, then):
+    """(counts now, ``_changed(conn, then, now)``) in one statement."""
+    now, items = {}, []
+    low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
+    for row in conn.execute(_SINCE, low):
+        if row[2] is None:
+            now[row[0]] = row[1]
+        else:
+            items.append(row)
+    ranges = _ranges(then, now)
+    if ranges is None or len(items) > MAX_ITEMS:
+        return now, None
+    return now, _named(ranges, items) if ranges else {}
 
 
 @contextlib.contextmanager
@@ -696,6 +793,16 @@ def current(
     if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).current(db, conn, stamp)
+
+
+def structure_at(db: db_api.Database, conn: sa.Connection, stamp: int) -> object:
+    """The ``structure`` of the catalog of ``db`` brought to ``stamp`` (by
+    the log, as ``current`` does, counted as no use of it), or None when
+    it cannot be (read whole meanwhile, newer than the transaction)."""
+    if not db.conf.placement.provider_catalog:
+        return None
+    catalog = _cache(db).current(db, conn, stamp, used=lambda outcome: None)
+    return catalog.structure if catalog is not None else None
 
 
 def held(db: db_api.Database) -> Catalog | None:
