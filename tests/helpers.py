@@ -97,7 +97,9 @@ def new_provider(db):
         changes.record(conn, changes.EVERYTHING)
         conn.execute(rp.insert().values(uuid=rp_uuid, name=rp_uuid, generation=0))
         conn.execute(
-            rp.update().where(rp.c.uuid == rp_uuid).values(root_provider_id=rp.c.id)
+            rp.update()
+            .where(rp.c.uuid == rp_uuid)
+            .values(root_provider_id=rp.c.id, updated_at=rp.c.updated_at)
         )
     return rp_uuid
 

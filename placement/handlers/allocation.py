@@ -9,6 +9,7 @@ from placement import exception
 from placement import versions
 from placement.handlers import consumer_body
 from placement.objects import allocation as allocation_obj
+from placement.objects import allocation_reads
 from placement.schemas import allocation as schema
 from placement.web import decorators
 from placement.web import errors
@@ -32,7 +33,7 @@ CONSUMER_FIELDS = versions.Table(
 @decorators.accepts_json
 def list_for_consumer(req, resp, consumer_uuid):
     req.context.ctx.can("placement:allocations:list")
-    found = allocation_obj.for_consumer(req.context.ctx.db, consumer_uuid)
+    found = allocation_reads.for_consumer(req.context.ctx.db, consumer_uuid)
     body = {"allocations": found.allocations}
     if found.allocations:
         values = {
@@ -43,16 +44,14 @@ def list_for_consumer(req, resp, consumer_uuid):
         }
         body.update((key, values[key]) for key in CONSUMER_FIELDS(req.context.version))
     request.render(resp, body)
-    request.set_last_modified(
-        req, resp, request.last_modified_of(found.rows), always=True
-    )
+    request.set_last_modified(req, resp, found.modified, always=True)
 
 
 @decorators.accepts_json
 def list_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:allocations:list")
     try:
-        found = allocation_obj.for_provider(req.context.ctx.db, uuid)
+        found = allocation_reads.for_provider(req.context.ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         raise errors.NotFound(
             "Resource provider '%s' not found: %s" % (uuid, e.message)
@@ -73,9 +72,7 @@ def list_for_resource_provider(req, resp, uuid):
         resp,
         {"resource_provider_generation": found.generation, "allocations": allocations},
     )
-    request.set_last_modified(
-        req, resp, request.last_modified_of(found.rows), always=True
-    )
+    request.set_last_modified(req, resp, found.modified, always=True)
 
 
 def write(req, writes, unknown_class_prefix):

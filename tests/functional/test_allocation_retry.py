@@ -16,6 +16,7 @@ import pytest
 
 from placement import exception
 from placement.objects import allocation as alloc_obj
+from placement.objects import allocation_reads
 from placement.objects import consumer as consumer_obj
 from placement.objects import inventory as inv_obj
 from tests import fixtures
@@ -111,7 +112,7 @@ def test_lost_swap_is_read_again_in_the_same_transaction(db, provider, monkeypat
     # Every attempt re-read the same committed state: the lost swaps changed
     # nothing.
     assert all(s == seen[0] for s in seen)
-    found = alloc_obj.for_consumer(db, claim.uuid)
+    found = allocation_reads.for_consumer(db, claim.uuid)
     assert found.allocations[provider]["resources"] == {"VCPU": 2}
     assert found.allocations[provider]["generation"] == list(seen[0].values())[0] + 1
     assert found.generation == 1
@@ -129,10 +130,13 @@ def test_exhausted_retries_are_a_clean_conflict(db, provider, monkeypatch):
         "Please retry your update"
     )
     # Nothing of any attempt survived: no rows, no consumer, no generation.
-    assert alloc_obj.for_consumer(db, claim.uuid).allocations == {}
+    assert allocation_reads.for_consumer(db, claim.uuid).allocations == {}
     with db.reader() as conn:
         assert consumer_obj.existing(conn, [claim.uuid]) == ({}, {}, {})
-    assert alloc_obj.for_provider(db, provider).generation == list(seen[0].values())[0]
+    assert (
+        allocation_reads.for_provider(db, provider).generation
+        == list(seen[0].values())[0]
+    )
 
 
 def test_partly_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypatch):
@@ -148,7 +152,7 @@ def test_partly_lost_swap_is_retried_in_a_new_transaction(db, provider, monkeypa
     alloc_obj.replace_allocations(db, [claim], check_generation=True)
     assert len(seen) == 2 and len(begun) == 2
     assert seen[0] == seen[1]
-    found = alloc_obj.for_consumer(db, claim.uuid).allocations
+    found = allocation_reads.for_consumer(db, claim.uuid).allocations
     assert {rp: found[rp]["generation"] for rp in found} == {
         provider: 2,
         other: 2,
@@ -178,4 +182,4 @@ def test_consumer_created_concurrently(db, provider, monkeypatch):
     assert (
         "consumer generation conflict - expected 1 but got None" in raised.value.message
     )
-    assert alloc_obj.for_consumer(db, first.uuid).generation == 1
+    assert allocation_reads.for_consumer(db, first.uuid).generation == 1

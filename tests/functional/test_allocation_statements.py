@@ -12,6 +12,7 @@ import pytest
 
 from placement import exception
 from placement.objects import allocation as alloc_obj
+from placement.objects import allocation_reads
 from placement.objects import usage as usage_obj
 from tests.functional.test_allocation_retry import _claim
 from tests.functional.test_allocation_retry import _new_provider
@@ -52,7 +53,7 @@ def test_a_claim_reads_once_before_it_swaps(db, trips):  # noqa: F811
     # The read, the swap, the rest with the COMMIT.
     assert sent is None or len(sent) == 3
     assert _generation(db, rp) == before + 1
-    found = alloc_obj.for_consumer(db, claim.uuid)
+    found = allocation_reads.for_consumer(db, claim.uuid)
     assert found.allocations[rp]["resources"] == {"VCPU": 3}
     assert found.generation == 1
 
@@ -90,7 +91,7 @@ def test_emptying_a_consumer_reads_and_moves_the_providers_it_held(db):  # noqa:
         before[0] + 1,
         before[1] + 1,
     )
-    assert alloc_obj.for_consumer(db, leaving.uuid).allocations == {}
+    assert allocation_reads.for_consumer(db, leaving.uuid).allocations == {}
 
 
 def test_a_consumer_created_meanwhile_fails_the_claim_whole(db, monkeypatch):  # noqa: F811
@@ -123,8 +124,8 @@ def test_a_consumer_created_meanwhile_fails_the_claim_whole(db, monkeypatch):  #
     # The claim's, the rival's, the claim's again after its failed commit.
     assert len(reads) == 3
     assert _generation(db, rp) == before
-    assert alloc_obj.for_provider(db, rp).allocations == {}
-    found = alloc_obj.for_consumer(db, claim.uuid)
+    assert allocation_reads.for_provider(db, rp).allocations == {}
+    found = allocation_reads.for_consumer(db, claim.uuid)
     assert found.allocations[elsewhere]["resources"] == {"VCPU": 5}
     assert list(found.allocations) == [elsewhere]
     assert found.generation == 1

@@ -124,7 +124,7 @@ class Cloud:
         assert refresh._CACHES[reader_db].catalog.stamp == _stamp(reader_db)
         catalog = refresh._CACHES[reader_db].catalog
         with reader_db.reader() as conn:
-            afresh = store.Catalog.read(conn, usage=catalog.used is not None)
+            afresh = store.Catalog.read(conn, followed=catalog.used is not None)
             # What the index derived per tree and kept through the changes
             # is what it derives afresh.
             derive = catalog_index.CatalogIndex(conn, afresh).idle_summaries

@@ -197,3 +197,40 @@ def test_reads_from_memory_run_one_statement(cloud_app):
                 resp = client.get(path)
             assert resp.status_code == 200, resp.text
             assert len(rp_objects._queries(seen)) == 1, (path, seen)
+
+
+def test_allocation_reads_run_one_statement(served):
+    """Where the catalog follows allocations (the triggers are there),
+    each allocation read costs the database one statement (the stamp)
+    once the catalog is current: nothing changed since."""
+    _, client, db = served
+    rp, consumer = str(uuid.uuid4()), str(uuid.uuid4())
+    assert client.post("/resource_providers", json={"uuid": rp, "name": "a"}).is_success
+    inventories = {
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 8}},
+    }
+    assert client.put(
+        "/resource_providers/%s/inventories" % rp, json=inventories
+    ).is_success
+    claim = {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert client.put("/allocations/%s" % consumer, json=claim).is_success
+    seen = []
+    sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+    for path in (
+        "/allocations/%s" % consumer,
+        "/resource_providers/%s/allocations" % rp,
+    ):
+        # The catalog read, then compared with the database once.
+        client.get(path)
+        client.get(path)
+        del seen[:]
+        resp = client.get(path)
+        assert resp.status_code == 200 and resp.json()["allocations"]
+        assert len(seen) == 1, seen

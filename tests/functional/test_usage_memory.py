@@ -141,7 +141,7 @@ def check(cloud):
     mine = catalog.used
     assert dict(zip(mine.ids.tolist(), mine.generation.tolist())) == generations
     with cloud.db.reader() as conn:
-        afresh = store.Catalog.read(conn, usage=True).used
+        afresh = store.Catalog.read(conn, followed=True).used
     for rc in afresh.rp:
         assert afresh.rp[rc].tolist() == mine.rp[rc].tolist()
         assert afresh.amount[rc].tolist() == mine.amount[rc].tolist()

@@ -137,6 +137,8 @@ class Cache:
         # Whether the triggers were all there at the last look (None: not
         # looked yet), and when it looked (``logged_by_triggers``).
         self.triggers: bool | None = None
+        # When the triggers were last found missing.
+        self.unlogged_at = float("-inf")
         self.triggers_at = float("-inf")
         # Until when the comparison runs at the fallback's period (WARY_S).
         self.wary_until = float("-inf")
@@ -229,11 +231,8 @@ class Cache:
                 self.reading_all = True
                 try:
                     self._triggers_found(triggers.installed(reading))
-                    self._install(
-                        db,
-                        Catalog.read(reading, usage=bool(self.triggers)),
-                        whole=True,
-                    )
+                    catalog = Catalog.read(reading, followed=bool(self.triggers))
+                    self._install(db, catalog, whole=True)
                 finally:
                     self.reading_all = False
                 how = "full"
@@ -362,6 +361,10 @@ class Cache:
                 MODES[found],
             )
         self.triggers, self.triggers_at = found, time.monotonic()
+        if not found:
+            # Allocations followed through this have missed writes: none is
+            # answered from memory until a whole read (``with_allocations``).
+            self.unlogged_at = self.triggers_at
 
     def _wary(self) -> None:
         self.wary_until = time.monotonic() + WARY_S
@@ -509,7 +512,7 @@ class Cache:
             self.reading_all = True
             try:
                 self._triggers_found(triggers.installed(reading))
-                catalog = Catalog.read(reading, usage=bool(self.triggers))
+                catalog = Catalog.read(reading, followed=bool(self.triggers))
             finally:
                 self.reading_all = False
             self._raise_floor(state)
@@ -765,8 +768,10 @@ def _snapshot(db, conn):
     one snapshot already. MySQL sessions run READ COMMITTED, where every
     statement sees the latest commits, so the catalog is read on a
     connection of its own at REPEATABLE READ, whose first read fixes the
-    snapshot for the whole transaction (the same on PostgreSQL)."""
-    if db.dialect == "sqlite":
+    snapshot for the whole transaction (the same on PostgreSQL). A
+    request's read in autocommit (``single_read``) has no snapshot to lend:
+    the catalog is read in one of its own there too."""
+    if db.dialect == "sqlite" and conn.in_transaction():
         yield conn
         return
     with _own_snapshot(db) as own:
@@ -858,6 +863,21 @@ def logged_by_triggers(db: db_api.Database) -> bool:
     if cache.triggers is None:
         return cache.look_for_triggers(db)
     return cache.triggers
+
+
+def with_allocations(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
+    """The catalog at the stamp ``conn`` reads when it answers allocations
+    (``catalog/consumers.py``): the triggers are there, and were at every
+    look since its allocations were read whole (else it lacks the writes
+    of the time they were not); else None (the caller reads SQL)."""
+    if not logged_by_triggers(db):
+        return None
+    catalog = current(db, conn)
+    if catalog is None or catalog.allocations is None:
+        return None
+    if catalog.allocations.read_at <= _cache(db).unlogged_at:
+        return None
+    return catalog
 
 
 def mode(db: db_api.Database) -> str:

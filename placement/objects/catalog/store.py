@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import columns
+from placement.objects.catalog import consumers
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
 from placement.objects.catalog import used as used_
@@ -82,9 +83,11 @@ class Catalog:
         # shared by the catalogs that followed only changes of none of it
         # (``changes.UNSTRUCTURED``), a new one otherwise.
         self.structure = object()
-        # Usage and generations (used.py), where triggers log every
-        # writer's allocations; None otherwise (they are read per request).
+        # Usage and generations (used.py), allocations and consumers
+        # (consumers.py), where triggers log every writer's allocations;
+        # None otherwise (they are read per request).
         self.used: used_.Used | None = None
+        self.allocations: consumers.Allocations | None = None
 
     def fingerprint(self, dialect: str) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
@@ -114,12 +117,15 @@ class Catalog:
         return derived
 
     @classmethod
-    def read(cls, conn: sa.Connection, usage: bool = False) -> "Catalog":
-        """Everything, in ``conn``'s snapshot; with ``usage`` (the triggers
-        log every writer's allocations) the usage and generations too."""
+    def read(cls, conn: sa.Connection, followed: bool = False) -> "Catalog":
+        """Everything, in ``conn``'s snapshot; ``followed`` (the triggers
+        log every writer's allocations): usage, generations and
+        allocations too."""
         catalog = cls()
         # The counts first, in the same snapshot as everything below.
         catalog._counted(changes.counts(conn))
+        if followed:
+            catalog.allocations = consumers.read(conn)
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
         catalog._whole(Rows(conn, None))
@@ -130,7 +136,7 @@ class Catalog:
         # touched.
         catalog.fingerprint(conn.dialect.name)
         stock = columns.of(catalog).stock
-        if usage:
+        if followed:
             # Aligned with the columns, sharing their holders' ids.
             catalog.used = used_.Used.read(
                 conn, {rc: held.rp for rc, held in stock.items()}
@@ -191,6 +197,13 @@ class Catalog:
         fingerprint, the provider list's body) stays good."""
         catalog = copy.copy(self)
         catalog._counted(seqs)
+        if self.allocations is not None:
+            catalog.allocations = self.allocations.advanced(
+                conn,
+                changed.get(changes.CONSUMER, ()),
+                changed.get(changes.GENERATION, set())
+                | changed.get(changes.PROVIDER, set()),
+            )
         if changed.keys() <= changes.UNSTRUCTURED:
             if self.used is not None:
                 catalog._follow_usage(conn, self, changed)

@@ -1,0 +1,306 @@
+"""Allocations followed in memory, where triggers log every writer's
+allocation and consumer writes (doc/architecture.md "Allocations in
+memory"): per consumer its allocation rows, generation, project, user
+and type; per provider its allocation rows and its generation.
+
+Read whole with the catalog (``read``), in placement-api's master before
+the fork, as columns (numpy arrays): 224,379 consumers are a few dozen
+arrays whose pages every worker shares, not a million Python objects
+each worker would copy by touching them. A catalog that follows the log
+(``Allocations.advanced``) re-reads the consumers its CONSUMER rows name
+(one statement) and the generations its GENERATION and PROVIDER rows
+name (one statement) into a small overlay of its own, which masks the
+columns; past FOLD_AT entries the overlay is folded into new columns
+(the worker's own copy from then on)."""
+
+import time
+from collections.abc import Iterable
+
+import numpy as np
+import sqlalchemy as sa
+
+from placement.db import tables
+from placement.objects.catalog import bulk
+from placement.objects.catalog.consumer_columns import NO_RECORD
+from placement.objects.catalog.consumer_columns import NO_TIME
+from placement.objects.catalog.consumer_columns import Base
+from placement.objects.catalog.consumer_columns import Columns
+from placement.objects.catalog.consumer_columns import Consumer
+from placement.objects.catalog.consumer_columns import Held
+from placement.objects.catalog.consumer_columns import Row
+from placement.objects.catalog.consumer_columns import encoded
+
+ALLOC, CONSUMERS, RP = tables.allocations, tables.consumers, tables.resource_providers
+PROJECTS, USERS, TYPES = tables.projects, tables.users, tables.consumer_types
+
+# Overlay entries (consumers, or generations) past which a catalog folds
+# them into new columns.
+FOLD_AT = 10_000
+
+
+class Allocations:
+    """The columns of the last whole read (``base``, shared) and the
+    overlay of what the log named since (this catalog's own). Never
+    modified: ``advanced`` makes a new one."""
+
+    def __init__(self, base: Base, read_at: float) -> None:
+        self.base = base
+        # time.monotonic() before the whole read its columns come from.
+        self.read_at = read_at
+        # uuid -> Consumer, or None: holds no allocations now.
+        self.changed: dict = {}
+        # rp -> frozenset of overlay uuids with rows on it.
+        self.overlay_on: dict = {}
+        # rp -> generation, or None: no such provider now.
+        self.generations: dict = {}
+
+    def __eq__(self, other: object) -> bool:
+        """The same allocations (the tests compare catalogs)."""
+        if not isinstance(other, Allocations):
+            return NotImplemented
+        return self.everything() == other.everything()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def consumer(self, uuid: str) -> Consumer | None:
+        """Its allocations, None when it holds none."""
+        if uuid in self.changed:
+            return self.changed[uuid]
+        i = self.base.index(uuid)
+        return None if i is None else self.base.consumer(i)
+
+    def on_provider(self, rp: int) -> list[Held]:
+        """The allocation rows on provider ``rp``, in id order."""
+        base, changed = self.base, self.changed
+        held = []
+        at = base.rows_on(rp)
+        for row, i in zip(base.rows(at), base.owner[at].tolist()):
+            uuid = base.uuid(i)
+            if not (changed and uuid in changed):
+                held.append(Held(row, uuid, base.generation_at(i)))
+        overlay = self.overlay_on.get(rp, ())
+        for uuid in overlay:
+            consumer = changed[uuid]
+            held.extend(
+                Held(row, uuid, consumer.generation)
+                for row in consumer.rows
+                if row.provider == rp
+            )
+        if overlay:
+            held.sort(key=lambda h: h.row.id)
+        return held
+
+    def generation(self, rp: int) -> int | None:
+        if rp in self.generations:
+            return self.generations[rp]
+        return self.base.generation_of(rp)
+
+    def advanced(
+        self, conn: sa.Connection, uuids: Iterable[str], providers: Iterable[int]
+    ) -> "Allocations":
+        """A new one: this one with consumers ``uuids`` and the
+        generations of ``providers`` read again in ``conn``'s snapshot."""
+        uuids, providers = set(uuids), set(providers)
+        if not (uuids or providers):
+            return self
+        new = Allocations(self.base, self.read_at)
+        new.changed, new.overlay_on = self.changed, self.overlay_on
+        new.generations = self.generations
+        if uuids:
+            found = consumers_of(conn, uuids)
+            new._consumers({uuid: found.get(uuid) for uuid in uuids})
+        if providers:
+            generations = dict(self.generations)
+            generations.update(dict.fromkeys(providers))
+            generations.update(generations_of(conn, providers))
+            new.generations = generations
+        if len(new.changed) > FOLD_AT:
+            return new.folded()
+        if len(new.generations) > FOLD_AT:
+            # (Claims move generations: folded alone, the rows stay shared.)
+            new.base = new.base.with_generations(new.generations)
+            new.generations = {}
+        return new
+
+    def _consumers(self, fresh: dict) -> None:
+        """The overlay with ``fresh`` ({uuid: Consumer or None}) in it."""
+        changed = dict(self.changed)
+        touched: dict = {}  # rp -> {uuid: holds rows there now}
+        for uuid, consumer in fresh.items():
+            was = changed.get(uuid)
+            for row in was.rows if was is not None else ():
+                touched.setdefault(row.provider, {})[uuid] = False
+            for row in consumer.rows if consumer is not None else ():
+                touched.setdefault(row.provider, {})[uuid] = True
+            changed[uuid] = consumer
+        overlay_on = dict(self.overlay_on)
+        for rp, now in touched.items():
+            kept = overlay_on.get(rp, frozenset())
+            kept = (kept - now.keys()) | {u for u, there in now.items() if there}
+            if kept:
+                overlay_on[rp] = kept
+            else:
+                overlay_on.pop(rp, None)
+        self.changed, self.overlay_on = changed, overlay_on
+
+    def folded(self) -> "Allocations":
+        """The same allocations with an empty overlay (new columns)."""
+        base = self.base
+        keep = np.ones(len(base.id), dtype=bool)
+        for i in map(base.index, self.changed):
+            if i is not None:
+                keep[base.start[i] : base.start[i + 1]] = False
+        names = {field: list(values) for field, values in base.names.items()}
+        added = Columns.of(
+            [
+                (uuid, *row[:4], row.modified, *consumer[:4])
+                for uuid, consumer in self.changed.items()
+                if consumer is not None
+                for row in consumer.rows
+            ],
+            names,
+        )
+        owner = base.owner[keep]
+        kept = Columns(
+            base.uuids[owner],
+            base.id[keep],
+            base.provider[keep],
+            base.rc[keep],
+            base.used[keep],
+            base.modified[keep],
+            base.generation[owner],
+            base.project[owner],
+            base.user[owner],
+            base.type[owner],
+        )
+        rows = Columns(*(np.concatenate(pair) for pair in zip(kept, added)))
+        generations = dict(zip(base.rp_ids.tolist(), base.rp_generations.tolist()))
+        generations.update(self.generations)
+        return Allocations(
+            Base(
+                rows,
+                {field: tuple(values) for field, values in names.items()},
+                {rp: g for rp, g in generations.items() if g is not None},
+            ),
+            self.read_at,
+        )
+
+    def everything(self) -> tuple[dict, dict]:
+        """({uuid: Consumer}, {rp: generation}): what it holds, for the
+        tests to compare with a fresh read (``consumers_of``,
+        ``generations_of``)."""
+        base = self.folded().base
+        consumers = {base.uuid(i): base.consumer(i) for i in range(len(base.uuids))}
+        return consumers, dict(zip(base.rp_ids.tolist(), base.rp_generations.tolist()))
+
+
+def read(conn: sa.Connection) -> Allocations:
+    """Every consumer holding allocations and every provider's
+    generation, in ``conn``'s snapshot: the allocation rows with their
+    consumer's record (``bulk``), and the names."""
+    read_at = time.monotonic()
+    uuid, *numbers = bulk.columns(
+        conn, _WITH_RECORDS, ALLOC.c.id, list(_ALL), text=(0,)
+    )
+    ids = numbers[6:]
+    names: dict = {}
+    for k, (field, table, name) in enumerate(_NAMES):
+        found = sorted(conn.execute(sa.select(table.c.id, name)).all())
+        names[field] = (None, *(value for _, value in found))
+        known = np.array([id_ for id_, _ in found], dtype=np.int64)
+        ids[k] = _place(known, ids[k])
+    rps, generations = bulk.columns(conn, RP, RP.c.id, [RP.c.id, RP.c.generation])
+    return Allocations(
+        Base(
+            Columns(encoded(uuid), *numbers[:6], *ids),
+            names,
+            dict(zip(rps.tolist(), generations.tolist())),
+        ),
+        read_at,
+    )
+
+
+def _place(sorted_ids, ids):
+    """Each of ``ids``' position in ``sorted_ids`` plus one (the names'
+    first is None), or 0 where it is not there."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return np.where(sorted_ids[at] == ids, at + 1, 0)
+
+
+_MODIFIED = sa.func.coalesce(
+    bulk.Seconds(sa.func.coalesce(ALLOC.c.updated_at, ALLOC.c.created_at)),
+    sa.literal(NO_TIME, sa.BigInteger),
+)
+_ALL = (
+    ALLOC.c.consumer_id,
+    ALLOC.c.id,
+    ALLOC.c.resource_provider_id,
+    ALLOC.c.resource_class_id,
+    ALLOC.c.used,
+    _MODIFIED,
+    sa.func.coalesce(CONSUMERS.c.generation, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.project_id, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.user_id, NO_RECORD),
+    sa.func.coalesce(CONSUMERS.c.consumer_type_id, NO_RECORD),
+)
+_WITH_RECORDS = ALLOC.outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+_NAMES = (
+    ("project", PROJECTS, PROJECTS.c.external_id),
+    ("user", USERS, USERS.c.external_id),
+    ("type", TYPES, TYPES.c.name),
+)
+
+
+def _named(joined):
+    """``joined`` (consumers, or allocations) outer-joined to the consumers'
+    records and their names."""
+    if joined is not CONSUMERS:
+        joined = joined.outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+    return (
+        joined.outerjoin(PROJECTS, PROJECTS.c.id == CONSUMERS.c.project_id)
+        .outerjoin(USERS, USERS.c.id == CONSUMERS.c.user_id)
+        .outerjoin(TYPES, TYPES.c.id == CONSUMERS.c.consumer_type_id)
+    )
+
+
+_RECORD_COLUMNS = (
+    CONSUMERS.c.generation,
+    PROJECTS.c.external_id,
+    USERS.c.external_id,
+    TYPES.c.name,
+)
+# The allocation rows of the consumers bound as ``uuids``, each with its
+# consumer's record: the log's CONSUMER rows read again in one statement.
+_SOME = (
+    sa.select(*_ALL[:6], *_RECORD_COLUMNS)
+    .select_from(_named(ALLOC))
+    .where(ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+    .order_by(ALLOC.c.id)
+)
+
+
+def consumers_of(conn: sa.Connection, uuids: Iterable[str]) -> dict:
+    """{uuid: Consumer} of the ``uuids`` holding allocations."""
+    found: dict = {}
+    rows: dict = {}
+    for uuid, id_, rp, rc, used, when, *record in conn.execute(
+        _SOME, {"uuids": list(uuids)}
+    ):
+        if uuid not in found:
+            found[uuid] = record
+            rows[uuid] = []
+        rows[uuid].append(Row(id_, rp, rc, used, None if when == NO_TIME else when))
+    return {
+        uuid: Consumer(generation, project, user, kind, tuple(rows[uuid]))
+        for uuid, (generation, project, user, kind) in found.items()
+    }
+
+
+def generations_of(conn: sa.Connection, providers: Iterable[int] | None) -> dict:
+    """{rp: generation} of ``providers`` (None: all) that exist."""
+    query = sa.select(RP.c.id, RP.c.generation)
+    if providers is not None:
+        query = query.where(RP.c.id.in_(list(providers)))
+    return dict(conn.execute(query).all())

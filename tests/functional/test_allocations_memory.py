@@ -1,0 +1,318 @@
+"""Allocations answered from the catalog (doc/architecture.md
+"Allocations in memory"), where the triggers log every writer's: on
+SQLite, MySQL and PostgreSQL, two workers on one database, one writing
+(through the API, and by SQL by hand) and one reading. After every step
+of a seeded random run of claims, moves between consumers, deletes,
+consumer generation conflicts and hand-written rows, the reading worker's
+catalog holds the allocations a fresh read finds, and its answers to
+``GET /allocations/{c}`` and ``GET /resource_providers/{uuid}/allocations``
+at every microversion are byte for byte the SQL path's (the catalog
+off)."""
+
+import random
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from placement.db import tables
+from placement.db import triggers
+from placement.objects import allocation_reads
+from placement.objects.catalog import consumers
+from placement.objects.catalog import refresh
+from tests import fixtures
+from tests import wsgi_client
+from tests.functional import test_candidate_catalog as candidate_catalog
+
+VERSIONS = ("1.0", "1.12", "1.15", "1.28", "1.38", "1.39")
+ALLOC, CONSUMERS, RP = tables.allocations, tables.consumers, tables.resource_providers
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def cloud(request):
+    fixtures.require_backend(request.param)
+    with (
+        fixtures.database_url(request.param) as url,
+        candidate_catalog.two_workers(url, url) as cloud,
+    ):
+        yield cloud
+
+
+def _providers(cloud, count=3):
+    providers = []
+    for i in range(count):
+        rp = cloud.provider("host%d" % i)
+        cloud.inventories(rp, VCPU=64, MEMORY_MB=65536, DISK_GB=1000)
+        providers.append(rp)
+    return providers
+
+
+def _get(cloud, path, version, catalog_on):
+    with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
+        return wsgi_client.call(
+            cloud.reader,
+            path,
+            x_auth_token="admin",
+            openstack_api_version="placement %s" % version,
+        )
+
+
+def _answers_agree(cloud, paths):
+    """Each path's answer from memory is the SQL path's, at every
+    microversion."""
+    for path in paths:
+        for version in VERSIONS:
+            mine = _get(cloud, path, version, True)
+            sql = _get(cloud, path, version, False)
+            assert (mine.status, _body(mine)) == (sql.status, _body(sql)), (
+                path,
+                version,
+            )
+            if mine.status == 200 and mine.json()["allocations"]:
+                # (Without rows both say "now".)
+                assert mine.headers.get("last-modified") == sql.headers.get(
+                    "last-modified"
+                )
+
+
+def _body(resp):
+    """The body's bytes; an error's less its request id."""
+    if resp.status < 400:
+        return resp.body
+    errors = resp.json()["errors"]
+    return [{k: v for k, v in e.items() if k != "request_id"} for e in errors]
+
+
+def _held_is_fresh(cloud):
+    """The reading worker's catalog follows allocations and holds what a
+    fresh read finds."""
+    catalog = refresh._CACHES[cloud.reader_db].catalog
+    assert catalog.allocations is not None
+    with cloud.reader_db.reader() as conn:
+        assert catalog.stamp == candidate_catalog._stamp(cloud.reader_db)
+        assert catalog.allocations == consumers.read(conn)
+
+
+class Steps:
+    """Random writes through the writing worker and by hand."""
+
+    def __init__(self, cloud, providers, rnd):
+        self.cloud, self.providers, self.rnd = cloud, providers, rnd
+        self.consumers = [str(uuid.UUID(int=rnd.getrandbits(128))) for _ in range(8)]
+
+    def run(self):
+        step = self.rnd.choice(
+            [
+                self.claim,
+                self.claim,
+                self.move,
+                self.delete,
+                self.conflict,
+                self.by_hand_row,
+                self.by_hand_record,
+                self.by_hand_generation,
+            ]
+        )
+        step()
+
+    def _consumer_generation(self, consumer):
+        resp = self.cloud.call(
+            self.cloud.writer, "/allocations/%s" % consumer, status=200
+        )
+        return resp.json().get("consumer_generation")
+
+    def _resources(self):
+        return {
+            "VCPU": self.rnd.randint(1, 4),
+            "MEMORY_MB": self.rnd.choice([512, 1024]),
+        }
+
+    def claim(self):
+        consumer = self.rnd.choice(self.consumers)
+        self.cloud.call(
+            self.cloud.writer,
+            "/allocations/%s" % consumer,
+            "PUT",
+            {
+                "allocations": {
+                    rp: {"resources": self._resources()}
+                    for rp in self.rnd.sample(self.providers, self.rnd.randint(1, 2))
+                },
+                "project_id": self.rnd.choice(["p1", "p2"]),
+                "user_id": "u1",
+                "consumer_generation": self._consumer_generation(consumer),
+                "consumer_type": self.rnd.choice(["INSTANCE", "MIGRATION"]),
+            },
+            status=204,
+        )
+
+    def move(self):
+        source, target = self.rnd.sample(self.consumers, 2)
+        held = self.cloud.call(
+            self.cloud.writer, "/allocations/%s" % source, status=200
+        ).json()
+        if not held["allocations"]:
+            return
+        body = {
+            source: {
+                "allocations": {},
+                "project_id": held["project_id"],
+                "user_id": held["user_id"],
+                "consumer_generation": held["consumer_generation"],
+                "consumer_type": held["consumer_type"],
+            },
+            target: {
+                "allocations": {
+                    rp: {"resources": entry["resources"]}
+                    for rp, entry in held["allocations"].items()
+                },
+                "project_id": held["project_id"],
+                "user_id": held["user_id"],
+                "consumer_generation": self._consumer_generation(target),
+                "consumer_type": held["consumer_type"],
+            },
+        }
+        self.cloud.call(self.cloud.writer, "/allocations", "POST", body, status=204)
+
+    def delete(self):
+        consumer = self.rnd.choice(self.consumers)
+        resp = self.cloud.call(
+            self.cloud.writer, "/allocations/%s" % consumer, "DELETE"
+        )
+        assert resp.status in (204, 404)
+
+    def conflict(self):
+        consumer = self.rnd.choice(self.consumers)
+        generation = self._consumer_generation(consumer)
+        self.cloud.call(
+            self.cloud.writer,
+            "/allocations/%s" % consumer,
+            "PUT",
+            {
+                "allocations": {self.providers[0]: {"resources": self._resources()}},
+                "project_id": "p1",
+                "user_id": "u1",
+                "consumer_generation": 99 if generation is None else generation + 5,
+                "consumer_type": "INSTANCE",
+            },
+            status=409,
+        )
+
+    def _by_hand(self, *statements):
+        with self.cloud.writer_db.engine.begin() as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def _rp_id(self):
+        with self.cloud.writer_db.engine.connect() as conn:
+            return conn.scalar(
+                sa.select(RP.c.id).where(RP.c.uuid == self.rnd.choice(self.providers))
+            )
+
+    def by_hand_row(self):
+        consumer = self.rnd.choice(self.consumers)
+        self._by_hand(
+            self.rnd.choice(
+                [
+                    ALLOC.insert().values(
+                        consumer_id=consumer,
+                        resource_provider_id=self._rp_id(),
+                        resource_class_id=2,  # DISK_GB
+                        used=self.rnd.randint(1, 10),
+                    ),
+                    ALLOC.update()
+                    .where(ALLOC.c.consumer_id == consumer)
+                    .values(used=ALLOC.c.used + 1),
+                    ALLOC.delete().where(ALLOC.c.consumer_id == consumer),
+                ]
+            )
+        )
+
+    def by_hand_record(self):
+        consumer = self.rnd.choice(self.consumers)
+        self._by_hand(
+            self.rnd.choice(
+                [
+                    CONSUMERS.update()
+                    .where(CONSUMERS.c.uuid == consumer)
+                    .values(generation=CONSUMERS.c.generation + 1),
+                    CONSUMERS.delete().where(CONSUMERS.c.uuid == consumer),
+                ]
+            )
+        )
+
+    def by_hand_generation(self):
+        self._by_hand(
+            RP.update()
+            .where(RP.c.id == self._rp_id())
+            .values(generation=RP.c.generation + 1)
+        )
+
+
+@pytest.fixture
+def from_memory(monkeypatch):
+    """The answers given from memory, counted by read."""
+    counted = {"consumer": 0, "provider": 0}
+    for name in counted:
+        answer = getattr(allocation_reads, "_%s_in" % name)
+
+        def spy(*args, name=name, answer=answer):
+            counted[name] += 1
+            return answer(*args)
+
+        monkeypatch.setattr(allocation_reads, "_%s_in" % name, spy)
+    return counted
+
+
+def test_random_writes_are_followed(cloud, from_memory):
+    providers = _providers(cloud)
+    steps = Steps(cloud, providers, random.Random(4444))
+    paths = ["/allocations/%s" % c for c in steps.consumers] + [
+        "/resource_providers/%s/allocations" % rp for rp in providers
+    ]
+    _answers_agree(cloud, paths)
+    for _ in range(40):
+        steps.run()
+        _answers_agree(cloud, paths)
+        _held_is_fresh(cloud)
+    # Every answer with the catalog on came from memory (the writing
+    # worker's reads of consumers too).
+    assert from_memory["consumer"] >= 41 * len(steps.consumers) * len(VERSIONS)
+    assert from_memory["provider"] == 41 * len(providers) * len(VERSIONS)
+
+
+def test_unknown_provider_and_consumer(cloud):
+    _providers(cloud, 1)
+    _answers_agree(
+        cloud,
+        [
+            "/allocations/%s" % uuid.uuid4(),
+            "/resource_providers/%s/allocations" % uuid.uuid4(),
+        ],
+    )
+    _held_is_fresh(cloud)
+
+
+def test_writes_while_the_triggers_were_gone_are_never_missed(cloud):
+    """Allocations followed while the triggers were dropped miss writes:
+    once a look found them gone, memory answers no allocation read until
+    a whole read, even after they are back."""
+    providers = _providers(cloud, 2)
+    steps = Steps(cloud, providers, random.Random(7))
+    steps.claim()
+    paths = ["/allocations/%s" % c for c in steps.consumers] + [
+        "/resource_providers/%s/allocations" % rp for rp in providers
+    ]
+    _answers_agree(cloud, paths)
+    cache = refresh._CACHES[cloud.reader_db]
+    with cloud.writer_db.engine.begin() as conn:
+        triggers.drop(conn)
+    assert not cache.look_for_triggers(cloud.reader_db)
+    steps.by_hand_row()
+    steps.claim()
+    with cloud.writer_db.engine.begin() as conn:
+        triggers.create(conn)
+    assert cache.look_for_triggers(cloud.reader_db)
+    _answers_agree(cloud, paths)
+    with cloud.reader_db.reader() as conn:
+        assert refresh.with_allocations(cloud.reader_db, conn) is None

@@ -1,0 +1,96 @@
+"""In-process time of the two allocation reads the compute fleet and the
+schedulers send: ``GET /resource_providers/{uuid}/allocations`` and
+``GET /allocations/{consumer}``, on a loaded database (``scale.py --keep
+--load-only``), through the WSGI app called directly (no HTTP), with the
+provider catalog on (answers from memory where the triggers log every
+writer's allocations: doc/architecture.md "Allocations in memory") or
+off (``--sql``). Prints per read the median wall and CPU time of its
+calls over ``--paths`` paths, and the statements per request. Runs on an
+older tree too (it imports only what profile_request does), for a
+before-and-after on one machine:
+
+    .venv/bin/python tools/bench/alloc_reads.py --url 'mysql+pymysql://root@127.0.0.1:3306/placement_scale_...?charset=utf8mb4'
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import sqlalchemy as sa
+
+from placement import conf as placement_conf
+from placement import deploy
+from placement.db import api as db_api
+from placement.db import tables
+from placement.objects.catalog import refresh
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import profile_request  # noqa: E402
+
+
+def _paths(db, hosts):
+    """A host's allocations and one consumer's, for ``hosts`` hosts with
+    allocations spread over the cloud."""
+    alloc, rp = tables.allocations, tables.resource_providers
+    with db.reader() as conn:
+        rows = conn.execute(
+            sa.select(alloc.c.consumer_id, rp.c.uuid)
+            .join(rp, rp.c.id == alloc.c.resource_provider_id)
+            .where(alloc.c.id % 97 == 0)
+            .limit(hosts)
+        ).all()
+    return (
+        ["/resource_providers/%s/allocations" % rp_uuid for _, rp_uuid in rows],
+        ["/allocations/%s" % consumer for consumer, _ in rows],
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--sql", action="store_true", help="the catalog off")
+    parser.add_argument("--repeat", type=int, default=20, help="calls per path")
+    parser.add_argument("--paths", type=int, default=20, help="paths per read")
+    parser.add_argument("--version", default="1.39")
+    args = parser.parse_args()
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf.set_override("provider_catalog", not args.sql, group="placement")
+    engine = db_api.create_engine(args.url, conf)
+    db = db_api.Database(engine, conf)
+    app = deploy.build_app(conf, db=db, sync_schema=False)
+    started = time.perf_counter()
+    refresh.warm(db)
+    print("catalog read in %.1f s" % (time.perf_counter() - started))
+    counter = profile_request.StatementCounter(engine)
+    for name, paths in zip(("provider", "consumer"), _paths(db, args.paths)):
+        wall, cpu, statements = [], [], set()
+        for path in paths:
+            for _ in range(args.repeat):
+                before = counter.count
+                start, start_cpu = time.perf_counter(), time.process_time()
+                status, _ = profile_request.call(app, path, args.version)
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
+                statements.add(counter.count - before)
+                assert status.startswith("200"), (path, status)
+        print(
+            "%s allocations (%d paths x %d): median %.3f ms (cpu %.3f ms), "
+            "min %.3f ms, statements %s"
+            % (
+                name,
+                len(paths),
+                args.repeat,
+                statistics.median(wall) * 1000,
+                statistics.median(cpu) * 1000,
+                min(wall) * 1000,
+                sorted(statements),
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
