@@ -280,3 +280,29 @@ def loadapp(conf, argv=()):
     setup_logging(conf)
     log_summary(conf)
     return build_app(conf)
+
+
+def warm_catalog(db):
+    """Read the provider catalog ahead of requests, if the database lets
+    us now. It must never stop a worker: gunicorn halts the whole server
+    when a worker fails to boot, so a worker replaced while the database
+    is down would take the service with it. The first request reads the
+    catalog instead (or answers 503 while the database is away)."""
+    started = time.monotonic()
+    try:
+        providers = refresh.warm(db)
+    except Exception as e:
+        LOG.warning(
+            "provider catalog not read ahead of requests (%s); the first "
+            "request reads it",
+            type(e).__name__,
+        )
+        return
+    if providers is not None:
+        LOG.info(
+            "provider catalog: %d providers, brought up to date in %.3f s;"
+            " change log: %s",
+            providers,
+            time.monotonic() - started,
+            refresh.mode(db),
+        )

@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import sys
-import time
 
 # Metrics shared across workers: set up before prometheus_client is imported.
 from placement.api import multiproc
@@ -32,7 +31,6 @@ from placement import deploy  # noqa: E402
 from placement.cmd import follower  # noqa: E402
 from placement.cmd import gate  # noqa: E402
 from placement.cmd import granian_server  # noqa: E402
-from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -162,7 +160,7 @@ def build_served_app(conf, db):
     provider catalog read here is shared with the workers as they fork,
     and the gate put around it (``--active``)."""
     app = deploy.build_app(conf, db=db)
-    warm_catalog(db)
+    deploy.warm_catalog(db)
     # Connections must not cross the fork into the workers: each opens
     # its own.
     db.engine.dispose()
@@ -176,7 +174,7 @@ def worker_ready(conf, db, served):
     date, and then kept so while the worker is idle (the gate tells when
     it is; without one, requests alone keep it); the tracing driver made
     (doc/operations.md "Tracing")."""
-    warm_catalog(db)
+    deploy.warm_catalog(db)
     if conf.profiler.enabled:
         from placement.api import tracing
 
@@ -185,32 +183,6 @@ def worker_ready(conf, db, served):
         tracing.start(conf)
     if isinstance(served, gate.Gate) and conf.placement.provider_catalog:
         follower.Follower(db, served).start()
-
-
-def warm_catalog(db):
-    """Read the provider catalog ahead of requests, if the database lets
-    us now. It must never stop a worker: gunicorn halts the whole server
-    when a worker fails to boot, so a worker replaced while the database
-    is down would take the service with it. The first request reads the
-    catalog instead (or answers 503 while the database is away)."""
-    started = time.monotonic()
-    try:
-        providers = refresh.warm(db)
-    except Exception as e:
-        LOG.warning(
-            "provider catalog not read ahead of requests (%s); the first "
-            "request reads it",
-            type(e).__name__,
-        )
-        return
-    if providers is not None:
-        LOG.info(
-            "provider catalog: %d providers, brought up to date in %.3f s;"
-            " change log: %s",
-            providers,
-            time.monotonic() - started,
-            refresh.mode(db),
-        )
 
 
 def write_json_error(sock, status, reason, message):

@@ -17,7 +17,6 @@ from oslo_middleware.healthcheck import opts as healthcheck_opts
 
 from placement import deploy
 from placement.api import healthcheck
-from placement.cmd import api as api_cmd
 from placement.db import api as db_api
 from placement.db import tables
 from placement.db import triggers
@@ -347,7 +346,7 @@ def test_a_user_without_the_trigger_privilege_gets_the_fallback(caplog):
             db = db_api.Database(db_api.create_engine(limited_url, conf), conf)
             try:
                 with caplog.at_level(logging.INFO, "placement"):
-                    api_cmd.warm_catalog(db)
+                    deploy.warm_catalog(db)
                 assert "change log: fallback" in caplog.text
                 with fixtures.overrides(**{"healthcheck.detailed": True}):
                     app = deploy.build_app(conf, db=db, sync_schema=False)
