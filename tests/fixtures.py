@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import uuid
 
+import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -230,3 +231,28 @@ def app(backend, triggers=True):
     conf = configure()
     with database(backend, triggers=triggers) as db:
         yield deploy.build_app(conf, db=db, sync_schema=False), db
+
+
+@contextlib.contextmanager
+def counted_client(backend, headers):
+    """(an httpx client of ``app(backend)``, its Database, the list of each
+    statement sent since it was last cleared), warm as a server after its
+    first requests: each pool's connection made (its session set up), the
+    catalog read and compared once. So a request's statements and round
+    trips are its own."""
+    with app(backend) as (the_app, db):
+        client = httpx.Client(
+            transport=httpx.WSGITransport(app=the_app),
+            base_url="http://localhost",
+            headers=headers,
+        )
+        seen = []
+        sa.event.listen(
+            db.engine, "before_cursor_execute", lambda *args: seen.append(args[2])
+        )
+        assert client.get("/resource_classes").is_success
+        assert client.get("/resource_providers").is_success
+        for _ in range(2):
+            client.get("/resource_providers/%s/allocations" % uuid.uuid4())
+        seen.clear()
+        yield client, db, seen

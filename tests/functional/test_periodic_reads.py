@@ -8,9 +8,7 @@ COMMIT or ROLLBACK around it."""
 
 import uuid
 
-import httpx
 import pytest
-import sqlalchemy as sa
 
 from tests import fixtures
 from tests import round_trips
@@ -22,25 +20,7 @@ AGGREGATES = sorted(str(uuid.uuid4()) for _ in range(2))
 @pytest.fixture(params=fixtures.BACKENDS)
 def served(request, monkeypatch):
     fixtures.require_backend(request.param)
-    with fixtures.app(request.param) as (app, db):
-        client = httpx.Client(
-            transport=httpx.WSGITransport(app=app),
-            base_url="http://localhost",
-            headers=HEADERS,
-        )
-        seen = []
-        sa.event.listen(
-            db.engine, "before_cursor_execute", lambda *args: seen.append(args[2])
-        )
-
-        # Each pool's connection made (its session set up) before any is
-        # counted: a request's round trips are those of its statements.
-        assert client.get("/resource_classes").is_success
-        assert client.get("/resource_providers").is_success
-        # Allocations are answered from the catalog where the triggers
-        # are: its first read and first comparison, as at a server's start.
-        for _ in range(2):
-            client.get("/resource_providers/%s/allocations" % uuid.uuid4())
+    with fixtures.counted_client(request.param, HEADERS) as (client, db, seen):
 
         def read(path):
             """(response, its SELECTs, its round trips or None on SQLite)."""
