@@ -13,8 +13,8 @@ import requests
 
 from placement.objects import trait as trait_obj
 from tests import fixtures
+from tests import private_mariadb
 from tests.functional import live_server
-from tests.functional import private_mariadb
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 

@@ -26,8 +26,8 @@ from placement.objects import standard_names
 from placement.objects.catalog import refresh
 from tests import fixtures
 from tests import helpers
+from tests import private_mariadb
 from tests.functional import live_server
-from tests.functional import private_mariadb
 from tests.functional import test_cmd
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}

@@ -1,12 +1,24 @@
-"""A MariaDB server of a test's own (private datadir under a temporary
-directory, its own port and socket) that the test may stop and start: the
-shared server the rest of the suite uses is never touched."""
+"""A MariaDB server of its own (private datadir under a temporary
+directory, its own port and socket): for a test that stops and starts it,
+and for the whole suite's MySQL tests, so that the machine's server is
+never touched.
 
+    python -m tests.private_mariadb start DIR   # prints its URL, detaches
+    python -m tests.private_mariadb stop DIR
+
+tools/run-tests starts the suite's under /dev/shm: its datadir in memory,
+its DDL (each test's fresh database: tables and triggers) costs no disk
+syncs, which made a database 2 s instead of 0.3 s to create on this
+machine's own server. It is the same MariaDB, configured as Debian's.
+"""
+
+import argparse
 import os
 import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -31,11 +43,21 @@ def require():
     pytest.skip("MariaDB server binaries not installed")
 
 
+# As Debian's my.cnf, so tests meet the server they would meet there.
+DEBIAN = (
+    "--character-set-server=utf8mb4",
+    "--collation-server=utf8mb4_general_ci",
+    "--skip-name-resolve",
+)
+SMALL = ("--innodb-buffer-pool-size=16M",)
+
+
 class PrivateMariaDB:
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="placement-mariadb-")
+    def __init__(self, base=None, options=SMALL):
+        self.dir = tempfile.mkdtemp(prefix="placement-mariadb-", dir=base)
         self.datadir = os.path.join(self.dir, "data")
         self.port = ports.free_port()
+        self.options = options
         self.proc = None
         # mariadbd refuses to run as root: hand it the directory.
         self.user = []
@@ -60,7 +82,7 @@ class PrivateMariaDB:
     def url(self, database="", query="charset=utf8mb4"):
         return "mysql+pymysql://root@127.0.0.1:%d/%s?%s" % (self.port, database, query)
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, detached=False):
         self.proc = subprocess.Popen(
             [
                 SERVER,
@@ -71,11 +93,12 @@ class PrivateMariaDB:
                 "--bind-address=127.0.0.1",
                 "--socket=" + os.path.join(self.dir, "mysqld.sock"),
                 "--pid-file=" + os.path.join(self.dir, "mysqld.pid"),
-                "--innodb-buffer-pool-size=16M",
                 "--skip-log-bin",
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(self.dir, "server.log"), "ab"),
+            start_new_session=detached,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -112,3 +135,33 @@ class PrivateMariaDB:
     def close(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="A private MariaDB server.")
+    parser.add_argument("action", choices=("start", "stop"))
+    parser.add_argument("dir", help="start: where its directory is made; stop: it")
+    args = parser.parse_args(argv)
+    if args.action == "start":
+        server = PrivateMariaDB(base=args.dir, options=DEBIAN)
+        server.start(detached=True)
+        print(server.dir, server.url().split("/?")[0])
+        return 0
+    pid_file = os.path.join(args.dir, "mysqld.pid")
+    try:
+        with open(pid_file) as f:
+            pid = int(f.read())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass  # not running (any more)
+    shutil.rmtree(args.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
