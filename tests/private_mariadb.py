@@ -12,7 +12,6 @@ syncs, which made a database 2 s instead of 0.3 s to create on this
 machine's own server. It is the same MariaDB, configured as Debian's.
 """
 
-import argparse
 import os
 import pwd
 import shutil
@@ -26,6 +25,7 @@ import pymysql
 import pytest
 
 from tests import ports
+from tests import server_cli
 
 INSTALL_DB = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
 SERVER = next(
@@ -137,19 +137,18 @@ class PrivateMariaDB:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="A private MariaDB server.")
-    parser.add_argument("action", choices=("start", "stop"))
-    parser.add_argument("dir", help="start: where its directory is made; stop: it")
-    args = parser.parse_args(argv)
-    if args.action == "start":
-        server = PrivateMariaDB(base=args.dir, options=DEBIAN)
-        server.start(detached=True)
-        print(server.dir, server.url().split("/?")[0])
-        return 0
-    pid_file = os.path.join(args.dir, "mysqld.pid")
+def start(base):
+    """(its directory, its URL) of a new server under ``base``, detached."""
+    server = PrivateMariaDB(base=base, options=DEBIAN)
+    server.start(detached=True)
+    return server.dir, server.url().split("/?")[0]
+
+
+def stop(top):
+    """Stop the server of directory ``top`` (not a child of this process)
+    and remove the directory."""
     try:
-        with open(pid_file) as f:
+        with open(os.path.join(top, "mysqld.pid")) as f:
             pid = int(f.read())
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
@@ -159,9 +158,8 @@ def main(argv=None):
         os.kill(pid, signal.SIGKILL)
     except (OSError, ValueError):
         pass  # not running (any more)
-    shutil.rmtree(args.dir, ignore_errors=True)
-    return 0
+    shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(server_cli.main("A private MariaDB server.", start, stop))

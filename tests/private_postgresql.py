@@ -10,7 +10,6 @@ the machine cluster's encoding and locale; only durability is given up
 (fsync off), which a test database never needs.
 """
 
-import argparse
 import glob
 import os
 import pwd
@@ -20,6 +19,7 @@ import sys
 import tempfile
 
 from tests import ports
+from tests import server_cli
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 USER = "postgres"
@@ -99,17 +99,5 @@ def stop(top):
     shutil.rmtree(top, ignore_errors=True)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description="A private PostgreSQL server.")
-    parser.add_argument("action", choices=("start", "stop"))
-    parser.add_argument("dir", help="start: where its directory is made; stop: it")
-    args = parser.parse_args(argv)
-    if args.action == "start":
-        print(*start(args.dir))
-    else:
-        stop(args.dir)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(server_cli.main("A private PostgreSQL server.", start, stop))
