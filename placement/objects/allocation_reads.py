@@ -102,8 +102,8 @@ def for_provider(db: db_api.Database, rp_uuid: str) -> ProviderAllocations:
 
 
 def _consumer_in(catalog: store.Catalog, uuid: str) -> ConsumerAllocations:
-    followed = catalog.allocations
-    assert followed is not None
+    followed, used = catalog.allocations, catalog.used
+    assert followed is not None and used is not None
     found = followed.consumer(uuid)
     if found is None:
         return ConsumerAllocations({})
@@ -114,7 +114,7 @@ def _consumer_in(catalog: store.Catalog, uuid: str) -> ConsumerAllocations:
         if rp_uuid is None or rc is None:
             continue  # as the SQL's inner joins
         entry = allocations.setdefault(
-            rp_uuid, {"generation": followed.generation(row.provider), "resources": {}}
+            rp_uuid, {"generation": used.generation_of(row.provider), "resources": {}}
         )
         entry["resources"][rc] = row.used
         modified.append(row.modified)
@@ -133,12 +133,12 @@ def _consumer_in(catalog: store.Catalog, uuid: str) -> ConsumerAllocations:
 def _provider_in(catalog: store.Catalog, uuid: str) -> ProviderAllocations | None:
     """From memory; None if it lacks the provider's generation (never
     seen: the SQL path answers then)."""
-    followed = catalog.allocations
-    assert followed is not None
+    followed, used = catalog.allocations, catalog.used
+    assert followed is not None and used is not None
     rp = catalog.ids.get(uuid)
     if rp is None:
         raise common.provider_not_found(uuid)
-    generation = followed.generation(rp)
+    generation = used.generation_of(rp)
     if generation is None:
         return None
     allocations: dict[str, typing.Any] = {}

@@ -2,9 +2,9 @@
 (``catalog/consumers.py``): allocation rows and consumers' records as
 numpy arrays, built once by a whole read (in placement-api's master,
 before the fork: every worker shares their pages), and the values read
-from them."""
+from them. Providers' generations are not here: the catalog holds them
+once, with the usage (``catalog/used.py``)."""
 
-import copy
 import datetime
 import typing
 
@@ -49,14 +49,13 @@ class Held(typing.NamedTuple):
 
 class Base:
     """The columns of a whole read: consumers by uuid (sorted bytes),
-    their rows grouped by consumer then id, the rows' order by provider
-    then id, and the providers' generations by id. Names (projects,
-    users, types) are positions in small tuples, None first."""
+    their rows grouped by consumer then id, and the rows' order by
+    provider then id. Names (projects, users, types) are positions in
+    small tuples, None first."""
 
-    def __init__(self, rows: "Columns", names: dict, generations: dict) -> None:
+    def __init__(self, rows: "Columns", names: dict) -> None:
         """``rows``: per allocation row, in any order; ``names``:
-        {"project"/"user"/"type": tuple} the rows' positions index;
-        ``generations``: {rp: generation}."""
+        {"project"/"user"/"type": tuple} the rows' positions index."""
         self.uuids, owner = np.unique(rows.uuid, return_inverse=True)
         order = np.lexsort((rows.id, owner))
         owner = owner[order]
@@ -77,23 +76,6 @@ class Base:
         self.names = names
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
-        self._generations(generations)
-
-    def _generations(self, generations: dict) -> None:
-        ids = sorted(generations)
-        self.rp_ids = _narrow(np.array(ids, dtype=np.int64))
-        self.rp_generations = _narrow(
-            np.array([generations[rp] for rp in ids], dtype=np.int64)
-        )
-
-    def with_generations(self, changed: dict) -> "Base":
-        """A copy sharing every column but the generations, ``changed``
-        ({rp: generation, or None: gone}) in them."""
-        base = copy.copy(self)
-        generations = dict(zip(self.rp_ids.tolist(), self.rp_generations.tolist()))
-        generations.update(changed)
-        base._generations({rp: g for rp, g in generations.items() if g is not None})
-        return base
 
     def index(self, uuid: str) -> int | None:
         key = uuid.encode("utf-8", "surrogatepass")
@@ -140,10 +122,6 @@ class Base:
     def rows_on(self, rp: int) -> np.ndarray:
         """Positions of the rows on provider ``rp``, in id order."""
         return self.by_provider[slice(*_found(self.provider_sorted, rp))]
-
-    def generation_of(self, rp: int) -> int | None:
-        low, high = _found(self.rp_ids, rp)
-        return int(self.rp_generations[low]) if high > low else None
 
     def nbytes(self) -> int:
         """Bytes of its arrays (the name tables are small)."""

@@ -1,16 +1,16 @@
 """Allocations followed in memory, where triggers log every writer's
 allocation and consumer writes (doc/architecture.md "Allocations in
 memory"): per consumer its allocation rows, generation, project, user
-and type; per provider its allocation rows and its generation.
+and type; per provider its allocation rows. Providers' generations are
+the catalog's usage's (``catalog/used.py``): held once, followed there.
 
 Read whole with the catalog (``read``), in placement-api's master before
 the fork, as columns (numpy arrays): 224,379 consumers are a few dozen
 arrays whose pages every worker shares, not a million Python objects
 each worker would copy by touching them. A catalog that follows the log
 (``Allocations.advanced``) re-reads the consumers its CONSUMER rows name
-(one statement) and the generations its GENERATION and PROVIDER rows
-name (one statement) into a small overlay of its own, which masks the
-columns; past FOLD_AT entries the overlay is folded into new columns
+(one statement) into a small overlay of its own, which masks the
+columns; past FOLD_AT consumers the overlay is folded into new columns
 (the worker's own copy from then on)."""
 
 import time
@@ -30,11 +30,11 @@ from placement.objects.catalog.consumer_columns import Held
 from placement.objects.catalog.consumer_columns import Row
 from placement.objects.catalog.consumer_columns import encoded
 
-ALLOC, CONSUMERS, RP = tables.allocations, tables.consumers, tables.resource_providers
+ALLOC, CONSUMERS = tables.allocations, tables.consumers
 PROJECTS, USERS, TYPES = tables.projects, tables.users, tables.consumer_types
 
-# Overlay entries (consumers, or generations) past which a catalog folds
-# them into new columns.
+# Overlay entries (consumers) past which a catalog folds them into new
+# columns.
 FOLD_AT = 10_000
 
 
@@ -51,8 +51,6 @@ class Allocations:
         self.changed: dict = {}
         # rp -> frozenset of overlay uuids with rows on it.
         self.overlay_on: dict = {}
-        # rp -> generation, or None: no such provider now.
-        self.generations: dict = {}
 
     def __eq__(self, other: object) -> bool:
         """The same allocations (the tests compare catalogs)."""
@@ -90,36 +88,18 @@ class Allocations:
             held.sort(key=lambda h: h.row.id)
         return held
 
-    def generation(self, rp: int) -> int | None:
-        if rp in self.generations:
-            return self.generations[rp]
-        return self.base.generation_of(rp)
-
-    def advanced(
-        self, conn: sa.Connection, uuids: Iterable[str], providers: Iterable[int]
-    ) -> "Allocations":
-        """A new one: this one with consumers ``uuids`` and the
-        generations of ``providers`` read again in ``conn``'s snapshot."""
-        uuids, providers = set(uuids), set(providers)
-        if not (uuids or providers):
+    def advanced(self, conn: sa.Connection, uuids: Iterable[str]) -> "Allocations":
+        """A new one: this one with consumers ``uuids`` read again in
+        ``conn``'s snapshot."""
+        uuids = set(uuids)
+        if not uuids:
             return self
         new = Allocations(self.base, self.read_at)
+        found = consumers_of(conn, uuids)
         new.changed, new.overlay_on = self.changed, self.overlay_on
-        new.generations = self.generations
-        if uuids:
-            found = consumers_of(conn, uuids)
-            new._consumers({uuid: found.get(uuid) for uuid in uuids})
-        if providers:
-            generations = dict(self.generations)
-            generations.update(dict.fromkeys(providers))
-            generations.update(generations_of(conn, providers))
-            new.generations = generations
+        new._consumers({uuid: found.get(uuid) for uuid in uuids})
         if len(new.changed) > FOLD_AT:
             return new.folded()
-        if len(new.generations) > FOLD_AT:
-            # (Claims move generations: folded alone, the rows stay shared.)
-            new.base = new.base.with_generations(new.generations)
-            new.generations = {}
         return new
 
     def _consumers(self, fresh: dict) -> None:
@@ -174,30 +154,22 @@ class Allocations:
             base.type[owner],
         )
         rows = Columns(*(np.concatenate(pair) for pair in zip(kept, added)))
-        generations = dict(zip(base.rp_ids.tolist(), base.rp_generations.tolist()))
-        generations.update(self.generations)
         return Allocations(
-            Base(
-                rows,
-                {field: tuple(values) for field, values in names.items()},
-                {rp: g for rp, g in generations.items() if g is not None},
-            ),
+            Base(rows, {field: tuple(values) for field, values in names.items()}),
             self.read_at,
         )
 
-    def everything(self) -> tuple[dict, dict]:
-        """({uuid: Consumer}, {rp: generation}): what it holds, for the
-        tests to compare with a fresh read (``consumers_of``,
-        ``generations_of``)."""
+    def everything(self) -> dict:
+        """{uuid: Consumer}: what it holds, for the tests to compare with
+        a fresh read (``consumers_of``)."""
         base = self.folded().base
-        consumers = {base.uuid(i): base.consumer(i) for i in range(len(base.uuids))}
-        return consumers, dict(zip(base.rp_ids.tolist(), base.rp_generations.tolist()))
+        return {base.uuid(i): base.consumer(i) for i in range(len(base.uuids))}
 
 
 def read(conn: sa.Connection) -> Allocations:
-    """Every consumer holding allocations and every provider's
-    generation, in ``conn``'s snapshot: the allocation rows with their
-    consumer's record (``bulk``), and the names."""
+    """Every consumer holding allocations, in ``conn``'s snapshot: the
+    allocation rows with their consumer's record (``bulk``), and the
+    names."""
     read_at = time.monotonic()
     uuid, *numbers = bulk.columns(
         conn, _WITH_RECORDS, ALLOC.c.id, list(_ALL), text=(0,)
@@ -209,15 +181,7 @@ def read(conn: sa.Connection) -> Allocations:
         names[field] = (None, *(value for _, value in found))
         known = np.array([id_ for id_, _ in found], dtype=np.int64)
         ids[k] = _place(known, ids[k])
-    rps, generations = bulk.columns(conn, RP, RP.c.id, [RP.c.id, RP.c.generation])
-    return Allocations(
-        Base(
-            Columns(encoded(uuid), *numbers[:6], *ids),
-            names,
-            dict(zip(rps.tolist(), generations.tolist())),
-        ),
-        read_at,
-    )
+    return Allocations(Base(Columns(encoded(uuid), *numbers[:6], *ids), names), read_at)
 
 
 def _place(sorted_ids, ids):
@@ -296,11 +260,3 @@ def consumers_of(conn: sa.Connection, uuids: Iterable[str]) -> dict:
         uuid: Consumer(generation, project, user, kind, tuple(rows[uuid]))
         for uuid, (generation, project, user, kind) in found.items()
     }
-
-
-def generations_of(conn: sa.Connection, providers: Iterable[int] | None) -> dict:
-    """{rp: generation} of ``providers`` (None: all) that exist."""
-    query = sa.select(RP.c.id, RP.c.generation)
-    if providers is not None:
-        query = query.where(RP.c.id.in_(list(providers)))
-    return dict(conn.execute(query).all())

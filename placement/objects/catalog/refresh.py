@@ -867,13 +867,14 @@ def logged_by_triggers(db: db_api.Database) -> bool:
 
 def with_allocations(db: db_api.Database, conn: sa.Connection) -> Catalog | None:
     """The catalog at the stamp ``conn`` reads when it answers allocations
-    (``catalog/consumers.py``): the triggers are there, and were at every
-    look since its allocations were read whole (else it lacks the writes
-    of the time they were not); else None (the caller reads SQL)."""
+    (``catalog/consumers.py``, the providers' generations ``catalog.used``'s,
+    read whole with them): the triggers are there, and were at every look
+    since its allocations were read whole (else it lacks the writes of the
+    time they were not); else None (the caller reads SQL)."""
     if not logged_by_triggers(db):
         return None
     catalog = current(db, conn)
-    if catalog is None or catalog.allocations is None:
+    if catalog is None or catalog.allocations is None or catalog.used is None:
         return None
     if catalog.allocations.read_at <= _cache(db).unlogged_at:
         return None

@@ -83,9 +83,10 @@ class Catalog:
         # shared by the catalogs that followed only changes of none of it
         # (``changes.UNSTRUCTURED``), a new one otherwise.
         self.structure = object()
-        # Usage and generations (used.py), allocations and consumers
-        # (consumers.py), where triggers log every writer's allocations;
-        # None otherwise (they are read per request).
+        # Usage and every provider's generation (used.py: the one map of
+        # generations, the allocation reads' too), allocations and
+        # consumers (consumers.py), where triggers log every writer's
+        # allocations; None otherwise (they are read per request).
         self.used: used_.Used | None = None
         self.allocations: consumers.Allocations | None = None
 
@@ -199,10 +200,7 @@ class Catalog:
         catalog._counted(seqs)
         if self.allocations is not None:
             catalog.allocations = self.allocations.advanced(
-                conn,
-                changed.get(changes.CONSUMER, ()),
-                changed.get(changes.GENERATION, set())
-                | changed.get(changes.PROVIDER, set()),
+                conn, changed.get(changes.CONSUMER, ())
             )
         if changed.keys() <= changes.UNSTRUCTURED:
             if self.used is not None:

@@ -5,6 +5,8 @@ rows of ``columns.Stock``), and every provider's generation, aligned with
 every provider id. Read with the catalog in one snapshot (``read``) and
 brought up to date by the change log (``advanced``): the providers its
 rows name get their usage and generation read again, in one statement.
+The catalog's one map of generations: the allocation reads
+(``objects/allocation_reads.py``) take theirs here too.
 Never modified: an advance copies only the columns it changes (a claim:
 its provider's classes, a few hundred kilobytes at 100,000 hosts), and
 shares the others, so a catalog read before the fork keeps its pages
