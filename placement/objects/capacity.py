@@ -33,10 +33,13 @@ names is confirmed to take at least one instance by the engine's search.
 import collections
 import dataclasses
 import math
+from collections.abc import Callable
 from collections.abc import Collection
 from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
+import orjson
 import sqlalchemy as sa
 
 from placement.db import api as db_api
@@ -55,18 +58,86 @@ RP, AGG = tables.resource_providers, tables.placement_aggregates
 @dataclasses.dataclass
 class Capacity:
     capacity: int
-    roots: list  # {uuid, name, count, limited_by (class names)}, by
-    # count (largest first), then name
+    # {uuid, name, count, limited_by (class names)}, by count (largest
+    # first), then name: a list, or the columns' Roots
+    roots: Sequence[dict]
     aggregates: dict  # aggregate uuid -> total count of its roots
     exact: bool
 
     def as_dict(self) -> dict:
         return {
             "capacity": self.capacity,
-            "roots": self.roots,
+            "roots": list(self.roots),
             "aggregates": self.aggregates,
             "exact": self.exact,
         }
+
+    def as_json(self, dumps: Callable[[object], bytes]) -> bytes:
+        """``as_dict`` as compact JSON, by ``dumps`` (any object to
+        JSON bytes); the columns' roots written straight from their
+        heads, without an object per root."""
+        if not isinstance(self.roots, Roots):
+            return dumps(self.as_dict())
+        rest = dumps({"aggregates": self.aggregates, "exact": self.exact})
+        return b'{"capacity":%d,"roots":%s,%s' % (
+            self.capacity,
+            self.roots.as_json(),
+            rest[1:],
+        )
+
+
+class Roots(Sequence):
+    """The roots of a columnar answer: ``shown`` (positions in the
+    columns' roots, in the answer's order), their ``counts``, and per
+    root the key in ``limited_by`` ({key: class names}) of its limits."""
+
+    def __init__(self, catalog, columns, shown, counts, keys, limited_by):
+        self.catalog, self.columns = catalog, columns
+        self.shown, self.counts, self.keys = shown, counts, keys
+        self.limited_by = limited_by
+        self._listed: list | None = None
+
+    def __len__(self) -> int:
+        return len(self.shown)
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def _list(self) -> list:
+        if self._listed is None:
+            uuids, names = self.catalog.uuids, self.catalog.names
+            self._listed = [
+                {
+                    "uuid": uuids[rp],
+                    "name": names[rp],
+                    "count": n,
+                    "limited_by": list(self.limited_by[k]),
+                }
+                for rp, n, k in zip(
+                    self.columns.roots[self.shown].tolist(),
+                    self.counts.tolist(),
+                    self.keys.tolist(),
+                )
+            ]
+        return self._listed
+
+    def as_json(self) -> bytes:
+        """The JSON array of the roots, from the columns' heads."""
+        heads, at = self.columns.heads, self.columns.head_at
+        tails = {
+            k: b',"limited_by":%s}' % orjson.dumps(names)
+            for k, names in self.limited_by.items()
+        }
+        parts = [
+            b"%s%d%s" % (heads[start:end], n, tails[k])
+            for start, end, n, k in zip(
+                at[self.shown].tolist(),
+                at[self.shown + 1].tolist(),
+                self.counts.tolist(),
+                self.keys.tolist(),
+            )
+        ]
+        return b"[%s]" % b",".join(parts)
 
 
 EMPTY = Capacity(0, [], {}, True)
@@ -202,24 +273,14 @@ def _answer(catalog, columns, classes, count, tie):
         b: sorted(names[rc] for i, rc in enumerate(classes) if b >> i & 1)
         for b in np.unique(bits).tolist()
     }
-    uuids, root_names = catalog.uuids, catalog.names
-    counts = count[shown].tolist()
-    roots = [
-        {
-            "uuid": uuids[rp],
-            "name": root_names[rp],
-            "count": n,
-            "limited_by": list(limited_by[b]),
-        }
-        for rp, n, b in zip(columns.roots[shown].tolist(), counts, bits.tolist())
-    ]
+    counts = count[shown]
     by_member = count[columns.member]
     held = by_member > 0
     ids, at = np.unique(columns.aggregate[held], return_inverse=True)
     totals = _per_root(at, by_member[held], len(ids))
     return Capacity(
-        capacity=sum(counts),
-        roots=roots,
+        capacity=int(counts.sum()),
+        roots=Roots(catalog, columns, shown, counts, bits, limited_by),
         aggregates={
             columns.aggregate_uuids[a]: n for a, n in zip(ids.tolist(), totals.tolist())
         },

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
+from placement.objects.catalog import project_usage
 from placement.objects.catalog import refresh
 
 ALLOC = tables.allocations
@@ -64,7 +65,7 @@ def total_usages(
     db: db_api.Database, project_id: str, user_id: str | None = None
 ) -> dict[str, int]:
     """{class: used} over the consumers of a project (and user)."""
-    groups = _usages(db, project_id, user_id, sa.literal(ALL_TYPES))
+    groups = _usages(db, project_id, user_id, ALL_TYPES)
     usage = groups.get(ALL_TYPES, {})
     usage.pop("consumer_count", None)
     return usage
@@ -79,15 +80,48 @@ def usages_by_type(
     """{group: {class: used, "consumer_count": n}} (v1.38 grouping):
     ``consumer_type`` None groups by type, "all" is one group, "unknown"
     only untyped consumers, any other name only that type."""
+    return _usages(db, project_id, user_id, consumer_type)
+
+
+def _usages(db, project_id, user_id, consumer_type):
+    """Sums per (group, class) and distinct consumers per group: from the
+    catalog where it follows allocations and is current (the stamp the
+    one statement), else by SQL."""
+    with db.reader() as conn:
+        catalog = refresh.with_allocations(db, conn)
+        if catalog is None:
+            return _in_sql(db, conn, project_id, user_id, consumer_type)
+    assert catalog.allocations is not None
+    found = project_usage.by_type(
+        catalog.allocations, project_id, user_id, catalog.class_names
+    )
+    result: dict = {}
+    names = catalog.class_names
+    for kind, (sums, count) in found.items():
+        if consumer_type == ALL_TYPES:
+            kind = ALL_TYPES
+        elif kind is None:
+            kind = UNKNOWN_TYPE
+        if consumer_type not in (None, ALL_TYPES, kind):
+            continue
+        group = result.setdefault(kind, {"consumer_count": 0})
+        group["consumer_count"] += count
+        for rc, used in sums.items():
+            group[names[rc]] = group.get(names[rc], 0) + used
+    return result
+
+
+def _in_sql(db, conn, project_id, user_id, consumer_type):
+    """``_usages`` by SQL, in ``conn``."""
     type_name = sa.func.coalesce(TYPES.c.name, UNKNOWN_TYPE)
     if consumer_type is None:
-        return _usages(db, project_id, user_id, type_name)
+        return _summed(db, conn, project_id, user_id, type_name)
     if consumer_type == ALL_TYPES:
-        return _usages(db, project_id, user_id, sa.literal(ALL_TYPES))
-    return _usages(db, project_id, user_id, type_name, type_name == consumer_type)
+        return _summed(db, conn, project_id, user_id, sa.literal(ALL_TYPES))
+    return _summed(db, conn, project_id, user_id, type_name, type_name == consumer_type)
 
 
-def _usages(db, project_id, user_id, group, *conditions):
+def _summed(db, conn, project_id, user_id, group, *conditions):
     """Sums per (group, class) and distinct consumers per group."""
     group = group.label("grp")
     source = (
@@ -101,19 +135,18 @@ def _usages(db, project_id, user_id, group, *conditions):
     where += conditions
     if user_id is not None:
         where.append(common.text_exactly(db, tables.users.c.external_id, user_id))
-    with db.reader() as conn:
-        sums = conn.execute(
-            sa.select(group, RC.c.name, sa.func.sum(ALLOC.c.used))
-            .select_from(source)
-            .where(*where)
-            .group_by(group, RC.c.name)
-        ).all()
-        counts = conn.execute(
-            sa.select(group, sa.func.count(sa.distinct(ALLOC.c.consumer_id)))
-            .select_from(source)
-            .where(*where)
-            .group_by(group)
-        ).all()
+    sums = conn.execute(
+        sa.select(group, RC.c.name, sa.func.sum(ALLOC.c.used))
+        .select_from(source)
+        .where(*where)
+        .group_by(group, RC.c.name)
+    ).all()
+    counts = conn.execute(
+        sa.select(group, sa.func.count(sa.distinct(ALLOC.c.consumer_id)))
+        .select_from(source)
+        .where(*where)
+        .group_by(group)
+    ).all()
     result = {name: {"consumer_count": count} for name, count in counts}
     for name, rc, used in sums:
         result[name][rc] = int(used)

@@ -6,6 +6,7 @@ min_unit, max_unit and step_size; existing allocations), on every
 backend: the answers are equal, root for root, and the vector path
 answered every one of these requests."""
 
+import json
 import random
 import uuid
 
@@ -15,6 +16,7 @@ from placement import versions
 from placement.handlers.candidates import query as candidate_query
 from placement.objects import capacity
 from placement.objects.allocation_candidates import catalog_index
+from placement.web import request as web_request
 from tests import fixtures
 from tests.functional.test_capacity import AGG_A
 from tests.functional.test_capacity import Cloud
@@ -131,6 +133,9 @@ def test_vector_answers_are_the_engines(app, seed):
             vector, scanned = _both(db, query, version)
             assert vector is not None, query
             assert vector.as_dict() == scanned.as_dict(), (query, version)
+            # What the API sends: written from the columns' heads.
+            sent = json.loads(vector.as_json(web_request.dumps))
+            assert sent == scanned.as_dict(), (query, version)
             answered += bool(vector.capacity)
     assert answered  # not every answer empty
 
@@ -146,3 +151,28 @@ def test_filters_and_several_groups_go_to_the_engine(app):
     ):
         vector, _ = _both(db, query, versions.MAX)
         assert vector is None, query
+
+
+# Names a JSON string must escape, and text outside ASCII.
+ODD_NAMES = ('say "hi"', "back\\slash", "tab\there", "été", "\u4e91 \U0001f600")
+
+
+def test_answer_escapes_names(app):
+    """The answer of GET /allocation_candidates/capacity, written from
+    the columns' heads, is the JSON of the providers' names as stored."""
+    app, db = app
+    cloud = Cloud(app)
+    named = {}
+    for i, name in enumerate(ODD_NAMES):
+        named[cloud.provider(name, inventories={"VCPU": {"total": 4 + i}})] = name
+    resp = cloud.call("/allocation_candidates/capacity?resources=VCPU:1")
+    assert resp.status == 200, resp.body
+    body = resp.json()
+    assert {r["uuid"]: r["name"] for r in body["roots"]} == named
+    assert {r["uuid"]: r["count"] for r in body["roots"]} == {
+        rp: 4 + i for i, rp in enumerate(named)
+    }
+    assert body["capacity"] == sum(4 + i for i in range(len(named)))
+    assert [r["limited_by"] for r in body["roots"]] == [["VCPU"]] * len(named)
+    vector, _ = _both(db, "resources=VCPU:1", versions.MAX)
+    assert isinstance(vector.roots, capacity.Roots)  # the columns answered

@@ -132,7 +132,11 @@ ONE_LOOK = [
     "&required=CUSTOM_GOLD",
     "/allocation_candidates/capacity?resources=VCPU:1,MEMORY_MB:512",
     "/resource_providers/%(rp)s/usages",
+    "/usages?project_id=%(project)s",
+    "/usages?project_id=%(project)s&user_id=%(user)s&consumer_type=INSTANCE",
 ]
+# The owner of the instances _hosts claims.
+PROJECT, USER = "budget-project", "budget-user"
 
 
 @pytest.fixture(params=fixtures.BACKENDS)
@@ -169,8 +173,8 @@ def _hosts(client, count):
         ).is_success
         claim = {
             "allocations": {rp: {"resources": {"VCPU": 2, "MEMORY_MB": 512}}},
-            "project_id": str(uuid.uuid4()),
-            "user_id": str(uuid.uuid4()),
+            "project_id": PROJECT,
+            "user_id": USER,
             "consumer_generation": None,
             "consumer_type": "INSTANCE",
         }
@@ -189,7 +193,7 @@ def test_reads_from_memory_run_one_statement(cloud_app):
         for _ in range(2):
             assert client.get(ONE_LOOK[0]).status_code == 200
         for path in ONE_LOOK:
-            path = path % {"rp": rp}
+            path = path % {"rp": rp, "project": PROJECT, "user": USER}
             # The first follows what the writes logged; the second finds
             # nothing changed.
             assert client.get(path).status_code == 200

@@ -16,5 +16,5 @@ def capacity(req, resp):
     """How many more instances of the query of GET /allocation_candidates
     fit: in total, per root provider and per aggregate."""
     found = candidate_query.run(req, capacity_obj.compute)
-    request.render(resp, found.as_dict())
+    request.render(resp, found.as_json(request.dumps))
     request.set_last_modified(req, resp, None, always=True)

@@ -7,10 +7,12 @@ the arrays' pages (nothing ever writes them, and the reference counts
 that copy-on-write copies are those of a few array objects, not of one
 object per inventory)."""
 
+import json
 import threading
 import typing
 
 import numpy as np
+import orjson
 
 if typing.TYPE_CHECKING:
     from placement.objects.catalog import store
@@ -42,7 +44,8 @@ LIMIT_MAX = 2**62
 
 class Columns:
     """Per class, its Stock; the roots in id order with the rank of each
-    by (name, uuid); the root providers' aggregates as pairs."""
+    by (name, uuid) and the head of each's entry in capacity's JSON; the
+    root providers' aggregates as pairs."""
 
     def __init__(self, catalog: "store.Catalog") -> None:
         self.roots = np.array(catalog.roots, dtype=np.int64)
@@ -66,9 +69,37 @@ class Columns:
         self.member = np.array([p for p, _ in pairs], dtype=np.int64)
         self.aggregate = np.array([a for _, a in pairs], dtype=np.int64)
         self.aggregate_uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+        # Per root, the start of its entry in capacity's JSON answer,
+        # '{"uuid":...,"name":...,"count":', in one blob (``heads``, ``head_at``): the
+        # answer is written from it, not from an object per root.
+        self.heads, self.head_at = _heads(catalog)
         # The candidate order's recent rankings of the trees, by request
         # shape (allocation_candidates/order.py).
         self.rankings: dict = {}
+
+
+def _heads(catalog: "store.Catalog") -> tuple[bytes, np.ndarray]:
+    """(blob, offsets): the JSON heads of the roots, in id order, and
+    where each starts (one more offset: the blob's end)."""
+    uuids, names = catalog.uuids, catalog.names
+    heads = [
+        b'{"uuid":%s,"name":%s,"count":' % (_json(uuids[rp]), _json(names[rp]))
+        for rp in catalog.roots
+    ]
+    at = np.zeros(len(heads) + 1, dtype=np.int64)
+    np.cumsum(
+        np.fromiter(map(len, heads), dtype=np.int64, count=len(heads)), out=at[1:]
+    )
+    return b"".join(heads), at
+
+
+def _json(text: str) -> bytes:
+    """``text`` as a JSON string (one orjson refuses, with a lone
+    surrogate, escaped as the standard library escapes it)."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return json.dumps(text).encode()
 
 
 def _stock(idle, providers, position):

@@ -74,6 +74,8 @@ class Base:
             _narrow(column[first]) for column in (rows.project, rows.user, rows.type)
         )
         self.names = names
+        # {field: {name: [positions]}}, built on first use (``positions``).
+        self._positions: dict = {}
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
 
@@ -96,6 +98,17 @@ class Base:
             names["type"][self.type[i]],
             tuple(self.rows(slice(self.start[i], self.start[i + 1]))),
         )
+
+    def positions(self, field: str, name: str) -> list[int]:
+        """The positions of ``name`` in ``names[field]`` ("project",
+        "user" or "type"): the values its consumers' column holds."""
+        found = self._positions.get(field)
+        if found is None:
+            found = {}
+            for i, value in enumerate(self.names[field]):
+                found.setdefault(value, []).append(i)
+            self._positions[field] = found
+        return found.get(name, [])
 
     def generation_at(self, i: int) -> int | None:
         generation = int(self.generation[i])

@@ -51,6 +51,7 @@ class Allocations:
         self.changed: dict = {}
         # rp -> frozenset of overlay uuids with rows on it.
         self.overlay_on: dict = {}
+        self._masked: np.ndarray | None = None
 
     def __eq__(self, other: object) -> bool:
         """The same allocations (the tests compare catalogs)."""
@@ -66,6 +67,16 @@ class Allocations:
             return self.changed[uuid]
         i = self.base.index(uuid)
         return None if i is None else self.base.consumer(i)
+
+    def masked(self) -> np.ndarray:
+        """Per consumer of the base columns, whether the overlay holds it
+        (its columns' rows are not its rows now); built on first use."""
+        if self._masked is None:
+            masked = np.zeros(len(self.base.uuids), dtype=bool)
+            at = [i for i in map(self.base.index, self.changed) if i is not None]
+            masked[at] = True
+            self._masked = masked
+        return self._masked
 
     def on_provider(self, rp: int) -> list[Held]:
         """The allocation rows on provider ``rp``, in id order."""
