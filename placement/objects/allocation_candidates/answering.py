@@ -304,8 +304,7 @@ def _search(index, request, options, build=True):
         pages = tree_order.pages(ranked, request.limit + FIRST_PAGE)
         if ranked.usage is not None and ranked.usage is getattr(index, "used", None):
             placed = (
-                (load(roots=sorted(page), sparse=True), _places(page))
-                for page in pages
+                (load(roots=sorted(page), sparse=True), _places(page)) for page in pages
             )
         else:
             placed = _placed(
@@ -453,12 +452,16 @@ class _Seen:
 
     def used(self, roots):
         """((provider, class), used) of requested classes in ``roots``."""
+        out = []
         for snapshot in self.snapshots:
-            providers_ = snapshot.providers
-            for key, amount in snapshot.used.items():
-                provider = providers_.get(key[0])
-                if provider is not None and provider.root_id in roots:
-                    yield key, amount
+            get = snapshot.providers.get
+            out += [
+                item
+                for item in snapshot.used.items()
+                if (provider := get(item[0][0])) is not None
+                and provider.root_id in roots
+            ]
+        return out
 
 
 def _placed(snapshots, positions):
