@@ -109,6 +109,9 @@ class Ranked(typing.NamedTuple):
     # The catalog's usage in memory (catalog.used.Used) the keys were
     # made at, where they are exactly ``key``'s at that usage; else None.
     usage: object = None
+    # {count: indexes of the ``count`` best}: a kept ranking's first
+    # page, partitioned once (``pages``)
+    heads: dict | None = None
 
 
 def ranked(
@@ -161,7 +164,7 @@ def _ranked(columns, index, order, amounts, roots, classes):
     size = len(columns.roots)
     wanted = tuple(sorted({rc for rc, _ in amounts}))
     if any(rc not in columns.stock for rc in wanted):
-        return Ranked(np.empty(0, dtype=np.int64), np.empty(0))
+        return Ranked(np.empty(0, dtype=np.int64), np.empty(0), None, {})
     used_of = index.usage_columns(wanted, columns.stock)
     fitting = np.ones(size, dtype=bool)
     shares = np.zeros(size)
@@ -188,6 +191,7 @@ def _ranked(columns, index, order, amounts, roots, classes):
         columns.roots[at],
         share[at] if order == "spread" else -share[at],
         getattr(index, "used", None) if exact else None,
+        {},
     )
 
 
@@ -209,10 +213,14 @@ def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
     """The ranked trees' root ids in order, in pages growing from
     ``first``. The first page is a partial sort (the trees past it are
     sorted only if the search goes on to them)."""
-    roots, keys, _ = trees
+    roots, keys, _, heads = trees
     if not len(roots):
         return
-    head = _best(keys, first)
+    head = None if heads is None else heads.get(first)
+    if head is None:
+        head = _best(keys, first)
+        if heads is not None:
+            heads[first] = head  # read only from now on
     yield roots[head].tolist()
     rest = np.ones(len(roots), dtype=bool)
     rest[head] = False
@@ -230,6 +238,12 @@ def _best(keys: np.ndarray, count: int) -> np.ndarray:
     (root id): an O(n) partition, then a sort of those only."""
     if count >= len(keys):
         return np.argsort(keys, kind="stable")
+    least = keys.min()
+    tied = np.flatnonzero(keys == least)
+    if len(tied) >= count:
+        # The best all tie (spread's empty trees): by index. A partition
+        # among so many equal keys is the slowest case of introselect.
+        return tied[:count]
     threshold = keys[np.argpartition(keys, count - 1)[count - 1]]
     below = np.flatnonzero(keys < threshold)
     tied = np.flatnonzero(keys == threshold)[: count - len(below)]
