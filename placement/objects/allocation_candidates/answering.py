@@ -293,23 +293,34 @@ def _search(index, request, options, build=True):
         roots, sparse = _anchor_roots(index, groups, root_required)
     ranked = None
     if paged and options.order != "id":
-        ranked = _ranked(index, groups, roots if sparse else None, options)
+        ranked = _ranked(
+            index, groups, roots if sparse else None, options, class_ids.values()
+        )
         paged = ranked is not None
         seen.whole = not paged
     if ranked is not None:
-        # Each page in its trees' order at the usage it reads.
-        snapshots = (
-            load(roots=sorted(page), sparse=True)
-            for page in tree_order.pages(ranked, request.limit + FIRST_PAGE)
-        )
+        # Each page in its trees' order at the usage it reads: the
+        # ranking's own where it was made at that usage.
+        pages = tree_order.pages(ranked, request.limit + FIRST_PAGE)
+        if ranked.usage is not None and ranked.usage is getattr(index, "used", None):
+            placed = (
+                (load(roots=sorted(page), sparse=True), _places(page)) for page in pages
+            )
+        else:
+            placed = _placed(
+                (load(roots=sorted(page), sparse=True) for page in pages), positions
+            )
     elif paged:
         first = request.limit
         if answers is not None:
             seen.paging = (roots, answers)
             first = max(first, answers.trees_needed())
-        snapshots = (load(roots=page, sparse=sparse) for page in _pages(roots, first))
+        placed = (
+            (load(roots=page, sparse=sparse), None) for page in _pages(roots, first)
+        )
     else:
         snapshots = [load()]
+        placed = _placed(snapshots, positions)
     one_per_tree = not options.nested_aware and index.is_nested()
     # Only a sharing provider's repeats, or one provider per tree, need
     # the candidates themselves to tell which ones count.
@@ -317,7 +328,7 @@ def _search(index, request, options, build=True):
         build = True
     found = search.STRATEGIES[visit_order(options, request.limit)](
         _streams(
-            snapshots,
+            placed,
             functools.partial(
                 trees.Trees, root_required=root_required, root_forbidden=root_forbidden
             ),
@@ -331,7 +342,6 @@ def _search(index, request, options, build=True):
             groups,
             answers if build else None,
             seen,
-            positions,
         )
     )
     if not paged and snapshots[0].serves:
@@ -345,7 +355,7 @@ def _search(index, request, options, build=True):
     return found, seen, class_ids, one_per_tree
 
 
-def _ranked(index, groups, roots, options):
+def _ranked(index, groups, roots, options, classes):
     """The trees in the order of ``options`` (order.ranked) from the
     catalog's columns; None without a catalog (SQL's index) or where they
     cannot judge: the search then reads every tree and orders their
@@ -355,7 +365,7 @@ def _ranked(index, groups, roots, options):
     if catalog is None or not amounts:
         return None
     return tree_order.ranked(
-        catalog, index, options.order, amounts, roots, options.order_age
+        catalog, index, options.order, amounts, roots, options.order_age, list(classes)
     )
 
 
@@ -442,20 +452,35 @@ class _Seen:
 
     def used(self, roots):
         """((provider, class), used) of requested classes in ``roots``."""
+        out = []
         for snapshot in self.snapshots:
-            providers_ = snapshot.providers
-            for key, amount in snapshot.used.items():
-                provider = providers_.get(key[0])
-                if provider is not None and provider.root_id in roots:
-                    yield key, amount
+            get = snapshot.providers.get
+            out += [
+                item
+                for item in snapshot.used.items()
+                if (provider := get(item[0][0])) is not None
+                and provider.root_id in roots
+            ]
+        return out
 
 
-def _streams(snapshots, forest_of, engine_of, groups, kept_answers, seen, positions):
-    """One lazy candidate stream per anchor, in anchor order: by root id,
-    or by ``positions(snapshot)`` ({root: place}) when given."""
+def _placed(snapshots, positions):
+    """(snapshot, ``positions(snapshot)`` or None without ``positions``)."""
     for snapshot in snapshots:
+        yield snapshot, None if positions is None else positions(snapshot)
+
+
+def _places(page):
+    """{root: its place} of a page of trees in their order."""
+    return {root: i for i, root in enumerate(page)}
+
+
+def _streams(placed, forest_of, engine_of, groups, kept_answers, seen):
+    """One lazy candidate stream per anchor, in anchor order: of each
+    (snapshot, {root: place} or None), by place, or by root id without."""
+    for snapshot, places in placed:
         seen.snapshots.append(snapshot)
-        place = None if positions is None else positions(snapshot).__getitem__
+        place = None if places is None else places.__getitem__
         if kept_answers is None or snapshot.serves:
             forest = forest_of(snapshot)
             engine = engine_of(forest)

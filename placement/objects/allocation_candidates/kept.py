@@ -13,7 +13,6 @@ next request works that tree out again. See "Candidates kept per tree" in
 doc/architecture.md.
 """
 
-import collections
 from collections.abc import Hashable
 from collections.abc import Iterable
 from typing import Any
@@ -39,14 +38,19 @@ class Answers:
     @staticmethod
     def usage(snapshot: Any, roots: Iterable[int]) -> dict[int, Usage]:
         """{root: Usage} of ``roots``, as the snapshot read it."""
-        providers = snapshot.providers
-        by_root = collections.defaultdict(list)
+        get = snapshot.providers.get
+        by_root: dict[int, list] = {}
         for (rp, rc), amount in snapshot.used.items():
-            provider = providers.get(rp)
+            provider = get(rp)
             if provider is not None:
-                by_root[provider.root_id].append((rp, rc, amount))
+                entry = by_root.get(provider.root_id)
+                if entry is None:
+                    by_root[provider.root_id] = [(rp, rc, amount)]
+                else:
+                    entry.append((rp, rc, amount))
+        found = by_root.get
         return {
-            root: tuple(sorted(by_root[root])) if root in by_root else ()
+            root: () if (entry := found(root)) is None else tuple(sorted(entry))
             for root in roots
         }
 

@@ -13,10 +13,13 @@ limited search over the catalog reads only the best trees: ``ranked``
 ranks every tree on the catalog's columns and the usage of every
 provider of the requested classes, ``pages`` takes the best by a partial
 sort, and each page read is searched in ``positions``' order at the
-usage it read. A ranking may serve the requests of the same shape for
-``[placement] allocation_candidates_order_age`` seconds: which trees are
-read then lags that much behind the claims, their order and whether a
-candidate fits never do.
+usage it read: the page's own order where the ranking was made at that
+usage (``Ranked.usage``, the catalog's usage in memory) with the keys
+``positions`` computes, bit for bit (``_exact``). A ranking may serve
+the requests of the same shape for ``[placement]
+allocation_candidates_order_age`` seconds: which trees are read then
+lags that much behind the claims, their order and whether a candidate
+fits never do.
 """
 
 import time
@@ -41,6 +44,8 @@ MOST_RANKINGS = 32
 # The largest amount the int64 columns judge: a larger one is the
 # snapshot's (Python ints).
 _COLUMN_MAX = 2**62
+# Sums of whole numbers up to this are exact in float64.
+_FLOAT_EXACT = 2**52
 
 # {(root, class): [capacity, used]}
 Sums = dict[tuple[int, int], list[int]]
@@ -101,6 +106,12 @@ class Ranked(typing.NamedTuple):
 
     roots: np.ndarray  # root ids, ascending
     keys: np.ndarray  # aligned with ``roots``
+    # The catalog's usage in memory (catalog.used.Used) the keys were
+    # made at, where they are exactly ``key``'s at that usage; else None.
+    usage: object = None
+    # {count: indexes of the ``count`` best}: a kept ranking's first
+    # page, partitioned once (``pages``)
+    heads: dict | None = None
 
 
 def ranked(
@@ -110,6 +121,7 @@ def ranked(
     amounts: Sequence[tuple[int, int]],
     roots: Sequence[int] | None,
     age: float = 0.0,
+    classes: Sequence[int] = (),
 ) -> Ranked | None:
     """The trees that may serve ``amounts`` ((class, amount) of every
     group), with their keys in ``order``: for each amount, some provider
@@ -120,16 +132,27 @@ def ranked(
     none where the catalog holds usage), or the ranking of a request of
     the same shape made less than ``age`` seconds ago. None where the
     columns cannot judge (an amount past int64: the snapshot's way then).
+    ``classes``: the requested classes in the order ``positions`` is
+    given them (the shares are summed in it, as ``used_share`` sums).
     """
     if any(not 0 < amount < _COLUMN_MAX for _, amount in amounts):
         return None
     columns = catalog_columns.of(catalog)
-    shape = (order, tuple(sorted(amounts)), None if roots is None else tuple(roots))
+    wanted = {rc for rc, _ in amounts}
+    classes = tuple(
+        rc for rc in dict.fromkeys((*classes, *sorted(wanted))) if rc in wanted
+    )
+    shape = (
+        order,
+        tuple(sorted(amounts)),
+        None if roots is None else tuple(roots),
+        classes,
+    )
     now = time.monotonic()
     made = columns.rankings.get(shape)
     if made is not None and now - made[0] < age:
         return made[1]
-    found = _ranked(columns, index, order, amounts, roots)
+    found = _ranked(columns, index, order, amounts, roots, classes)
     if age > 0:
         if len(columns.rankings) >= MOST_RANKINGS:
             columns.rankings.clear()
@@ -137,16 +160,17 @@ def ranked(
     return found
 
 
-def _ranked(columns, index, order, amounts, roots):
+def _ranked(columns, index, order, amounts, roots, classes):
     size = len(columns.roots)
     wanted = tuple(sorted({rc for rc, _ in amounts}))
     if any(rc not in columns.stock for rc in wanted):
-        return Ranked(np.empty(0, dtype=np.int64), np.empty(0))
+        return Ranked(np.empty(0, dtype=np.int64), np.empty(0), None, {})
     used_of = index.usage_columns(wanted, columns.stock)
     fitting = np.ones(size, dtype=bool)
     shares = np.zeros(size)
     counted = np.zeros(size)
-    for rc in wanted:
+    exact = True
+    for rc in classes:
         stock = columns.stock[rc]
         used = used_of[rc]
         capacity = np.bincount(stock.root, stock.limit.astype(float), size)
@@ -154,6 +178,7 @@ def _ranked(columns, index, order, amounts, roots):
         total = np.bincount(stock.root, used.astype(float), size)
         shares[held] += total[held] / capacity[held]
         counted += held
+        exact = exact and _exact(stock, used, capacity, total)
     for rc, amount in amounts:
         stock = columns.stock[rc]
         room = catalog_columns.fits(stock, used_of[rc], amount) > 0
@@ -162,17 +187,40 @@ def _ranked(columns, index, order, amounts, roots):
         fitting &= np.isin(columns.roots, roots)
     share = np.divide(shares, counted, out=np.zeros(size), where=counted > 0)
     at = np.flatnonzero(fitting)
-    return Ranked(columns.roots[at], share[at] if order == "spread" else -share[at])
+    return Ranked(
+        columns.roots[at],
+        share[at] if order == "spread" else -share[at],
+        getattr(index, "used", None) if exact else None,
+        {},
+    )
+
+
+def _exact(stock, used, capacity, total):
+    """Whether a class's shares in the columns are ``used_share``'s to
+    the bit: every limit Python's ``int`` of the same product (not
+    clipped, not negative: floor and truncation agree), every tree's
+    capacity and usage summed exactly in float64."""
+    return bool(
+        not stock.big
+        and (not len(stock.limit) or stock.limit.min() >= 0)
+        and (not len(used) or used.min() >= 0)
+        and (not len(capacity) or capacity.max() < _FLOAT_EXACT)
+        and (not len(total) or total.max() < _FLOAT_EXACT)
+    )
 
 
 def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
     """The ranked trees' root ids in order, in pages growing from
     ``first``. The first page is a partial sort (the trees past it are
     sorted only if the search goes on to them)."""
-    roots, keys = trees
+    roots, keys, _, heads = trees
     if not len(roots):
         return
-    head = _best(keys, first)
+    head = None if heads is None else heads.get(first)
+    if head is None:
+        head = _best(keys, first)
+        if heads is not None:
+            heads[first] = head  # read only from now on
     yield roots[head].tolist()
     rest = np.ones(len(roots), dtype=bool)
     rest[head] = False
@@ -190,6 +238,12 @@ def _best(keys: np.ndarray, count: int) -> np.ndarray:
     (root id): an O(n) partition, then a sort of those only."""
     if count >= len(keys):
         return np.argsort(keys, kind="stable")
+    least = keys.min()
+    tied = np.flatnonzero(keys == least)
+    if len(tied) >= count:
+        # The best all tie (spread's empty trees): by index. A partition
+        # among so many equal keys is the slowest case of introselect.
+        return tied[:count]
     threshold = keys[np.argpartition(keys, count - 1)[count - 1]]
     below = np.flatnonzero(keys < threshold)
     tied = np.flatnonzero(keys == threshold)[: count - len(below)]
