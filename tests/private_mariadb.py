@@ -92,6 +92,9 @@ class PrivateMariaDB:
                 "--port=%d" % self.port,
                 "--bind-address=127.0.0.1",
                 "--socket=" + os.path.join(self.dir, "mysqld.sock"),
+                # Its temporary tables beside its data, not in a /tmp
+                # shared with every other process of the machine.
+                "--tmpdir=" + self.dir,
                 "--pid-file=" + os.path.join(self.dir, "mysqld.pid"),
                 "--skip-log-bin",
                 *self.options,
