@@ -22,7 +22,7 @@ depends_on = None
 def upgrade():
     with op.batch_alter_table("catalog_log") as batch:
         batch.add_column(sa.Column("uuid", sa.String(36), nullable=True))
-    triggers.create(op.get_bind())
+    triggers.create(op.get_bind(), tokens=False)
 
 
 def downgrade():

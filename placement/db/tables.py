@@ -188,6 +188,11 @@ catalog_changes = sa.Table(
     metadata,
     sa.Column("shard", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("changes", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    # A random value (0..2**31-1) each count is given with: a restore that
+    # brings a count back, then new writes taking it up again, cannot
+    # bring the same token back (objects/catalog/refresh.py). NULL: none
+    # yet (before the revision adding it).
+    sa.Column("token", sa.Integer, nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 
@@ -217,6 +222,8 @@ catalog_log = sa.Table(
     sa.Column("ref", sa.Integer, nullable=False),
     # The consumer of a CONSUMER change (its ``ref`` is 0).
     sa.Column("uuid", sa.String(36), nullable=True),
+    # The token of the shard's count this number was (catalog_changes).
+    sa.Column("token", sa.Integer, nullable=True),
     **MYSQL_TABLE_ARGS,
 )
 

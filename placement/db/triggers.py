@@ -70,11 +70,25 @@ NAMES = frozenset(_name(table, event) for table in LOGGED for event in EVENTS)
 class _Dialect:
     """What differs per database in a trigger's body."""
 
-    def __init__(self, shard, distinct, no_table, bump, log_insert, log_conflict):
+    def __init__(
+        self,
+        shard,
+        distinct,
+        no_table,
+        bump,
+        token,
+        token_update,
+        log_insert,
+        log_conflict,
+    ):
         self.shard = shard  # this connection's shard
         self.distinct = distinct  # "%s differs from %s", NULL-safe
         self.no_table = no_table  # FROM of a one-row SELECT with a WHERE
-        self.bump = bump  # statements adding one to the shard
+        # Statements adding one to the shard ({tc}, {tv}, {tu}: where the
+        # token column, its new value and its update go).
+        self.bump = bump
+        self.token = token  # a new token's SQL, where the INSERT gives it
+        self.token_update = token_update  # the bump's "SET token" part
         self.log_insert = log_insert
         self.log_conflict = log_conflict
 
@@ -84,13 +98,16 @@ _MYSQL = _Dialect(
     distinct="NOT (%s <=> %s)",
     no_table=" FROM DUAL",
     bump=(
-        "INSERT INTO catalog_changes (shard, changes) VALUES ({shard}, 1)"
-        " ON DUPLICATE KEY UPDATE changes = changes + 1",
+        "INSERT INTO catalog_changes (shard, changes{tc})"
+        " VALUES ({shard}, 1{tv})"
+        " ON DUPLICATE KEY UPDATE changes = changes + 1{tu}",
     ),
+    token="FLOOR(RAND() * 2147483648)",
+    token_update=", token = VALUES(token)",
     log_insert="INSERT INTO catalog_log",
     log_conflict=(
         " ON DUPLICATE KEY UPDATE kind = VALUES(kind), ref = VALUES(ref),"
-        " uuid = VALUES(uuid)"
+        " uuid = VALUES(uuid){tu}"
     ),
 )
 _POSTGRESQL = _Dialect(
@@ -98,14 +115,16 @@ _POSTGRESQL = _Dialect(
     distinct="%s IS DISTINCT FROM %s",
     no_table="",
     bump=(
-        "INSERT INTO catalog_changes (shard, changes) VALUES ({shard}, 1)"
-        " ON CONFLICT (shard) DO UPDATE"
-        " SET changes = catalog_changes.changes + 1",
+        "INSERT INTO catalog_changes (shard, changes{tc})"
+        " VALUES ({shard}, 1{tv}) ON CONFLICT (shard) DO UPDATE"
+        " SET changes = catalog_changes.changes + 1{tu}",
     ),
+    token="floor(random() * 2147483648)::integer",
+    token_update=", token = EXCLUDED.token",
     log_insert="INSERT INTO catalog_log",
     log_conflict=(
         " ON CONFLICT (shard, seq, item) DO UPDATE SET kind = EXCLUDED.kind,"
-        " ref = EXCLUDED.ref, uuid = EXCLUDED.uuid"
+        " ref = EXCLUDED.ref, uuid = EXCLUDED.uuid{tu}"
     ),
 )
 _SQLITE = _Dialect(
@@ -114,8 +133,11 @@ _SQLITE = _Dialect(
     no_table="",
     bump=(
         "INSERT OR IGNORE INTO catalog_changes (shard, changes) VALUES ({shard}, 0)",
-        "UPDATE catalog_changes SET changes = changes + 1 WHERE shard = {shard}",
+        "UPDATE catalog_changes SET changes = changes + 1{tu} WHERE shard = {shard}",
     ),
+    # The log rows read it back from the shard's row (as on the others).
+    token="",
+    token_update=", token = random() & 2147483647",
     log_insert="INSERT OR REPLACE INTO catalog_log",
     log_conflict="",
 )
@@ -160,32 +182,41 @@ def _entries(d: _Dialect, table: str, event: str) -> list[str]:
     ]
 
 
-def _body(d: _Dialect, table: str, event: str) -> list[str]:
-    """The statements of one trigger: the shard's count, then the log
-    items under it (overwriting any left under that number, as this
-    service's own log statement does)."""
+def _body(d: _Dialect, table: str, event: str, tokens: bool) -> list[str]:
+    """The statements of one trigger: the shard's count (with a new token),
+    then the log items under it with its token (overwriting any left
+    under that number, as this service's own log statement does).
+    ``tokens`` False: those before the tokens (the downgrade's)."""
     shard = d.shard
+    token = {
+        "tc": ", token" if tokens and d.token else "",
+        "tv": ", " + d.token if tokens and d.token else "",
+        "tu": d.token_update if tokens else "",
+    }
     log = (
-        "%s (shard, seq, item, kind, ref, uuid)"
-        " SELECT c.shard, c.changes, e.e_item, e.e_kind, e.e_ref, e.e_uuid"
+        "%s (shard, seq, item, kind, ref, uuid%s)"
+        " SELECT c.shard, c.changes, e.e_item, e.e_kind, e.e_ref, e.e_uuid%s"
         " FROM catalog_changes c, (%s) e WHERE c.shard = %s%s"
         % (
             d.log_insert,
+            ", token" if tokens else "",
+            ", c.token" if tokens else "",
             " UNION ALL ".join(_entries(d, table, event)),
             shard,
-            d.log_conflict,
+            d.log_conflict.format(tu=token["tu"]),
         )
     )
-    return [s.format(shard=shard) for s in d.bump] + [log]
+    return [s.format(shard=shard, **token) for s in d.bump] + [log]
 
 
-def statements(dialect: str) -> list[str]:
-    """The DDL creating every trigger on ``dialect``."""
+def statements(dialect: str, tokens: bool = True) -> list[str]:
+    """The DDL creating every trigger on ``dialect`` (``tokens`` False: as
+    before revision a7c2e9f4b1d3, for its downgrade)."""
     d = DIALECTS[dialect]
     made = []
     for table in LOGGED:
         for event in EVENTS:
-            name, body = _name(table, event), _body(d, table, event)
+            name, body = _name(table, event), _body(d, table, event, tokens)
             when = "AFTER %s ON %s FOR EACH ROW" % (event.upper(), table)
             if dialect == "postgresql":
                 made.append(
@@ -202,7 +233,7 @@ def statements(dialect: str) -> list[str]:
     return made
 
 
-def create(conn: sa.Connection) -> bool:
+def create(conn: sa.Connection, tokens: bool = True) -> bool:
     """Create the triggers (dropping any of an older definition first):
     whether the database let us. Where it refuses, logs a warning, leaves
     none behind and returns False (the fallback)."""
@@ -210,7 +241,7 @@ def create(conn: sa.Connection) -> bool:
     drop(conn)
     savepoint = conn.begin_nested() if dialect == "postgresql" else None
     try:
-        for statement in statements(dialect):
+        for statement in statements(dialect, tokens):
             conn.exec_driver_sql(statement)
     except sa.exc.DBAPIError as e:
         if savepoint is not None:

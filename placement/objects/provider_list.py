@@ -138,8 +138,8 @@ def list_encoded(
     one statement, tell whether a body written before is still the answer.
     """
     with db.reader() as conn:
-        stamp, generations, last_modified = conn.execute(_STATE).one()
-        catalog = refresh.current(db, conn, stamp)
+        stamp, tokens, generations, last_modified = conn.execute(_STATE).one()
+        catalog = refresh.current(db, conn, stamp, tokens)
         if catalog is None or catalog.stamp != stamp:
             # Not current, or brought up to a newer stamp (READ COMMITTED
             # reads the newest commits at every statement).
@@ -149,16 +149,17 @@ def list_encoded(
         if body is None:
             rows = conn.execute(_GENERATIONS).all()
             # The rows are those of the stamp if it has not moved since.
-            if conn.execute(_STATE).one()[0] != stamp or len(rows) != len(
-                catalog.providers
-            ):
+            if tuple(conn.execute(_STATE).one()[:2]) != (stamp, tokens) or len(
+                rows
+            ) != len(catalog.providers):
                 return None
             body = listings.write(catalog, encoding, rows)
     return body, last_modified
 
 
 _STATE = sa.select(
-    changes.STAMP.scalar_subquery(),
+    changes.COUNT.scalar_subquery(),
+    changes.TOKEN_SUM.scalar_subquery(),
     sa.func.coalesce(sa.func.sum(RP.c.generation), 0),
     sa.func.max(sa.func.coalesce(RP.c.updated_at, RP.c.created_at)),
 )

@@ -13,7 +13,7 @@ from tests import fixtures
 from tests import helpers
 
 # Upstream's chain ends at a082b8bb98d0; ours adds catalog_changes.
-HEAD = "f6a1c3e8d2b7"
+HEAD = "a7c2e9f4b1d3"
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"
 
 

@@ -23,6 +23,7 @@ CHAIN = [
     "d3a8f1c6b2e4",
     "e5b2c9d7f1a6",
     "f6a1c3e8d2b7",
+    "a7c2e9f4b1d3",
 ]
 
 
@@ -163,9 +164,25 @@ def test_the_revision_makes_what_create_at_head_makes(engine):
             fresh.dispose()
 
 
-def test_the_revision_goes_down_and_up_again(engine):
+def test_the_tokens_go_down_and_up_again(engine):
     schema.upgrade(engine)
     schema.downgrade(engine, CHAIN[-2])
+    # The triggers of before the tokens, which still log a write.
+    assert set(_triggers(engine)) == triggers.NAMES
+    for table in ("catalog_changes", "catalog_log"):
+        columns = [c["name"] for c in sa.inspect(engine).get_columns(table)]
+        assert "token" not in columns
+    with engine.begin() as conn:
+        conn.execute(tables.traits.insert(), {"name": "CUSTOM_DOWN"})
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM catalog_log")).scalar()
+    schema.upgrade(engine)
+    assert set(_triggers(engine)) == triggers.NAMES
+    assert _differences(engine) == []
+
+
+def test_the_revision_goes_down_and_up_again(engine):
+    schema.upgrade(engine)
+    schema.downgrade(engine, CHAIN[-3])
     assert _triggers(engine) == {}
     columns = [c["name"] for c in sa.inspect(engine).get_columns("catalog_log")]
     assert "uuid" not in columns

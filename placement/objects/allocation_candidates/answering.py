@@ -99,7 +99,9 @@ def find(
         except catalog_index.Behind as behind:
             refresh.found_behind(db)
             return _answer(
-                catalog_index.index(db, conn, behind.stamp), request, options
+                catalog_index.index(db, conn, behind.stamp, behind.tokens),
+                request,
+                options,
             )
 
 

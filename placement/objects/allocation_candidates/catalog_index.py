@@ -53,28 +53,33 @@ class CatalogIndex:
             catalog.trait_ids.get(stage.SHARING_TRAIT), ()
         )
 
-    def confirm(self, stamp: int | None = None) -> None:
+    def confirm(self, stamp: int | None = None, tokens: int | None = None) -> None:
         if not self.unconfirmed:
             return
         if stamp is None:
-            stamp = changes.stamp(self.conn)
+            stamp, tokens = changes.look(self.conn)
         self.unconfirmed = False
-        if stamp != self.catalog.stamp and (
-            # Usage from memory is the held catalog's: claims since are
-            # missing from it (answered again from the catalog at ``stamp``).
-            self.used is not None or not self._same_structure(stamp)
+        # Another history at the same stamp (a restore): nothing of it holds.
+        if refresh.diverged(self.catalog, stamp, tokens) or (
+            stamp != self.catalog.stamp
+            and (
+                # Usage from memory is the held catalog's: claims since are
+                # missing from it (answered again from the catalog at
+                # ``stamp``).
+                self.used is not None or not self._same_structure(stamp, tokens)
+            )
         ):
-            raise Behind(stamp)
+            raise Behind(stamp, tokens)
         events.catalog_used("hit")
 
-    def _same_structure(self, stamp):
+    def _same_structure(self, stamp, tokens):
         """Whether the catalog at ``stamp`` (brought there by the log) has
         the structure this one answered from: the changes between were
         claims' (usage, consumers, generations), which the usage read at
         ``stamp`` holds, so the answer stands."""
         return (
             self.db is not None
-            and refresh.structure_at(self.db, self.conn, stamp)
+            and refresh.structure_at(self.db, self.conn, stamp, tokens)
             is self.catalog.structure
         )
 
@@ -286,18 +291,21 @@ class Behind(Exception):
     """The catalog an unconfirmed index answered from is not at the stamp
     its transaction reads: answer again from ``index(db, conn, stamp)``."""
 
-    def __init__(self, stamp: int):
+    def __init__(self, stamp: int, tokens: int | None):
         super().__init__(stamp)
-        self.stamp = stamp
+        self.stamp, self.tokens = stamp, tokens
 
 
 def index(
-    db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+    db: db_api.Database,
+    conn: sa.Connection,
+    stamp: int | None = None,
+    tokens: int | None = None,
 ) -> stage.Index:
     """Stage 2's index for a request reading on ``conn``: the catalog's
-    when it is on and current, else SQL's. ``stamp``: the catalog stamp
-    the transaction has just read (read here otherwise)."""
-    catalog = refresh.current(db, conn, stamp)
+    when it is on and current, else SQL's. ``stamp``, ``tokens``: the
+    look the transaction has just read (read here otherwise)."""
+    catalog = refresh.current(db, conn, stamp, tokens)
     if catalog is None:
         return sql.SqlIndex(conn)
     return CatalogIndex(conn, catalog, used=refresh.used_of(db, catalog))

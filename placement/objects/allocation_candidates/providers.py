@@ -141,10 +141,11 @@ class Index(typing.Protocol):
     # one the transaction reads: the first usage read ``confirm``s it.
     unconfirmed: bool
 
-    def confirm(self, stamp: int | None = None) -> None:
+    def confirm(self, stamp: int | None = None, tokens: int | None = None) -> None:
         """Behind (answer again from ``catalog_index.index(db, conn,
-        stamp)``) unless the catalog is at ``stamp``, the catalog stamp the
-        transaction reads (read here when None); nothing once confirmed."""
+        stamp, tokens)``) unless the catalog is at ``stamp`` and its token
+        sum ``tokens`` (``changes.look``), those the transaction reads
+        (read here when None); nothing once confirmed."""
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
         """{name: id}; ResourceClassNotFound for an unknown name."""
@@ -297,8 +298,8 @@ def _usage_of_classes(
     and a flavor's three classes come in a third of the rows that one per
     provider and class takes (150,369 pairs at 100,000 hosts).
     ``stamped``: plus one row, of provider NULL, whose first amount is
-    the catalog stamp (read by the same statement: no round trip of its
-    own)."""
+    the catalog stamp and whose last column (one more) is its token sum
+    (read by the same statement: no round trip of its own)."""
     statement = (
         sa.select(
             ALLOC.c.resource_provider_id,
@@ -311,6 +312,7 @@ def _usage_of_classes(
                 )
                 for rc in class_ids
             ],
+            *([sa.cast(sa.null(), sa.BigInteger)] if stamped else []),
         )
         .where(ALLOC.c.resource_class_id.in_(class_ids))
         .group_by(ALLOC.c.resource_provider_id)
@@ -323,8 +325,9 @@ def _usage_of_classes(
         return statement
     stamp = sa.select(
         sa.cast(sa.null(), sa.Integer),
-        sa.cast(changes.STAMP.scalar_subquery(), sa.Integer),
+        sa.cast(changes.COUNT.scalar_subquery(), sa.Integer),
         *[sa.cast(sa.null(), sa.Integer)] * (len(class_ids) - 1),
+        sa.cast(changes.TOKEN_SUM.scalar_subquery(), sa.BigInteger),
     )
     return sa.union_all(statement, stamp)
 
@@ -336,7 +339,7 @@ def usage(
     providers: Iterable[int] | None = None,
     trees: tuple[int, int] | None = None,
     roots: list[int] | None = None,
-    stamp: typing.Callable[[int], None] | None = None,
+    stamp: typing.Callable[[int, int], None] | None = None,
 ) -> dict[Key, int]:
     """{(provider, class): used} of the allocations of ``classes`` by
     every provider, or by the providers of the trees whose root ids are
@@ -344,7 +347,8 @@ def usage(
     ``providers``.
     One grouped statement (per CHUNK ids of a list), answered from the
     (provider, class, used) index. ``stamp`` (with ``classes``): called
-    with the catalog stamp, which the first statement reads too."""
+    with the catalog stamp and token sum, which the first statement reads
+    too."""
     used: dict[Key, int] = {}
     if classes is None:
         if providers is None:
@@ -362,18 +366,18 @@ def usage(
         within, bound = "range", [{"first": trees[0], "last": trees[1]}]
     elif roots is not None:
         within, bound = "roots", [{"roots": c} for c in chunks(roots)]
-    stamped = 0  # the stamp row's, when there is one
+    stamped = tokens = 0  # the stamp row's, when there is one
     for params in bound:
         statement = _usage_of_classes(class_ids, within, stamp is not None)
         for rp, *amounts in conn.execute(statement, params):
             if rp is None:
-                stamped = amounts[0]
+                stamped, tokens = amounts[0], amounts[-1]
                 continue
             for rc, amount in zip(class_ids, amounts):
                 if amount is not None:
                     used[rp, rc] = amount
         if stamp is not None:
-            stamp(stamped)
+            stamp(stamped, tokens)
             stamp = None
     return used
 

@@ -85,7 +85,7 @@ class SqlIndex:
         self.conn = conn
         self._uuids: dict[int, str] = {}
 
-    def confirm(self, stamp: int | None = None) -> None:
+    def confirm(self, stamp: int | None = None, tokens: int | None = None) -> None:
         pass
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:

@@ -161,7 +161,7 @@ def _log(conn: sa.Connection, changes: set) -> None:
     # The shard is the connection's (db/triggers.py), the one the triggers
     # count its rows in: a transaction holds one shard row, never two.
     statements = _STATEMENTS[conn.dialect.name]
-    db_api.at_commit(conn, statements.bump)
+    db_api.at_commit(conn, statements.bump, {"token": new_token()})
     if len(changes) > MAX_LOGGED:
         changes = {(EVERYTHING, 0)}
     params: dict[str, int] = {}
@@ -200,9 +200,19 @@ class _Statements:
     def __init__(self, dialect, upsert, on_conflict):
         self.shard = sa.literal_column(triggers.shard_of(dialect), sa.Integer)
         # inline: no RETURNING of a key given as SQL (nothing is read).
-        insert = upsert(CATALOG).values(shard=self.shard, changes=1).inline()
+        insert = (
+            upsert(CATALOG)
+            .values(
+                shard=self.shard,
+                changes=1,
+                token=sa.bindparam("token", type_=sa.Integer),
+            )
+            .inline()
+        )
         self.bump = on_conflict(
-            insert, [CATALOG.c.shard], lambda new: {"changes": CATALOG.c.changes + 1}
+            insert,
+            [CATALOG.c.shard],
+            lambda new: {"changes": CATALOG.c.changes + 1, "token": new.token},
         )
         self.prune = CHANGE_LOG.delete().where(
             CHANGE_LOG.c.shard == self.shard,
@@ -226,18 +236,24 @@ class _Statements:
                 sa.literal(item, sa.Integer),
                 sa.bindparam("kind_%d" % item, type_=sa.SmallInteger),
                 sa.bindparam("ref_%d" % item, type_=sa.Integer),
+                CATALOG.c.token,
             ).where(CATALOG.c.shard == self.shard)
             for item in range(count)
         ]
         insert = self._upsert(CHANGE_LOG).from_select(
-            ["shard", "seq", "item", "kind", "ref"],
+            ["shard", "seq", "item", "kind", "ref", "token"],
             rows[0] if count == 1 else sa.union_all(*rows),
         )
         keys = [CHANGE_LOG.c.shard, CHANGE_LOG.c.seq, CHANGE_LOG.c.item]
         return self._on_conflict(
             insert,
             keys,
-            lambda new: {"kind": new.kind, "ref": new.ref, "uuid": new.uuid},
+            lambda new: {
+                "kind": new.kind,
+                "ref": new.ref,
+                "uuid": new.uuid,
+                "token": new.token,
+            },
         )
 
 
@@ -258,16 +274,47 @@ _STATEMENTS = {
 }
 
 
-# The stamp: the number of catalog changes committed so far (only grows).
-# Built once: every request that consults the catalog reads it.
-STAMP = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+# Tokens are below this (a sum of CATALOG_SHARDS of them fits 64 bits).
+TOKENS = 2**31
+
+
+def new_token() -> int:
+    """The token a new count of a shard is given (catalog_changes.token)."""
+    return random.randrange(TOKENS)
+
+
+# The stamp: the number of catalog changes committed so far (only grows
+# but for a restore), and the identity of that history: the sum of the
+# shards' tokens, which a restore followed by as many new writes cannot
+# bring back (but by a chance of one in 2**31). Built once: every request
+# that consults the catalog reads them, in one statement.
+COUNT = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
+# SUM leaves NULL tokens out (they count as 0), and NULL (no token, no
+# shard) is 0. The look's statement has no COALESCE: it cost 15 us more on
+# MariaDB (tools/bench/alloc_reads.py).
+TOKEN_SUM = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.token), 0))
+STAMP = sa.select(sa.func.sum(CATALOG.c.changes), sa.func.sum(CATALOG.c.token))
+
+
+def look(conn: sa.Connection) -> tuple[int, int]:
+    """(stamp, token sum) ``conn`` reads, in one statement."""
+    count, tokens = conn.execute(STAMP).one()
+    return int(count or 0), int(tokens or 0)
 
 
 def stamp(conn: sa.Connection) -> int:
     """The stamp ``conn`` reads."""
-    return conn.execute(STAMP).scalar_one()
+    return look(conn)[0]
 
 
 def counts(conn: sa.Connection) -> dict[int, int]:
     """{shard: count} of catalog changes."""
-    return dict(conn.execute(sa.select(CATALOG.c.shard, CATALOG.c.changes)).all())
+    return marks(conn)[0]
+
+
+def marks(conn: sa.Connection) -> tuple[dict[int, int], dict[int, int | None]]:
+    """({shard: count}, {shard: token}) of catalog changes, in one statement."""
+    rows = conn.execute(
+        sa.select(CATALOG.c.shard, CATALOG.c.changes, CATALOG.c.token)
+    ).all()
+    return {r[0]: r[1] for r in rows}, {r[0]: r[2] for r in rows}

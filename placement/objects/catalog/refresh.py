@@ -61,8 +61,8 @@ OWN_AFTER_S = 0.7
 # Where the triggers log every writer's changes (``logged_by_triggers``),
 # the log names other writers' changes too: a request sees them at its
 # stamp read, and the comparison is only a safety net (for what no trigger
-# sees: a TRUNCATE, a restore that brings back counts no lower than the
-# database's), run this far apart (and each process compares by itself
+# sees: a TRUNCATE, a restore whose counts and tokens are the catalog's,
+# the history's log pruned), run this far apart (and each process compares by itself
 # then: the published comparison's counts are long gone from its
 # history). It is also how often a process in the fallback looks for
 # triggers created since.
@@ -152,9 +152,13 @@ class Cache:
         conn: sa.Connection,
         stamp: int | None = None,
         used: Callable[[str], None] = events.catalog_used,
+        tokens: int | None = None,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
-        (the caller reads through SQL); ``used`` is told how."""
+        (the caller reads through SQL); ``used`` is told how. ``stamp`` and
+        ``tokens``: the look's (``changes.look``) when the caller has read
+        it (``tokens`` None: not read, the history is taken as the
+        catalog's)."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
             if self.below_floor():
@@ -163,11 +167,15 @@ class Cache:
                 used("sql")
                 return None
         if stamp is None:
-            stamp = changes.stamp(conn)
+            stamp, tokens = changes.look(conn)
         catalog = self.catalog
         outcome = "hit"
         for _ in range(CHASES):
-            if catalog is None or catalog.stamp < stamp:
+            if (
+                catalog is None
+                or catalog.stamp < stamp
+                or diverged(catalog, stamp, tokens)
+            ):
                 # One request brings the catalog up to date. Following
                 # deltas takes milliseconds: others wait for it. A whole
                 # read takes a second at 70,000 providers: others read
@@ -176,8 +184,12 @@ class Cache:
                     used("sql")
                     return None
                 try:
-                    if self.catalog is None or self.catalog.stamp < stamp:
+                    held = self.catalog
+                    if held is None or held.stamp < stamp:
                         if self._refresh(db, conn) == "full":
+                            outcome = "read"
+                    elif diverged(held, stamp, tokens):
+                        if self._refresh(db, conn, whole=True) == "full":
                             outcome = "read"
                     catalog = self.catalog
                 finally:
@@ -189,10 +201,10 @@ class Cache:
             # so it takes the count they see, and catches up with writes
             # that committed meanwhile (under steady writes there is
             # usually one).
-            stamp = changes.stamp(conn)
+            stamp, tokens = changes.look(conn)
         # A catalog newer than this transaction (SQLite reads one snapshot)
         # is kept for the next request, but this one reads through SQL.
-        if catalog.stamp != stamp:
+        if catalog.stamp != stamp or diverged(catalog, stamp, tokens):
             outcome = "sql"
         used(outcome)
         return catalog if outcome != "sql" else None
@@ -202,27 +214,30 @@ class Cache:
             return True
         return wait and not self.reading_all and self.reading.acquire(timeout=WAIT_S)
 
-    def _refresh(self, db, conn):
+    def _refresh(self, db, conn, whole=False):
         """Bring the catalog up to date: by its deltas, or read whole when
-        there is none yet or the log cannot tell what changed. Returns
-        "counts" (the log held no change of the structure: only the counts
-        moved), "deltas", "full" or "none" (nothing new)."""
+        there is none yet or the log cannot tell what changed (or
+        ``whole``: the look found the history diverged). Returns "counts"
+        (the log held no change of the structure: only the counts moved),
+        "deltas", "full" or "none" (nothing new)."""
         old = self.catalog
-        if old is not None:
+        if old is not None and not whole:
             # Usage, consumers and generations (claims) need no snapshot:
             # the request's own transaction reads the counts and the log,
             # in one statement.
-            seqs, changed = _since(conn, old.seqs)
+            seqs, marks, changed = _since(conn, old)
             if changed == {}:
                 return "none"
             if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
-                self._install(db, old.advanced(conn, seqs, changed))
+                self._install(db, old.advanced(conn, seqs, changed, marks))
                 events.catalog_updated("counts")
                 return "counts"
         with _snapshot(db, conn) as reading:
             old = self.catalog
-            seqs = changes.counts(reading)
-            changed = _changed(reading, old.seqs, seqs) if old is not None else None
+            seqs, marks = changes.marks(reading)
+            changed = None
+            if old is not None and not whole:
+                changed = _changed(reading, old.seqs, seqs, (old.tokens, marks))
             if changed == {}:
                 return "none"  # no newer than this request
             if changed is None:
@@ -237,7 +252,7 @@ class Cache:
                     self.reading_all = False
                 how = "full"
             else:
-                self._install(db, old.advanced(reading, seqs, changed))
+                self._install(db, old.advanced(reading, seqs, changed, marks))
                 how = "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
         events.catalog_updated(how)
         return how
@@ -452,16 +467,16 @@ class Cache:
             return "unchanged"
         with _own_snapshot(db) as reading:
             taken_at = currency.db_time(reading)
-            seqs = changes.counts(reading)
+            seqs, marks = changes.marks(reading)
             found = self._fingerprint(db, reading, looked if look else None)
             self.found = (seqs, found)
-            changed = _changed(reading, base.seqs, seqs)
+            changed = _changed(reading, base.seqs, seqs, (base.tokens, marks))
             if changed is not None:
                 # Computed once per catalog read whole; the catalogs that
                 # follow it by the log, this copy and the requests' alike,
                 # keep it up to date.
                 base.fingerprint(db.dialect)
-                at = base.advanced(reading, seqs, changed) if changed else base
+                at = base.advanced(reading, seqs, changed, marks) if changed else base
                 if at.fingerprint(db.dialect) == found:
                     self.looked = look
                     self.verified_at = started
@@ -602,7 +617,13 @@ class Cache:
         """With ``reading`` held: the catalog at the stamp a new read
         transaction sees."""
         with db.reader() as conn:
-            if self.catalog is not None and self.catalog.stamp == changes.stamp(conn):
+            catalog = self.catalog
+            if catalog is None:
+                return self._refresh(db, conn)
+            stamp, tokens = changes.look(conn)
+            if diverged(catalog, stamp, tokens):
+                return self._refresh(db, conn, whole=True)
+            if catalog.stamp == stamp:
                 return "none"
             return self._refresh(db, conn)
 
@@ -632,27 +653,68 @@ def _foreign():
     )
 
 
-def _changed(conn, then, now):
+def diverged(catalog, stamp, tokens):
+    """Whether the look's ``stamp`` and ``tokens`` (its token sum; None:
+    not read) are the catalog's stamp with another history: a restore
+    brought counts back and new writes took them up to it again, with new
+    tokens. The catalog is read whole then, as for a count gone back."""
+    return tokens is not None and catalog.stamp == stamp and catalog.token_sum != tokens
+
+
+def _changed(conn, then, now, tokens=None):
     """{kind: set of ids (CONSUMER: of uuids)} changed between the counts
     ``then`` and ``now`` ({shard: count}), from the log; None when the
-    catalog must be read whole: a count went back (shard rows re-created),
-    the log no longer has every change (pruned), too many changes, or one
-    of EVERYTHING."""
+    catalog must be read whole: a count went back (shard rows re-created)
+    or came up again with another history (``tokens``: those of ``then``
+    and of ``now``, ``_same_history``), the log no longer has every
+    change (pruned), too many changes, or one of EVERYTHING."""
     ranges = _ranges(then, now)
     if not ranges:
-        return ranges if ranges is None else {}
+        if ranges is None or not _same_history(then, now, tokens, ()):
+            return None
+        return {}
     wanted = sa.or_(
         *(
-            sa.and_(LOG.c.shard == shard, LOG.c.seq > low, LOG.c.seq <= high)
+            sa.and_(LOG.c.shard == shard, LOG.c.seq >= low, LOG.c.seq <= high)
             for shard, low, high in ranges
         )
     )
     rows = conn.execute(
-        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid).where(
-            wanted
-        )
-    )
+        sa.select(
+            LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid, LOG.c.token
+        ).where(wanted)
+    ).all()
+    if not _same_history(then, now, tokens, rows):
+        return None
     return _named(ranges, rows)
+
+
+def _same_history(then, now, tokens, rows):
+    """Whether the counts ``now`` follow the history of a catalog at the
+    counts ``then``, by ``tokens`` ({shard: token} of ``then``, of
+    ``now``; None: not told): a shard at the catalog's count has the
+    token the catalog read with it; one past it has, on the log rows at
+    the catalog's count (``rows``: shard, seq, kind, ref, uuid, token),
+    that token too. A shard whose row at the catalog's count is gone
+    (pruned) passes: nothing tells, and the safety net (SAFETY_NET_S)
+    remains; its numbers past it must all be there (``_named``), or the
+    catalog is read whole."""
+    if tokens is None:
+        return True
+    mine, marks = tokens
+    for shard, count in now.items():
+        if (
+            count
+            and count == then.get(shard, 0)
+            and marks.get(shard) != mine.get(shard)
+        ):
+            return False
+    for row in rows:
+        shard, seq, token = row[0], row[1], row[5]
+        low = then.get(shard, 0)
+        if seq == low and low < now.get(shard, 0) and token != mine.get(shard):
+            return False
+    return True
 
 
 def _ranges(then, now):
@@ -677,7 +739,7 @@ def _named(ranges, rows):
     bounds = {shard: (low, high) for shard, low, high in ranges}
     changed = collections.defaultdict(set)
     numbers = set()
-    for shard, seq, kind, ref, uuid in rows:
+    for shard, seq, kind, ref, uuid, _token in rows:
         low, high = bounds.get(shard, (0, 0))
         if low < seq <= high:
             numbers.add((shard, seq))
@@ -698,21 +760,24 @@ MAX_ITEMS = 4 * MAX_DELTAS
 
 
 def _since_statement():
-    """Every shard's count, and the log items numbered past a catalog's
-    (bound ``low_<shard>``), in one statement: one snapshot at READ
+    """Every shard's count and token, and the log items numbered from a
+    catalog's counts on (bound ``low_<shard>``: those at it, for their
+    tokens, and those past it), in one statement: one snapshot at READ
     COMMITTED, so every number up to a count read is there unless pruned.
     The counts are the rows without a kind."""
     past = sa.or_(
         *(
             sa.and_(
                 LOG.c.shard == shard,
-                LOG.c.seq > sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
+                LOG.c.seq >= sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
             )
             for shard in range(tables.CATALOG_SHARDS)
         )
     )
     items = (
-        sa.select(LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid)
+        sa.select(
+            LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid, LOG.c.token
+        )
         .where(past)
         .limit(MAX_ITEMS + 1)
         .subquery()
@@ -723,6 +788,7 @@ def _since_statement():
         sa.cast(sa.null(), sa.SmallInteger),
         sa.cast(sa.null(), sa.Integer),
         sa.cast(sa.null(), sa.String(36)),
+        changes.CATALOG.c.token,
     )
     return sa.union_all(counts, sa.select(items))
 
@@ -730,19 +796,25 @@ def _since_statement():
 _SINCE = _since_statement()
 
 
-def _since(conn, then):
-    """(counts now, ``_changed(conn, then, now)``) in one statement."""
-    now, items = {}, []
+def _since(conn, catalog):
+    """(counts now, their tokens, ``_changed``'s answer for ``catalog``)
+    in one statement."""
+    then = catalog.seqs
+    now, marks, items = {}, {}, []
     low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
     for row in conn.execute(_SINCE, low):
         if row[2] is None:
-            now[row[0]] = row[1]
+            now[row[0]], marks[row[0]] = row[1], row[5]
         else:
             items.append(row)
     ranges = _ranges(then, now)
-    if ranges is None or len(items) > MAX_ITEMS:
-        return now, None
-    return now, _named(ranges, items) if ranges else {}
+    if (
+        ranges is None
+        or len(items) > MAX_ITEMS
+        or not _same_history(then, now, (catalog.tokens, marks), items)
+    ):
+        return now, marks, None
+    return now, marks, _named(ranges, items) if ranges else {}
 
 
 @contextlib.contextmanager
@@ -786,25 +858,32 @@ def _cache(db: db_api.Database) -> Cache:
 
 
 def current(
-    db: db_api.Database, conn: sa.Connection, stamp: int | None = None
+    db: db_api.Database,
+    conn: sa.Connection,
+    stamp: int | None = None,
+    tokens: int | None = None,
 ) -> Catalog | None:
     """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
     None when the caller should read through SQL (the catalog is off, or
     being read by another request, or newer than this transaction).
-    ``stamp``: the one the caller has just read in this transaction (it
-    is read here otherwise)."""
+    ``stamp``, ``tokens``: the look (``changes.look``) the caller has just
+    read in this transaction (it is read here otherwise)."""
     if not db.conf.placement.provider_catalog:
         return None
-    return _cache(db).current(db, conn, stamp)
+    return _cache(db).current(db, conn, stamp, tokens=tokens)
 
 
-def structure_at(db: db_api.Database, conn: sa.Connection, stamp: int) -> object:
+def structure_at(
+    db: db_api.Database, conn: sa.Connection, stamp: int, tokens: int | None = None
+) -> object:
     """The ``structure`` of the catalog of ``db`` brought to ``stamp`` (by
     the log, as ``current`` does, counted as no use of it), or None when
     it cannot be (read whole meanwhile, newer than the transaction)."""
     if not db.conf.placement.provider_catalog:
         return None
-    catalog = _cache(db).current(db, conn, stamp, used=lambda outcome: None)
+    catalog = _cache(db).current(
+        db, conn, stamp, used=lambda outcome: None, tokens=tokens
+    )
     return catalog.structure if catalog is not None else None
 
 

@@ -32,6 +32,10 @@ class Catalog:
     def __init__(self) -> None:
         self.seqs: dict = {}  # shard -> count
         self.stamp = 0
+        # shard -> the token of its count (changes.marks), and their sum
+        # (NULL: 0), which the look reads with the stamp.
+        self.tokens: dict = {}
+        self.token_sum = 0
         self.providers: dict = {}  # rp -> Provider
         self.uuids: dict = {}
         self.names: dict = {}
@@ -124,7 +128,7 @@ class Catalog:
         allocations too."""
         catalog = cls()
         # The counts first, in the same snapshot as everything below.
-        catalog._counted(changes.counts(conn))
+        catalog._counted(*changes.marks(conn))
         if followed:
             catalog.allocations = consumers.read(conn)
         catalog._readnames(conn, None, None)
@@ -189,15 +193,18 @@ class Catalog:
             self.value_roots[key] = found
         return found
 
-    def advanced(self, conn: sa.Connection, seqs: dict, changed: dict) -> "Catalog":
+    def advanced(
+        self, conn: sa.Connection, seqs: dict, changed: dict, tokens: dict
+    ) -> "Catalog":
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
-        from the log up to ``seqs``) read again in ``conn``'s snapshot.
+        from the log up to ``seqs``, whose tokens are ``tokens``) read again
+        in ``conn``'s snapshot.
         Where none of them changes the structure (usage, consumers,
         generations: ``changes.UNSTRUCTURED``), only the counts move:
         everything derived from it (columns, per-tree answers, the
         fingerprint, the provider list's body) stays good."""
         catalog = copy.copy(self)
-        catalog._counted(seqs)
+        catalog._counted(seqs, tokens)
         if self.allocations is not None:
             catalog.allocations = self.allocations.advanced(
                 conn, changed.get(changes.CONSUMER, ())
@@ -243,8 +250,10 @@ class Catalog:
             had=lambda rp: [rc for rc, _ in then.get(rp, ())],
         )
 
-    def _counted(self, seqs):
+    def _counted(self, seqs, tokens):
         self.seqs, self.stamp = seqs, sum(seqs.values())
+        self.tokens = tokens
+        self.token_sum = sum(t or 0 for t in tokens.values())
 
     def _readnames(self, conn, class_ids, trait_ids):
         """The names of ``class_ids`` and ``trait_ids`` (None: all) read
