@@ -653,7 +653,7 @@ def _foreign():
     )
 
 
-def diverged(catalog, stamp, tokens):
+def diverged(catalog: Catalog, stamp: int, tokens: int | None) -> bool:
     """Whether the look's ``stamp`` and ``tokens`` (its token sum; None:
     not read) are the catalog's stamp with another history: a restore
     brought counts back and new writes took them up to it again, with new
