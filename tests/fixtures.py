@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import uuid
 
-import httpx
 import pytest
 import sqlalchemy as sa
 
@@ -29,6 +28,8 @@ from placement.db import schema
 from placement.db import triggers as db_triggers
 from placement.objects import standard_names
 from tests import galera
+from tests import helpers
+from tests import round_trips
 
 MYSQL_URL = os.environ.get(
     "PLACEMENT_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306"
@@ -234,18 +235,14 @@ def app(backend, triggers=True):
 
 
 @contextlib.contextmanager
-def counted_client(backend, headers):
-    """(an httpx client of ``app(backend)``, its Database, the list of each
-    statement sent since it was last cleared), warm as a server after its
-    first requests: each pool's connection made (its session set up), the
-    catalog read and compared once. So a request's statements and round
-    trips are its own."""
+def counted_client(backend, headers, monkeypatch):
+    """(an httpx client of ``app(backend)``, ``read(path)``: a GET's
+    (response, its statements, its round trips or None on SQLite), its
+    Database), warm as a server after its first requests: each pool's
+    connection made (its session set up), the catalog read and compared
+    once. So a request's statements and round trips are its own."""
     with app(backend) as (the_app, db):
-        client = httpx.Client(
-            transport=httpx.WSGITransport(app=the_app),
-            base_url="http://localhost",
-            headers=headers,
-        )
+        client = helpers.wsgi_client(the_app, headers)
         seen = []
         sa.event.listen(
             db.engine, "before_cursor_execute", lambda *args: seen.append(args[2])
@@ -254,5 +251,11 @@ def counted_client(backend, headers):
         assert client.get("/resource_providers").is_success
         for _ in range(2):
             client.get("/resource_providers/%s/allocations" % uuid.uuid4())
-        seen.clear()
-        yield client, db, seen
+
+        def read(path):
+            seen.clear()
+            with round_trips.counted(db, monkeypatch) as trips:
+                resp = client.get(path)
+            return resp, list(seen), trips
+
+        yield client, read, db

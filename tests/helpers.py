@@ -57,6 +57,18 @@ def wsgi_client(app, headers):
     )
 
 
+def claim(rp, resources, project="p", user="u"):
+    """The body of a new consumer's claim of ``resources`` ({class:
+    amount}) on provider ``rp`` (microversion 1.38 and later)."""
+    return {
+        "allocations": {rp: {"resources": resources}},
+        "project_id": project,
+        "user_id": user,
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+
+
 def script(name):
     """The path of a console script installed in this virtualenv."""
     return os.path.join(BIN, name)

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from tests import fixtures
-from tests import round_trips
+from tests import helpers
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 AGGREGATES = sorted(str(uuid.uuid4()) for _ in range(2))
@@ -20,17 +20,16 @@ AGGREGATES = sorted(str(uuid.uuid4()) for _ in range(2))
 @pytest.fixture(params=fixtures.BACKENDS)
 def served(request, monkeypatch):
     fixtures.require_backend(request.param)
-    with fixtures.counted_client(request.param, HEADERS) as (client, db, seen):
+    with fixtures.counted_client(request.param, HEADERS, monkeypatch) as served:
+        client, read, _ = served
 
-        def read(path):
+        def read_selects(path):
             """(response, its SELECTs, its round trips or None on SQLite)."""
-            seen.clear()
-            with round_trips.counted(db, monkeypatch) as trips:
-                resp = client.get(path)
-            selects = [s for s in seen if s.lstrip().upper().startswith("SELECT")]
+            resp, statements, trips = read(path)
+            selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
             return resp, selects, trips
 
-        yield client, read
+        yield client, read_selects
 
 
 def _provider(client, with_rows):
@@ -52,13 +51,7 @@ def _provider(client, with_rows):
         resp = client.put(url + path, json=body)
         assert resp.is_success, resp.text
     consumer = str(uuid.uuid4())
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": None,
-        "consumer_type": "INSTANCE",
-    }
+    claim = helpers.claim(rp, {"VCPU": 2})
     assert client.put("/allocations/%s" % consumer, json=claim).status_code == 204
     return rp
 

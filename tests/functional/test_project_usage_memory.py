@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects.catalog import consumers
 from placement.objects.catalog import project_usage
+from tests import helpers
 from tests.functional import test_allocations_memory as allocations_memory
 
 ALLOC, CONSUMERS = tables.allocations, tables.consumers
@@ -111,13 +112,7 @@ def test_random_writes_are_followed(cloud, from_memory, monkeypatch, fold_at):
 def test_usage_written_by_hand_is_seen(cloud, from_memory):
     (rp,) = allocations_memory._providers(cloud, 1)
     consumer = str(uuid.uuid4())
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": "hand",
-        "user_id": "u1",
-        "consumer_generation": None,
-        "consumer_type": "INSTANCE",
-    }
+    claim = helpers.claim(rp, {"VCPU": 2}, "hand", "u1")
     cloud.call(cloud.writer, "/allocations/%s" % consumer, "PUT", claim, status=204)
     path = "/usages?project_id=hand"
     assert _get(cloud, path, "1.9", True).json()["usages"] == {"VCPU": 2}

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from placement.db import engine as db_engine
 from tests import fixtures
+from tests import helpers
 from tests import round_trips
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
@@ -21,16 +22,8 @@ HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 @pytest.fixture(params=fixtures.BACKENDS)
 def served(request, monkeypatch):
     fixtures.require_backend(request.param)
-    with fixtures.counted_client(request.param, HEADERS) as (client, db, seen):
-
-        def read(path):
-            """(response, its statements, its round trips or None)."""
-            seen.clear()
-            with round_trips.counted(db, monkeypatch) as trips:
-                resp = client.get(path)
-            return resp, list(seen), trips
-
-        yield client, read, db
+    with fixtures.counted_client(request.param, HEADERS, monkeypatch) as served:
+        yield served
 
 
 def _provider(client):
@@ -44,13 +37,7 @@ def _provider(client):
     assert client.put(url + "/inventories", json=body).is_success
     body = {"resource_provider_generation": 1, "traits": ["CUSTOM_A"]}
     assert client.put(url + "/traits", json=body).is_success
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": None,
-        "consumer_type": "INSTANCE",
-    }
+    claim = helpers.claim(rp, {"VCPU": 2})
     assert client.put("/allocations/%s" % consumer, json=claim).status_code == 204
     return rp, consumer
 

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from placement.objects.catalog import refresh
 from tests import fixtures
+from tests import helpers
 from tests.functional import test_resource_provider_objects as rp_objects
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
@@ -171,13 +172,7 @@ def _hosts(client, count):
             "/resource_providers/%s/traits" % rp,
             json={"resource_provider_generation": 1, "traits": ["CUSTOM_GOLD"]},
         ).is_success
-        claim = {
-            "allocations": {rp: {"resources": {"VCPU": 2, "MEMORY_MB": 512}}},
-            "project_id": PROJECT,
-            "user_id": USER,
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        }
+        claim = helpers.claim(rp, {"VCPU": 2, "MEMORY_MB": 512}, PROJECT, USER)
         assert client.put("/allocations/%s" % uuid.uuid4(), json=claim).is_success
     return rp
 
@@ -217,13 +212,7 @@ def test_allocation_reads_run_one_statement(served):
     assert client.put(
         "/resource_providers/%s/inventories" % rp, json=inventories
     ).is_success
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": None,
-        "consumer_type": "INSTANCE",
-    }
+    claim = helpers.claim(rp, {"VCPU": 2})
     assert client.put("/allocations/%s" % consumer, json=claim).is_success
     seen = []
     sa.event.listen(db.engine, "before_cursor_execute", lambda *a: seen.append(a[2]))

@@ -62,9 +62,9 @@ OWN_AFTER_S = 0.7
 # the log names other writers' changes too: a request sees them at its
 # stamp read, and the comparison is only a safety net (for what no trigger
 # sees: a TRUNCATE, a restore whose counts and tokens are the catalog's,
-# the history's log pruned), run this far apart (and each process compares by itself
-# then: the published comparison's counts are long gone from its
-# history). It is also how often a process in the fallback looks for
+# the history's log pruned), run this far apart (and each process
+# compares by itself then: the published comparison's counts are long
+# gone from its history). It is also how often a process in the fallback looks for
 # triggers created since.
 SAFETY_NET_S = 300.0
 # After the log could not tell what changed (a count gone back: a restore
