@@ -245,21 +245,26 @@ def test_a_transaction_open_across_the_comparison_is_caught():
         counted = Fingerprints(db.engine)
         try:
             with db.engine.connect() as open_:
-                for _ in range(20):
-                    # Start just after a whole second (one clock: the
-                    # database runs here): a loaded machine's slow steps
-                    # then still fit in that second.
-                    time.sleep(1.01 - time.time() % 1)
+                seen = []
+                for _ in range(30):
+                    # Start just after a whole second of the database's
+                    # clock: a loaded machine's slow steps then still fit
+                    # in that second.
+                    now = open_.exec_driver_sql("SELECT UNIX_TIMESTAMP(NOW(6))")
+                    now = float(now.scalar())
+                    open_.rollback()
+                    time.sleep(1.01 - now % 1)
                     trx = open_.begin()
                     _set(open_, first, "reserved = total")
                     started = _second(open_, STARTED)
                     with db.engine.begin() as other:
                         _set(other, second, "max_unit = 7")
-                    if _second(open_, MARKED) == started:
+                    seen.append((started, _second(open_, MARKED)))
+                    if seen[-1][1] == started:
                         break
                     trx.rollback()
                 else:
-                    pytest.fail("no two transactions started in one second")
+                    pytest.fail("no two transactions started in one second: %s" % seen)
                 # The comparison reads the other change, not the open one.
                 time.sleep(1.1)
                 assert _verify(db, counted) == ("foreign", 1)
