@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import history
+from placement.objects.catalog.store import Catalog
 
 LOG = tables.catalog_log
 
@@ -17,7 +18,9 @@ LOG = tables.catalog_log
 MAX_DELTAS = 5000
 
 
-def changed(conn, then, now, tokens=None):
+def changed(
+    conn: sa.Connection, then: dict, now: dict, tokens: tuple | None = None
+) -> dict | None:
     """{kind: set of ids (CONSUMER: of uuids)} changed between the counts
     ``then`` and ``now`` ({shard: count}), from the log; None when the
     catalog must be read whole: a count went back (shard rows re-created)
@@ -124,7 +127,7 @@ def _since_statement():
 _SINCE = _since_statement()
 
 
-def since(conn, catalog):
+def since(conn: sa.Connection, catalog: Catalog) -> tuple[dict, dict, dict | None]:
     """(counts now, their tokens, ``changed``'s answer for ``catalog``)
     in one statement."""
     then = catalog.seqs

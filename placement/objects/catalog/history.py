@@ -3,6 +3,8 @@ belong to the same history: a restore can bring the counts back, and new
 writes take them up to the catalog's again, with other tokens. The
 catalog is read whole then, as for a count gone back."""
 
+from collections.abc import Iterable
+
 from placement.objects.catalog.store import Catalog
 
 
@@ -14,7 +16,7 @@ def diverged(catalog: Catalog, stamp: int, tokens: int | None) -> bool:
     return tokens is not None and catalog.stamp == stamp and catalog.token_sum != tokens
 
 
-def same(then, now, tokens, rows):
+def same(then: dict, now: dict, tokens: tuple | None, rows: Iterable) -> bool:
     """Whether the counts ``now`` follow the history of a catalog at the
     counts ``then``, by ``tokens`` ({shard: token} of ``then``, of
     ``now``; None: not told): a shard at the catalog's count has the

@@ -1,10 +1,15 @@
 """The one snapshot a catalog is read in."""
 
 import contextlib
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+
+from placement.db import api as db_api
 
 
 @contextlib.contextmanager
-def own(db):
+def own(db: db_api.Database) -> Iterator[sa.Connection]:
     """A new transaction that reads one snapshot of the database, whatever
     commits meanwhile (``of``)."""
     if db.dialect == "sqlite":
@@ -18,7 +23,7 @@ def own(db):
 
 
 @contextlib.contextmanager
-def of(db, conn):
+def of(db: db_api.Database, conn: sa.Connection) -> Iterator[sa.Connection]:
     """A transaction that reads one snapshot of the database, whatever
     commits meanwhile: the catalog's statements must agree with each other
     (an inventory of a provider the provider statement did not see would
