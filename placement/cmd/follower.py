@@ -14,7 +14,7 @@ fingerprint when that is due (other writers' changes, "Writes by other
 writers" in doc/architecture.md): the comparison is a statement the
 worker mostly waits for (only a cheap look while the catalog's tables
 are quiet, ``catalog/precheck.py``), and while the follower keeps up, no
-request runs or waits for one (``refresh.FOLLOWED_VERIFY_S``).
+request runs or waits for one (``verify.FOLLOWED_VERIFY_S``).
 """
 
 import logging

@@ -190,7 +190,7 @@ catalog_changes = sa.Table(
     sa.Column("changes", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     # A random value (0..2**31-1) each count is given with: a restore that
     # brings a count back, then new writes taking it up again, cannot
-    # bring the same token back (objects/catalog/refresh.py). NULL: none
+    # bring the same token back (objects/catalog/history.py). NULL: none
     # yet (before the revision adding it).
     sa.Column("token", sa.Integer, nullable=True),
     **MYSQL_TABLE_ARGS,

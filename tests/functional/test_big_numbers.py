@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import fingerprint
-from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 
@@ -72,7 +72,7 @@ class Cloud:
 def cloud(request, monkeypatch):
     fixtures.require_backend(request.param)
     # Every request compares the catalog with the database first.
-    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 0.0)
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 0.0)
     with fixtures.app(request.param) as (app, db):
         yield Cloud(app, db)
 

@@ -26,9 +26,11 @@ from placement.objects import standard_names
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import changes
+from placement.objects.catalog import deltas
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import refresh
 from placement.objects.catalog import store
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional import test_resource_provider_objects as rp_objects
@@ -895,7 +897,7 @@ def test_a_write_that_records_nothing_is_caught(cloud, monkeypatch, table):
     assert reported == []
     with cloud.writer_db.reader() as conn:
         # Only the triggers' GENERATION, which changes nothing kept.
-        logged = refresh._changed(conn, counts, changes.counts(conn))
+        logged = deltas.changed(conn, counts, changes.counts(conn))
     assert logged == {changes.GENERATION: {rp}}
     full_reads = _full_reads()
     with cloud.writer_db.writer() as conn:
@@ -962,7 +964,7 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
     included."""
     cloud.inventories(cloud.provider("one"), VCPU=8)
     cloud.check()
-    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 3600.0)
     path = "/allocation_candidates?resources=VCPU:1&limit=5"
     cloud.call(cloud.reader, path, status=200)  # compares once, now
     with rp_objects.statements(cloud.reader_db) as seen:
@@ -995,7 +997,7 @@ def test_a_search_that_found_the_catalog_behind_reads_the_stamp_first(
     cloud = fallback_cloud
     cloud.inventories(cloud.provider("one"), VCPU=8)
     cloud.check()
-    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 3600.0)
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 3600.0)
     monkeypatch.setattr(refresh, "UNCONFIRMED_PAUSE_S", 3600.0)
     path = "/allocation_candidates?resources=VCPU:1&limit=5"
     cloud.call(cloud.reader, path, status=200)

@@ -24,6 +24,7 @@ from placement.objects.catalog import currency
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests.functional import test_candidate_catalog as catalog_tests
 
@@ -67,7 +68,7 @@ def sqlite_cloud(monkeypatch):
 def _cloud(backend, monkeypatch):
     fixtures.require_backend(backend)
     # Every step is a period: the comparison is always due.
-    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 0.0)
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 0.0)
     # No cheap look: the holder's comparison always runs the statement.
     monkeypatch.setattr(precheck, "look", lambda db: None)
     with (
@@ -194,11 +195,11 @@ def test_a_process_without_the_published_counts_compares_itself_when_due(
     refresh._cache(second).history.clear()
     cache = refresh._cache(second)
     monkeypatch.setattr(cache, "_remember", lambda *a, **kw: None)
-    monkeypatch.setattr(refresh, "OWN_AFTER_S", float("inf"))
+    monkeypatch.setattr(verify, "OWN_AFTER_S", float("inf"))
     before = statements.of(second)
     assert refresh.verify_if_due(second) is None
     assert statements.of(second) == before
-    monkeypatch.setattr(refresh, "OWN_AFTER_S", 0.0)
+    monkeypatch.setattr(verify, "OWN_AFTER_S", 0.0)
     assert refresh.verify_if_due(first) == "same"
     assert refresh.verify_if_due(second) == "same"
     assert statements.of(second) == before + 1

@@ -16,6 +16,7 @@ from placement.objects.catalog import changes
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
@@ -183,17 +184,17 @@ def test_requests_leave_comparing_to_the_follower_until_it_falls_behind(
     try:
         watcher.step()  # the first comparison is due
         assert len(compared) == 1
-        monkeypatch.setattr(refresh, "VERIFY_EVERY_S", 0.0)  # always due
+        monkeypatch.setattr(verify, "VERIFY_EVERY_S", 0.0)  # always due
         search()
         assert len(compared) == 1  # left to the follower
         watcher.step()
         assert len(compared) == 2
-        monkeypatch.setattr(refresh, "FOLLOWED_VERIFY_S", 0.0)  # fallen behind
-        monkeypatch.setattr(refresh, "BOUND_TOOK", 0)
+        monkeypatch.setattr(verify, "FOLLOWED_VERIFY_S", 0.0)  # fallen behind
+        monkeypatch.setattr(verify, "BOUND_TOOK", 0)
         search()
         assert len(compared) == 3
     finally:
         refresh.follow(db, False)
-    monkeypatch.setattr(refresh, "FOLLOWED_VERIFY_S", 60.0)
+    monkeypatch.setattr(verify, "FOLLOWED_VERIFY_S", 60.0)
     search()  # no follower: the request compares when due
     assert len(compared) == 4

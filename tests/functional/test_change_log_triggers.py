@@ -22,6 +22,7 @@ from placement.db import tables
 from placement.db import triggers
 from placement.objects.catalog import changes
 from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional import test_cmd
@@ -263,7 +264,7 @@ def test_with_the_triggers_dropped_the_fallback_sees_sql_by_hand(backend):
             )
             == set()
         )
-        time.sleep(refresh.VERIFY_EVERY_S + 0.05)
+        time.sleep(verify.VERIFY_EVERY_S + 0.05)
         assert cloud.candidates("resources=VCPU:1&required=HW_CPU_X86_AVX2") == {
             cloud.host
         }

@@ -17,6 +17,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 
@@ -117,7 +118,7 @@ def test_an_unchanged_database_is_not_read_again(served):
         else:
             assert _verify(db, counted) == ("unchanged", 0)
     # Requests past the period compare through the same path.
-    time.sleep(refresh.VERIFY_EVERY_S + 0.05)
+    time.sleep(verify.VERIFY_EVERY_S + 0.05)
     before = counted.count
     assert _candidates(app) == hosts
     assert counted.count - before == (1 if db.dialect == "postgresql" else 0)

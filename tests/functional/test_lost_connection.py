@@ -15,7 +15,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
@@ -76,7 +76,7 @@ def served(request, monkeypatch):
     # the last comparison is 0.5 s old: a point count that depends on the
     # clock. Here only the first comparison falls due, so each request
     # after it has the same points every time.
-    monkeypatch.setattr(refresh, "VERIFY_EVERY_S", float("inf"))
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", float("inf"))
     fixtures.require_backend(backend)
     with fixtures.app(backend) as (app, db):
         client = httpx.Client(

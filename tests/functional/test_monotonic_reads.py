@@ -51,10 +51,10 @@ SLOW_FIRST_WORKER = textwrap.dedent(
 
     def _slow():
         if forks[0] == 1:
-            from placement.objects.catalog import refresh
+            from placement.objects.catalog import verify
 
             for name in ("VERIFY_EVERY_S", "FOLLOWED_VERIFY_S", "OWN_AFTER_S"):
-                setattr(refresh, name, %d)
+                setattr(verify, name, %d)
 
 
     os.register_at_fork(before=_count, after_in_child=_slow)

@@ -28,7 +28,7 @@ import requests
 import sqlalchemy as sa
 
 from placement.db import tables
-from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import helpers
 from tests import ports
@@ -153,7 +153,7 @@ def _both(url, workdir, together):
 def _past_the_bound():
     """Wait out ours' comparison period: its next request compares its
     catalog with the database before answering."""
-    time.sleep(refresh.VERIFY_EVERY_S + 0.1)
+    time.sleep(verify.VERIFY_EVERY_S + 0.1)
 
 
 def _same_answers(reference, ours, queries):

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects import standard_names
-from placement.objects.catalog import refresh
+from placement.objects.catalog import verify
 from tests import fixtures
 from tests import helpers
 from tests import wsgi_client
@@ -50,7 +50,7 @@ def _host(app, name, vcpu=8):
 def _past_the_bound():
     """Wait out the catalog's comparison period: the next request compares
     it with the database before it answers."""
-    time.sleep(refresh.VERIFY_EVERY_S + 0.05)
+    time.sleep(verify.VERIFY_EVERY_S + 0.05)
 
 
 @pytest.mark.parametrize("backend", fixtures.BACKENDS)

@@ -25,6 +25,7 @@ from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
 from placement.objects.catalog import changes
+from placement.objects.catalog import history
 from placement.objects.catalog import refresh
 from placement.objects.catalog import used as catalog_used
 from placement.objects.catalog.store import Catalog
@@ -60,7 +61,7 @@ class CatalogIndex:
             stamp, tokens = changes.look(self.conn)
         self.unconfirmed = False
         # Another history at the same stamp (a restore): nothing of it holds.
-        if refresh.diverged(self.catalog, stamp, tokens) or (
+        if history.diverged(self.catalog, stamp, tokens) or (
             stamp != self.catalog.stamp
             and (
                 # Usage from memory is the held catalog's: claims since are

@@ -4,7 +4,7 @@ Without sharing providers, what a request finds under one anchor depends
 only on the request, that tree's rows and the usage of the tree's
 providers of the requested classes. So, over the worker's catalog, the
 candidates of each small anchor are kept with what the catalog derived
-from that tree (``catalog.store.Derived``), per request shape, with the
+from that tree (``catalog.derived.Derived``), per request shape, with the
 tree's usage they were found at; the next request of the same shape takes
 them while that usage is unchanged, instead of planning and walking the
 tree again. A change to one of the tree's providers drops them with the

@@ -30,10 +30,27 @@ One job per module, each importing only those before it:
     What the catalog holds summed into a few numbers, computed by the
     database in one statement and by a catalog from its maps: a
     difference is another writer's change.
+``derived``
+    What the candidate engine keeps on a catalog (``Derived``, ``Shapes``).
+``maps``
+    The provider maps brought up to date by the changed providers' rows.
 ``store``
     ``Catalog``, the in-memory maps: read whole, or advanced by what the
     log names.
+``history``
+    Restore detection: the same counts with another history (``diverged``).
+``deltas``
+    What the log says changed since a catalog's counts (``changed``,
+    ``since``); None: read it whole.
+``snapshot``
+    The one snapshot a catalog is read in.
+``holder``
+    The held catalog and its lock, brought up to date by the log or read
+    whole; its fingerprints by counts; the triggers' look.
+``verify``
+    The comparison with the database's fingerprint (own, or the cloud's
+    one: ``currency``), the whole read again on a difference; pruning.
 ``refresh``
-    One ``Cache`` per database: currency against the stamp, following the
-    log, locking; ``current`` and ``warm``.
+    One ``Cache`` per database: ``current`` for a request; ``warm`` and
+    the module's other calls.
 """

@@ -4,7 +4,7 @@ catalog was read whole because of another writer's change, shared by
 the processes forked after it was made (``placement-api``'s workers,
 which inherit the master's). A worker whose catalog was last found right
 before that time may lack what another worker has answered from: it
-compares first, or answers through SQL (``refresh.Cache.stale``). See
+compares first, or answers through SQL (``verify.Verifier.stale``). See
 "Monotonic reads" in doc/architecture.md.
 
 Reading it costs an 8-byte read of shared memory; it is raised only when

@@ -4,9 +4,7 @@ and the provider list read; built from rows (``Catalog.read``) or from an
 older catalog and the rows of what changed since (``advanced``)."""
 
 import collections
-import collections.abc
 import copy
-import itertools
 
 import sqlalchemy as sa
 
@@ -14,16 +12,17 @@ from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import columns
 from placement.objects.catalog import consumers
+from placement.objects.catalog import derived as derived_
 from placement.objects.catalog import fingerprint
+from placement.objects.catalog import maps
 from placement.objects.catalog import rows
 from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
-from placement.objects.catalog.rows import State
 
 RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
 
 
-class Catalog:
+class Catalog(maps.Maps):
     """Every provider with its tree, inventories (without usage), traits
     and aggregates, as of ``stamp`` catalog changes (``seqs`` per shard).
     Never modified: following changes makes a new one (``advanced``), which
@@ -71,7 +70,7 @@ class Catalog:
         self.value_roots: dict = {}
         # Request shapes the engine kept answers for, as small ints
         # (``shape_id``), shared by the catalogs that follow this one.
-        self.shapes = Shapes()
+        self.shapes = derived_.Shapes()
         # Its fingerprint (``fingerprint``), once asked for; kept up to
         # date as the catalog advances.
         self.content: list[int] | None = None
@@ -114,11 +113,11 @@ class Catalog:
             self.ratio_term = ratio_term
         return [mine + off for mine, off in zip(self.content, self.offset)]
 
-    def derived(self, root: int) -> "Derived":
+    def derived(self, root: int) -> derived_.Derived:
         """What is derived from tree ``root``, created empty on first use."""
         derived = self.derived_by_tree.get(root)
         if derived is None:
-            derived = self.derived_by_tree[root] = Derived()
+            derived = self.derived_by_tree[root] = derived_.Derived()
         return derived
 
     @classmethod
@@ -280,190 +279,6 @@ class Catalog:
             # Names of providers' traits don't change: a trait is deleted
             # only when no provider has it, and never renamed.
 
-    def _read_providers(self, conn, touched):
-        """The rows of providers ``touched`` (ids) read again, with their
-        inventories, traits and aggregates; the maps that change are
-        copies."""
-        fresh = Rows(conn, touched)
-        old = {rp: self._state(rp) for rp in touched}
-        new = {rp: fresh.state(rp) for rp in touched}
-        changed = [rp for rp in touched if old[rp] != new[rp]]
-        if not changed:
-            return
-        if self.content is not None:
-            for rp in changed:
-                fingerprint.add_provider(
-                    self.content, old[rp], self.hashed, -1, self.ratio_term
-                )
-                fingerprint.add_provider(
-                    self.content, new[rp], self.hashed, 1, self.ratio_term
-                )
-        stale = {
-            state.provider.root_id
-            for rp in changed
-            for state in (old[rp], new[rp])
-            if state.provider is not None
-        }
-        self.derived_by_tree = {
-            root: value
-            for root, value in self.derived_by_tree.items()
-            if root not in stale
-        }
-        self._per_provider(changed, new)
-        self._trees(changed, old, new)
-        self._inventories(changed, old, new)
-        self.value_roots = _without_moved(self.value_roots, changed, old, new)
-        self.trait_holders = _holders(self.trait_holders, changed, old, new, "traits")
-        self.aggregate_members = _holders(
-            self.aggregate_members, changed, old, new, "aggregates"
-        )
-
-    def _state(self, rp):
-        """What this catalog has of provider ``rp``."""
-        return State(
-            self.providers.get(rp),
-            dict(self.by_provider.get(rp, ())),
-            self.traits.get(rp, frozenset()),
-            self.aggregates.get(rp, frozenset()),
-            self.uuids.get(rp),
-            self.names.get(rp),
-        )
-
-    def _per_provider(self, changed, new):
-        """The maps keyed by provider: copies of those where a changed
-        provider's value differs."""
-        name_of = self.trait_names_by_id
-        values = {
-            "providers": lambda s: s.provider,
-            "uuids": lambda s: s.uuid,
-            "names": lambda s: s.name,
-            "by_provider": lambda s: tuple(sorted(s.inventories.items())) or None,
-            "traits": lambda s: s.traits or None,
-            "aggregates": lambda s: s.aggregates or None,
-            "trait_names": lambda s: (
-                tuple(name_of[t] for t in sorted(s.traits)) or None
-            ),
-        }
-        for attr, value_of in values.items():
-            current = getattr(self, attr)
-            now = {rp: value_of(new[rp]) for rp in changed}
-            if all(current.get(rp) == value for rp, value in now.items()):
-                continue
-            if attr == "uuids":
-                ids = dict(self.ids)
-                for rp in now:
-                    ids.pop(current.get(rp), None)
-                ids.update((uuid, rp) for rp, uuid in now.items() if uuid)
-                self.ids = ids
-            replaced = dict(current)
-            for rp, value in now.items():
-                if value is None:
-                    replaced.pop(rp, None)
-                else:
-                    replaced[rp] = value
-            setattr(self, attr, replaced)
-
-    def _trees(self, changed, old, new):
-        """Members and roots of the trees providers joined or left."""
-        left, joined = collections.defaultdict(set), collections.defaultdict(list)
-        for rp in changed:
-            before, after = old[rp].provider, new[rp].provider
-            if before is not None and (
-                after is None or after.root_id != before.root_id
-            ):
-                left[before.root_id].add(rp)
-            if after is not None and (
-                before is None or before.root_id != after.root_id
-            ):
-                joined[after.root_id].append(rp)
-        if not (left or joined):
-            return
-        members = dict(self.members)
-        for root in left.keys() | joined.keys():
-            gone = left.get(root, ())
-            tree = [rp for rp in members.get(root, ()) if rp not in gone]
-            tree = sorted(tree + joined.get(root, []))
-            if tree:
-                members[root] = tree
-            else:
-                members.pop(root, None)
-        if members.keys() != self.members.keys():
-            self.roots = sorted(members)
-        self.members = members
-        self.nested = len(self.roots) < len(self.providers)
-
-    def _inventories(self, changed, old, new):
-        """idle and holders of the classes whose inventories (or whose
-        providers' places in a tree) changed."""
-        classes = collections.defaultdict(list)
-        for rp in changed:
-            before, after = old[rp].provider, new[rp].provider
-            had, has = old[rp].inventories, new[rp].inventories
-            moved = before != after
-            touched = [
-                rc
-                for rc in had.keys() | has.keys()
-                if moved or had.get(rc) != has.get(rc)
-            ]
-            for rc in touched:
-                classes[rc].append(rp)
-        if not classes:
-            return
-        idle, holders = dict(self.idle), dict(self.holders)
-        for rc, rps in classes.items():
-            idle_rc, holders_rc = dict(idle.get(rc, ())), dict(holders.get(rc, ()))
-            for rp in rps:
-                provider, inventory = new[rp].provider, new[rp].inventories.get(rc)
-                if inventory is None:
-                    idle_rc.pop((rp, rc), None)
-                    holders_rc.pop(rp, None)
-                else:
-                    # An existing key keeps its place.
-                    idle_rc[rp, rc] = inventory
-                    holders_rc[rp] = provider
-            if idle_rc:
-                idle[rc], holders[rc] = idle_rc, holders_rc
-            else:
-                idle.pop(rc, None)
-                holders.pop(rc, None)
-        self.idle, self.holders = idle, holders
-
-
-class Derived:
-    """What the candidate engine derived from one tree's rows: the idle
-    summaries of its providers, and the candidates found under it per
-    request shape (``allocation_candidates.kept``)."""
-
-    __slots__ = ("idle", "answers")
-
-    def __init__(self) -> None:
-        self.idle: dict | None = None  # provider -> Idle, on first use
-        self.answers: dict = {}  # shape id -> (usage, candidates)
-
-
-class Shapes:
-    """Request shapes as small ints, never reused (an answer kept under a
-    forgotten shape's id is never asked for again), and how many
-    candidates are kept under them, roughly: what keeps them bounds it."""
-
-    MOST = 1024  # shapes remembered; past them all are forgotten
-
-    def __init__(self) -> None:
-        self._ids: dict = {}
-        self._next = itertools.count()
-        self.kept = 0
-        # {shape id: trees the last limited answer of it came from}
-        self.trees_needed: dict[int, int] = {}
-
-    def id(self, shape: collections.abc.Hashable) -> int:
-        found = self._ids.get(shape)
-        if found is None:
-            if len(self._ids) >= self.MOST:
-                self._ids = {}
-                self.trees_needed = {}
-            found = self._ids[shape] = next(self._next)
-        return found
-
 
 def _inverted(pairs):
     into = collections.defaultdict(list)
@@ -471,47 +286,3 @@ def _inverted(pairs):
         for value in values:
             into[value].append(rp)
     return dict(into)
-
-
-def _without_moved(value_roots, changed, old, new):
-    """``value_roots`` without the entries of the traits and aggregates
-    that ``changed`` providers gained or lost, or had while they were
-    added, deleted or moved to another tree."""
-    stale = set()
-    for rp in changed:
-        was, now = old[rp], new[rp]
-        moved = (was.provider and was.provider.root_id) != (
-            now.provider and now.provider.root_id
-        )
-        for field in ("traits", "aggregates"):
-            had, has = getattr(was, field), getattr(now, field)
-            values = had | has if moved else had ^ has
-            stale.update((field, value) for value in values)
-    if not stale:
-        return value_roots
-    return {key: roots for key, roots in value_roots.items() if key not in stale}
-
-
-def _holders(holders, changed, old, new, field):
-    """{value: [providers]} of the providers' traits or aggregates (the
-    ``field`` of their states), with the values ``changed`` providers
-    gained or lost listed again."""
-    gained, lost = collections.defaultdict(list), collections.defaultdict(set)
-    for rp in changed:
-        had, has = getattr(old[rp], field), getattr(new[rp], field)
-        for value in has - had:
-            gained[value].append(rp)
-        for value in had - has:
-            lost[value].add(rp)
-    if not (gained or lost):
-        return holders
-    holders = dict(holders)
-    for value in gained.keys() | lost.keys():
-        gone = lost.get(value, ())
-        members = [rp for rp in holders.get(value, ()) if rp not in gone]
-        members += gained.get(value, [])
-        if members:
-            holders[value] = members
-        else:
-            holders.pop(value, None)
-    return holders

@@ -1,0 +1,188 @@
+"""The catalog a process holds for one database, and its lock: brought up
+to date by following the change log (``deltas``) or, when the log cannot
+tell, by reading it whole; the fingerprints of the catalogs it held, by
+their counts; whether the change-log triggers are there."""
+
+import collections
+import logging
+import threading
+import time
+
+from placement import events
+from placement.db import api as db_api
+from placement.db import triggers
+from placement.objects.catalog import changes
+from placement.objects.catalog import currency
+from placement.objects.catalog import deltas
+from placement.objects.catalog import history
+from placement.objects.catalog import snapshot
+from placement.objects.catalog.store import Catalog
+
+LOGGER = logging.getLogger(__name__)
+
+# How long a request waits for another one to apply deltas.
+WAIT_S = 1.0
+# After the log could not tell what changed (a count gone back: a restore
+# under way; a gap; EVERYTHING) or a comparison found another writer's
+# rows, the comparison runs at the fallback's period for this long even
+# with the triggers: a dump's restore loads its tables one by one after
+# the counts, without the triggers (it creates a table's triggers after
+# its rows), and a catalog read whole meanwhile lacks the tables loaded
+# after it, at the counts the restore leaves.
+WARY_S = 60.0
+# Fingerprints of the catalogs a process held, by their counts, kept to
+# compare with a published one taken at the same counts.
+HISTORY = 64
+
+
+class Holder:
+    """The catalog held, its lock, and following the log."""
+
+    def __init__(self):
+        self.catalog = None
+        self.reading = threading.Lock()
+        # True while the held lock reads the whole catalog (not deltas).
+        self.reading_all = False
+        # When a search last found the held catalog behind (``found_behind``).
+        self.behind_at = float("-inf")
+        # {currency.key(seqs): fingerprint} of the catalogs held since the
+        # last whole read, to compare with the published comparison.
+        self.history: collections.OrderedDict = collections.OrderedDict()
+        # Whether the triggers were all there at the last look (None: not
+        # looked yet), and when it looked (``logged_by_triggers``).
+        self.triggers: bool | None = None
+        # When the triggers were last found missing.
+        self.unlogged_at = float("-inf")
+        self.triggers_at = float("-inf")
+        # Until when the comparison runs at the fallback's period (WARY_S).
+        self.wary_until = float("-inf")
+
+    def _lock(self, wait):
+        if self.reading.acquire(blocking=False):
+            return True
+        return wait and not self.reading_all and self.reading.acquire(timeout=WAIT_S)
+
+    def _refresh(self, db, conn, whole=False):
+        """Bring the catalog up to date: by its deltas, or read whole when
+        there is none yet or the log cannot tell what changed (or
+        ``whole``: the look found the history diverged). Returns "counts"
+        (the log held no change of the structure: only the counts moved),
+        "deltas", "full" or "none" (nothing new)."""
+        old = self.catalog
+        if old is not None and not whole:
+            # Usage, consumers and generations (claims) need no snapshot:
+            # the request's own transaction reads the counts and the log,
+            # in one statement.
+            seqs, marks, changed = deltas.since(conn, old)
+            if changed == {}:
+                return "none"
+            if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
+                self._install(db, old.advanced(conn, seqs, changed, marks))
+                events.catalog_updated("counts")
+                return "counts"
+        with snapshot.of(db, conn) as reading:
+            old = self.catalog
+            seqs, marks = changes.marks(reading)
+            changed = None
+            if old is not None and not whole:
+                changed = deltas.changed(reading, old.seqs, seqs, (old.tokens, marks))
+            if changed == {}:
+                return "none"  # no newer than this request
+            if changed is None:
+                if old is not None:
+                    self._wary()
+                self.reading_all = True
+                try:
+                    self._triggers_found(triggers.installed(reading))
+                    catalog = Catalog.read(reading, followed=bool(self.triggers))
+                    self._install(db, catalog, whole=True)
+                finally:
+                    self.reading_all = False
+                how = "full"
+            else:
+                self._install(db, old.advanced(reading, seqs, changed, marks))
+                how = "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
+        events.catalog_updated(how)
+        return how
+
+    def _install(self, db, catalog, whole=False):
+        """Hold ``catalog`` (made by following the log from the one held,
+        or read ``whole``) and remember its fingerprint by its counts. A
+        whole read means the log could not tell what changed (another
+        writer's rows, counts gone back in a restore, a gap): the ids this
+        process remembers may be gone too, and are forgotten."""
+        if whole:
+            self.history.clear()
+            db_api.forget_remembered()
+        self.catalog = catalog
+        self._remember(db, catalog, compute=False)
+
+    def _remember(self, db, catalog, compute=True):
+        # Computing a fingerprint reads every provider of the catalog once;
+        # the catalogs following it by the log keep it up to date. Not on a
+        # request's path: the follower computes it (``compute``).
+        if catalog is None or (catalog.content is None and not compute):
+            return
+        self.history[currency.key(catalog.seqs)] = catalog.fingerprint(db.dialect)
+        self.history.move_to_end(currency.key(catalog.seqs))
+        while len(self.history) > HISTORY:
+            self.history.popitem(last=False)
+
+    def look_for_triggers(self, db: db_api.Database) -> bool:
+        """Whether the triggers are all there now (``triggers``)."""
+        with db.engine.connect() as conn:
+            self._triggers_found(triggers.installed(conn))
+        return bool(self.triggers)
+
+    def _triggers_found(self, found: bool) -> None:
+        if found != self.triggers and (self.triggers is not None or not found):
+            LOGGER.log(
+                logging.INFO if found else logging.WARNING,
+                "provider catalog: the change-log triggers are %s: %s",
+                "there" if found else "missing",
+                MODES[found],
+            )
+        self.triggers, self.triggers_at = found, time.monotonic()
+        if not found:
+            # Allocations followed through this have missed writes: none is
+            # answered from memory until a whole read (``with_allocations``).
+            self.unlogged_at = self.triggers_at
+
+    def _wary(self) -> None:
+        self.wary_until = time.monotonic() + WARY_S
+
+    def warm(self, db: db_api.Database) -> None:
+        with self.reading:
+            self._up_to_date(db)
+
+    def catch_up(self, db: db_api.Database) -> str | None:
+        """As ``warm``, unless a request is bringing the catalog up to date
+        already (None). What it did: "deltas", "full" or "none"."""
+        if not self.reading.acquire(blocking=False):
+            return None
+        try:
+            return self._up_to_date(db)
+        finally:
+            self.reading.release()
+
+    def _up_to_date(self, db):
+        """With ``reading`` held: the catalog at the stamp a new read
+        transaction sees."""
+        with db.reader() as conn:
+            catalog = self.catalog
+            if catalog is None:
+                return self._refresh(db, conn)
+            stamp, tokens = changes.look(conn)
+            if history.diverged(catalog, stamp, tokens):
+                return self._refresh(db, conn, whole=True)
+            if catalog.stamp == stamp:
+                return "none"
+            return self._refresh(db, conn)
+
+
+# What each mode means, for the logs and the health check.
+MODES = {
+    True: "triggers: every writer's changes are seen at the next request",
+    False: "fallback: other writers' changes are found by the periodic"
+    " comparison (see placement-status upgrade check)",
+}
