@@ -79,10 +79,13 @@ class Capacity:
         if not isinstance(self.roots, Roots):
             return dumps(self.as_dict())
         rest = dumps({"aggregates": self.aggregates, "exact": self.exact})
-        return b'{"capacity":%d,"roots":%s,%s' % (
-            self.capacity,
-            self.roots.as_json(),
-            rest[1:],
+        return b"".join(
+            (
+                b'{"capacity":%d,"roots":[' % self.capacity,
+                self.roots.entries(),
+                b"],",
+                memoryview(rest)[1:],
+            )
         )
 
 
@@ -121,23 +124,35 @@ class Roots(Sequence):
             ]
         return self._listed
 
-    def as_json(self) -> bytes:
-        """The JSON array of the roots, from the columns' heads."""
-        heads, at = self.columns.heads, self.columns.head_at
-        tails = {
-            k: b',"limited_by":%s}' % orjson.dumps(names)
-            for k, names in self.limited_by.items()
-        }
-        parts = [
-            b"%s%d%s" % (heads[start:end], n, tails[k])
-            for start, end, n, k in zip(
-                at[self.shown].tolist(),
-                at[self.shown + 1].tolist(),
-                self.counts.tolist(),
-                self.keys.tolist(),
-            )
-        ]
-        return b"[%s]" % b",".join(parts)
+    def entries(self) -> memoryview:
+        """The roots' entries in JSON, comma-separated (the answer's
+        array without its brackets), from the columns' heads: per root
+        its head's row and the tail of its (count, limits), one row of
+        the answer each, joined without their NUL padding (a few passes
+        over the answer's bytes, no object per root)."""
+        # Each (count, limits) once: counts by their rank among the
+        # counts (a count itself may be near 2**62).
+        kinds = max(self.limited_by) + 1
+        counts, rank = np.unique(self.counts, return_inverse=True)
+        tails, which = np.unique(rank * kinds + self.keys, return_inverse=True)
+        counts = counts.tolist()
+        tail_rows = catalog_columns.padded(
+            [
+                b'%d,"limited_by":%s},'
+                % (counts[t // kinds], orjson.dumps(self.limited_by[t % kinds]))
+                for t in tails.tolist()
+            ]
+        )
+        heads = self.columns.heads
+        width = heads.shape[1] + tail_rows.shape[1]
+        # The rows written in place in a bytearray (its translate then
+        # reads them without a copy); mode="clip" (the positions are in
+        # range) writes them without an intermediate buffer.
+        answer = bytearray(len(self.shown) * width)
+        rows = np.frombuffer(answer, dtype=np.uint8).reshape(len(self.shown), width)
+        np.take(heads, self.shown, axis=0, out=rows[:, : heads.shape[1]], mode="clip")
+        np.take(tail_rows, which, axis=0, out=rows[:, heads.shape[1] :], mode="clip")
+        return memoryview(answer.translate(None, b"\0"))[:-1]
 
 
 EMPTY = Capacity(0, [], {}, True)
@@ -261,10 +276,9 @@ def _single(fitting, size):
 def _answer(catalog, columns, classes, count, tie):
     """The Capacity of ``count`` per root (columns' order) and ``tie``
     (per class, per root: the class limits it)."""
-    shown = np.flatnonzero(count > 0)
+    shown = _by_count(count, columns.by_name)
     if not len(shown):
         return EMPTY
-    shown = shown[np.lexsort((columns.rank[shown], -count[shown]))]
     bits = np.zeros(len(shown), dtype=np.int64)
     for i, limits in enumerate(tie):
         bits |= limits[shown].astype(np.int64) << i
@@ -276,16 +290,29 @@ def _answer(catalog, columns, classes, count, tie):
     counts = count[shown]
     by_member = count[columns.member]
     held = by_member > 0
-    ids, at = np.unique(columns.aggregate[held], return_inverse=True)
-    totals = _per_root(at, by_member[held], len(ids))
+    totals = _per_root(
+        columns.aggregate[held], by_member[held], len(columns.aggregate_uuids)
+    )
     return Capacity(
         capacity=int(counts.sum()),
         roots=Roots(catalog, columns, shown, counts, bits, limited_by),
         aggregates={
-            columns.aggregate_uuids[a]: n for a, n in zip(ids.tolist(), totals.tolist())
+            columns.aggregate_uuids[a]: int(totals[a])
+            for a in np.flatnonzero(totals).tolist()
         },
         exact=True,
     )
+
+
+def _by_count(count, by_name):
+    """Positions of the roots whose ``count`` is above 0, by count
+    (largest first) then name: a stable sort of the counts in name
+    order (a radix sort when they fit in 16 bits)."""
+    named = count[by_name]
+    if named.max(initial=0) < 2**15:
+        named = named.astype(np.int16)
+    order = np.argsort(-named, kind="stable")
+    return by_name[order[: np.count_nonzero(named > 0)]]
 
 
 class _Scan:

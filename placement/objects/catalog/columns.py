@@ -43,9 +43,9 @@ LIMIT_MAX = 2**62
 
 
 class Columns:
-    """Per class, its Stock; the roots in id order with the rank of each
-    by (name, uuid) and the head of each's entry in capacity's JSON; the
-    root providers' aggregates as pairs."""
+    """Per class, its Stock; the roots in id order, their order by (name,
+    uuid) and the head of each's entry in capacity's JSON; the root
+    providers' aggregates as pairs."""
 
     def __init__(self, catalog: "store.Catalog") -> None:
         self.roots = np.array(catalog.roots, dtype=np.int64)
@@ -55,8 +55,8 @@ class Columns:
             range(len(catalog.roots)),
             key=lambda i: (names[catalog.roots[i]], uuids[catalog.roots[i]]),
         )
-        self.rank = np.empty(len(order), dtype=np.int64)
-        self.rank[order] = np.arange(len(order), dtype=np.int64)
+        # Positions in ``roots`` in the order of their names.
+        self.by_name = np.array(order, dtype=np.int64)
         self.stock = {
             rc: _stock(idle, catalog.providers, position)
             for rc, idle in catalog.idle.items()
@@ -66,31 +66,46 @@ class Columns:
             for root in catalog.roots
             for aggregate in catalog.aggregates.get(root, ())
         ]
+        # The aggregates of roots in id order (``aggregate_uuids``), and
+        # per pair the root's position and its aggregate's.
+        held = sorted({a for _, a in pairs})
+        at = {a: i for i, a in enumerate(held)}
+        uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+        self.aggregate_uuids = [uuids[a] for a in held]
         self.member = np.array([p for p, _ in pairs], dtype=np.int64)
-        self.aggregate = np.array([a for _, a in pairs], dtype=np.int64)
-        self.aggregate_uuids = {i: u for u, i in catalog.aggregate_ids.items()}
+        self.aggregate = np.array([at[a] for _, a in pairs], dtype=np.int64)
         # Per root, the start of its entry in capacity's JSON answer,
-        # '{"uuid":...,"name":...,"count":', in one blob (``heads``, ``head_at``): the
-        # answer is written from it, not from an object per root.
-        self.heads, self.head_at = _heads(catalog)
+        # '{"uuid":...,"name":...,"count":', as one row of bytes padded
+        # with NULs (``heads``): the answer is written from these rows in
+        # a few array operations, not from an object per root.
+        self.heads = _heads(catalog)
         # The candidate order's recent rankings of the trees, by request
         # shape (allocation_candidates/order.py).
         self.rankings: dict = {}
 
 
-def _heads(catalog: "store.Catalog") -> tuple[bytes, np.ndarray]:
-    """(blob, offsets): the JSON heads of the roots, in id order, and
-    where each starts (one more offset: the blob's end)."""
+def _heads(catalog: "store.Catalog") -> np.ndarray:
+    """The JSON heads of the roots, in id order: one row each (uint8),
+    padded with NUL bytes to the longest. JSON text holds no raw NUL (a
+    string's U+0000 is written escaped), so the padding is told from the
+    text by its byte alone. The rows take the longest head's width each:
+    about 80 bytes for a name of 16 characters, 260 for the longest name
+    a provider may have (200)."""
     uuids, names = catalog.uuids, catalog.names
     heads = [
         b'{"uuid":%s,"name":%s,"count":' % (_json(uuids[rp]), _json(names[rp]))
         for rp in catalog.roots
     ]
-    at = np.zeros(len(heads) + 1, dtype=np.int64)
-    np.cumsum(
-        np.fromiter(map(len, heads), dtype=np.int64, count=len(heads)), out=at[1:]
-    )
-    return b"".join(heads), at
+    return padded(heads)
+
+
+def padded(texts: list[bytes]) -> np.ndarray:
+    """``texts`` as the rows of a uint8 array, each padded with NUL bytes
+    to the longest."""
+    width = max(map(len, texts), default=0)
+    return np.frombuffer(
+        b"".join(text.ljust(width, b"\0") for text in texts), dtype=np.uint8
+    ).reshape(len(texts), width)
 
 
 def _json(text: str) -> bytes:
