@@ -6,7 +6,6 @@ writer's allocations (the catalog's ``used``), else it is read by
 
 import bisect
 import collections
-import itertools
 from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
@@ -236,12 +235,9 @@ class CatalogIndex:
         if used is None:
             return None
         self.confirm()
-        members = self.catalog.members
-        trees = [members.get(root, ()) for root in roots]
-        sizes = np.fromiter(map(len, trees), dtype=np.int64, count=len(trees))
-        rps = np.fromiter(
-            itertools.chain.from_iterable(trees), dtype=np.int64, count=int(sizes.sum())
-        )
+        columns = catalog_columns.of(self.catalog)
+        page = np.fromiter(roots, dtype=np.int64, count=len(roots))
+        rps, sizes = columns.members(np.searchsorted(columns.roots, page))
         # A row per provider, tree after tree: its id, then its usage.
         table = np.empty((len(rps), 1 + len(class_ids)), dtype=np.int64)
         table[:, 0] = rps

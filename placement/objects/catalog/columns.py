@@ -7,6 +7,7 @@ the arrays' pages (nothing ever writes them, and the reference counts
 that copy-on-write copies are those of a few array objects, not of one
 object per inventory)."""
 
+import itertools
 import json
 import threading
 import typing
@@ -80,8 +81,30 @@ class Columns:
         # shape (allocation_candidates/order.py).
         self.rankings: dict = {}
         self._holds: dict[int, np.ndarray] = {}
+        self._members = catalog.members
+        self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
         self._capacity: dict[int, np.ndarray] = {}
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
+
+    def members(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the provider ids of the trees of the roots at ``at`` (indexes
+        into ``roots``), tree after tree; how many each tree has): from
+        columns of every tree's members made on first use, no provider
+        looked at."""
+        if self._member_rows is None:
+            trees = [self._members.get(root, ()) for root in self.roots.tolist()]
+            sizes = np.fromiter(map(len, trees), dtype=np.int64, count=len(trees))
+            ids = np.fromiter(
+                itertools.chain.from_iterable(trees),
+                dtype=np.int64,
+                count=int(sizes.sum()),
+            )
+            self._member_rows = (np.concatenate(([0], np.cumsum(sizes))), ids)
+        starts, ids = self._member_rows
+        sizes = starts[at + 1] - starts[at]
+        # Each tree's rows: its start, then one more per member.
+        first = np.repeat(starts[at] - (np.cumsum(sizes) - sizes), sizes)
+        return ids[first + np.arange(len(first))], sizes
 
     def capacity(self, rc: int) -> np.ndarray:
         """Per root (aligned with ``roots``), its tree's capacity of class
