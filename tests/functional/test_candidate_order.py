@@ -264,3 +264,54 @@ def test_unknown_order_is_refused(tmp_path):
     assert str(raised.value).startswith(
         "invalid value for [placement] allocation_candidates_order"
     )
+
+
+def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
+    """Limited answers whole (candidates, and summaries with the usage of
+    every class, asked or not), with a kept ranking, kept candidates and
+    reused summaries from the catalog's usage in memory, are those read
+    from SQL without the catalog, for each order, as claims change the
+    usage of the trees between requests."""
+    _flat(cloud)
+    for i, used in enumerate(((2, 2048), (0, 0), (4, 4096))):
+        _numa(cloud, "n%d" % i, used)
+    queries = [FLAVOR + "&limit=3", "resources=VCPU:2&limit=2", FLAVOR + "&limit=20"]
+
+    def answers(order, catalog, age):
+        found = []
+        for query in queries:
+            with fixtures.overrides(
+                **{
+                    "placement.allocation_candidates_order": order,
+                    "placement.provider_catalog": catalog,
+                    "placement.allocation_candidates_order_age": age,
+                }
+            ):
+                resp = cloud.call("/allocation_candidates?" + query)
+            assert resp.status == 200, resp.body
+            found.append(resp.json())
+        return found
+
+    for step in range(4):
+        for order in ("id", "spread", "pack"):
+            sql = answers(order, False, 0.0)
+            for age in (0.0, 3600.0):
+                assert answers(order, True, age) == sql, (step, order, age)
+                assert answers(order, True, age) == sql, (step, order, age)
+        # A claim on the first candidate pack offers, then one that fills
+        # a host or a NUMA node: its kept candidates must go.
+        first = answers("pack", False, 0.0)[0]["allocation_requests"][0]
+        cloud.ok(
+            "/allocations/%s" % uuid.uuid4(),
+            "PUT",
+            dict(
+                first,
+                project_id=cloud.PROJECT_ID,
+                user_id=cloud.USER_ID,
+                consumer_generation=None,
+                consumer_type="INSTANCE",
+            ),
+            status=204,
+        )
+        full, free = (("h1", 4), ("h5", 6), ("n1-0", 4), ("h6", 8))[step]
+        cloud.allocate(str(uuid.uuid4()), {full: {"VCPU": free}})

@@ -101,24 +101,43 @@ def packed(db, monkeypatch):  # noqa: F811
 def _pages_read(monkeypatch):
     """The number of trees of each page the searches read, in order."""
     pages = []
+    pages_of = engine._pages
+
+    def counted(roots, first):
+        for page in pages_of(roots, first):
+            pages.append(len(page))
+            yield page
+
+    monkeypatch.setattr(engine, "_pages", counted)
+    return pages
+
+
+def _trees_loaded(monkeypatch):
+    """The number of trees of each snapshot the searches load, in order."""
+    loaded = []
     load = engine.providers.load_snapshot
 
     def counted(*args, roots=None, **kwargs):
-        pages.append(len(roots) if roots is not None else None)
+        loaded.append(len(roots) if roots is not None else None)
         return load(*args, roots=roots, **kwargs)
 
     monkeypatch.setattr(engine.providers, "load_snapshot", counted)
-    return pages
+    return loaded
 
 
 def test_the_next_request_of_a_shape_reads_what_the_last_needed(packed, monkeypatch):
     pages = _pages_read(monkeypatch)
+    loaded = _trees_loaded(monkeypatch)
     groups = [group("", {"VCPU": 1})]
     first = run(packed, groups, limit=1)
     assert pages == [3, 6]  # limit + FIRST_PAGE, then twice that
     del pages[:]
+    del loaded[:]
     again = run(packed, groups, limit=1)
     assert pages == [11]  # the 9 trees the first needed, and FIRST_PAGE
+    # The usage in memory shows the 9 trees' candidates kept (none):
+    # only the 2 others are read.
+    assert loaded == [2]
     assert again == first
     assert mapped(packed, first) == [(("", ("CN8",)),)]
     # The shape is what is learned: another one starts from its limit.

@@ -300,15 +300,28 @@ def _search(index, request, options, build=True):
         )
         paged = ranked is not None
         seen.whole = not paged
+    one_per_tree = not options.nested_aware and index.is_nested()
+    # Pages whose trees' usage the kept path takes from the catalog's
+    # memory: read into the inventories only for the trees searched afresh.
+    memory = None
+    if paged and (build or one_per_tree) and getattr(index, "used", None) is not None:
+        memory = _Memory(index, class_ids.values(), load)
+        seen.root_of = index.root
     if ranked is not None:
         # Each page in its trees' order at the usage it reads: the
         # ranking's own where it was made at that usage.
         pages = tree_order.pages(ranked, request.limit + FIRST_PAGE)
         if ranked.usage is not None and ranked.usage is getattr(index, "used", None):
             placed = (
-                (load(roots=sorted(page), sparse=True), _places(page)) for page in pages
+                (
+                    page if memory else load(roots=sorted(page), sparse=True),
+                    _places(page),
+                )
+                for page in pages
             )
         else:
+            memory = None  # ordered by the usage the pages read
+            seen.root_of = None
             placed = _placed(
                 (load(roots=sorted(page), sparse=True) for page in pages), positions
             )
@@ -318,12 +331,12 @@ def _search(index, request, options, build=True):
             seen.paging = (roots, answers)
             first = max(first, answers.trees_needed())
         placed = (
-            (load(roots=page, sparse=sparse), None) for page in _pages(roots, first)
+            (page if memory else load(roots=page, sparse=sparse), None)
+            for page in _pages(roots, first)
         )
     else:
         snapshots = [load()]
         placed = _placed(snapshots, positions)
-    one_per_tree = not options.nested_aware and index.is_nested()
     # Only a sharing provider's repeats, or one provider per tree, need
     # the candidates themselves to tell which ones count.
     if one_per_tree or (not paged and snapshots[0].serves):
@@ -344,6 +357,7 @@ def _search(index, request, options, build=True):
             groups,
             answers if build else None,
             seen,
+            memory,
         )
     )
     if not paged and snapshots[0].serves:
@@ -431,6 +445,8 @@ class _Seen:
         # snapshots read so far (and the kept answers taken) can give
         self.paging = None  # (every root id, kept.Answers) of a paged
         # search that learns its first page for the next of its shape
+        self.root_of = None  # root id of a provider of a tree whose
+        # candidates were kept and not read (``_Memory``)
 
     def most(self):
         """At most how many candidates the search gives, once known: a
@@ -442,6 +458,8 @@ class _Seen:
         for snapshot in self.snapshots:
             if rp in snapshot.providers:
                 return snapshot.providers[rp].root_id
+        if self.root_of is not None:
+            return self.root_of(rp)
         raise KeyError(rp)
 
     def inventories(self, roots):
@@ -477,12 +495,46 @@ def _places(page):
     return {root: i for i, root in enumerate(page)}
 
 
-def _streams(placed, forest_of, engine_of, groups, kept_answers, seen):
+class _Memory:
+    """A paged search's trees where the catalog holds their usage: a page
+    is taken by its root ids; which of its trees hold a requested class
+    and their usage come from the columns (``Index.holding_trees``,
+    ``tree_usage``), and only the trees whose candidates are not kept are
+    read (``load``, their usage put into their inventories)."""
+
+    def __init__(self, index, class_ids, load):
+        self.index = index
+        self.class_ids = tuple(sorted(class_ids))
+        self.load = load
+
+    def anchors(self, page):
+        return self.index.holding_trees(self.class_ids, page)
+
+    def trees(self, roots):
+        """{root: kept.Usage} of ``roots``."""
+        return self.index.tree_usage(self.class_ids, roots)
+
+
+def _streams(placed, forest_of, engine_of, groups, kept_answers, seen, memory=None):
     """One lazy candidate stream per anchor, in anchor order: of each
-    (snapshot, {root: place} or None), by place, or by root id without."""
+    (snapshot, {root: place} or None), by place, or by root id without.
+    ``memory``: a ``_Memory``, where each is (a page's root ids, {root:
+    place} or None) instead (the kept path, its trees read as needed)."""
     for snapshot, places in placed:
-        seen.snapshots.append(snapshot)
         place = None if places is None else places.__getitem__
+        if memory is not None:
+            roots = sorted(memory.anchors(snapshot), key=place)
+            yield from _kept_streams(
+                roots,
+                memory.trees(roots),
+                lambda roots: _read(memory.load, sorted(roots), forest_of, seen),
+                engine_of,
+                groups,
+                kept_answers,
+                seen,
+            )
+            continue
+        seen.snapshots.append(snapshot)
         if kept_answers is None or snapshot.serves:
             forest = forest_of(snapshot)
             engine = engine_of(forest)
@@ -493,9 +545,26 @@ def _streams(placed, forest_of, engine_of, groups, kept_answers, seen):
             for plan in plans:
                 yield engine.candidates(plan)
         else:
-            yield from _kept_streams(
-                snapshot, forest_of, engine_of, groups, kept_answers, seen, place
+            roots = sorted(
+                (rp for rp, p in snapshot.providers.items() if p.parent_id is None),
+                key=place,
             )
+            yield from _kept_streams(
+                roots,
+                kept_answers.usage(snapshot, roots),
+                functools.partial(forest_of, snapshot),
+                engine_of,
+                groups,
+                kept_answers,
+                seen,
+            )
+
+
+def _read(load, roots, forest_of, seen):
+    """The forest of the trees of ``roots``, read (with their usage)."""
+    snapshot = load(roots=roots, sparse=True)
+    seen.snapshots.append(snapshot)
+    return forest_of(snapshot)
 
 
 def _most(plans):
@@ -504,18 +573,13 @@ def _most(plans):
     return sum(math.prod(map(len, plan.options)) for plan in plans)
 
 
-def _kept_streams(
-    snapshot, forest_of, engine_of, groups, kept_answers, seen, place=None
-):
-    """``_streams`` of one snapshot without sharing providers: each
-    anchor's candidates are taken from what an earlier request of the same
-    shape kept for its tree at the same usage, or found and, when few,
-    kept (``kept``)."""
-    roots = sorted(
-        (rp for rp, p in snapshot.providers.items() if p.parent_id is None),
-        key=place,
-    )
-    usage = kept_answers.usage(snapshot, roots)
+def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen):
+    """``_streams`` of the trees of ``roots`` (in their order), without
+    sharing providers, at ``usage`` ({root: kept.Usage}): each anchor's
+    candidates are taken from what an earlier request of the same shape
+    kept for its tree at the same usage, or found and, when few, kept
+    (``kept``). ``forest_of(roots)``: the Trees of the trees of those
+    roots."""
     found = {}
     for root in roots:
         candidates = kept_answers.get(root, usage[root])
@@ -523,7 +587,7 @@ def _kept_streams(
             found[root] = candidates
     plans = {}
     if len(found) < len(roots):
-        forest = forest_of(snapshot, roots=set(roots) - found.keys())
+        forest = forest_of(roots=set(roots) - found.keys())
         engine = engine_of(forest)
         plans = {plan.anchor: plan for plan in forest.plans(groups)}
     seen.planned += sum(map(len, found.values())) + _most(plans.values())

@@ -10,6 +10,7 @@ from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from placement.objects.allocation_candidates.providers import Inventory
 from placement.objects.allocation_candidates.providers import Key
 from placement.objects.allocation_candidates.providers import Provider
 from placement.objects.catalog import changes
+from placement.objects.catalog import columns as catalog_columns
 from placement.objects.catalog import history
 from placement.objects.catalog import refresh
 from placement.objects.catalog import used as catalog_used
@@ -226,6 +228,49 @@ class CatalogIndex:
             return stage.usage_columns(self.conn, class_ids, stock)
         self.confirm()
         return {rc: self.used.column(rc, stock[rc].rp) for rc in class_ids}
+
+    def tree_usage(
+        self, class_ids: Sequence[int], roots: Sequence[int]
+    ) -> dict[int, bytes] | None:
+        used = self.used
+        if used is None:
+            return None
+        self.confirm()
+        columns = catalog_columns.of(self.catalog)
+        page = np.fromiter(roots, dtype=np.int64, count=len(roots))
+        rps, sizes = columns.members(np.searchsorted(columns.roots, page))
+        # A row per provider, tree after tree: its id, then its usage.
+        table = np.empty((len(rps), 1 + len(class_ids)), dtype=np.int64)
+        table[:, 0] = rps
+        table[:, 1:] = used.table(class_ids, rps)
+        blob = table.tobytes()
+        ends = (np.cumsum(sizes) * table.itemsize * table.shape[1]).tolist()
+        return dict(zip(roots, map(blob.__getitem__, map(slice, [0, *ends], ends))))
+
+    def holding_trees(self, class_ids: Sequence[int], roots: Sequence[int]) -> list:
+        """The roots of ``roots`` (the catalog's) whose trees hold
+        inventory of some class of ``class_ids``, in the same order: from
+        the columns, no provider looked at."""
+        columns = catalog_columns.of(self.catalog)
+        page = np.fromiter(roots, dtype=np.int64, count=len(roots))
+        at = np.searchsorted(columns.roots, page)
+        held = np.zeros(len(page), dtype=bool)
+        for rc in class_ids:
+            held |= columns.holds(rc)[at]
+        return page[held].tolist()
+
+    def root(self, rp: int) -> int:
+        """The root id of the catalog's provider ``rp``."""
+        return self.catalog.providers[rp].root_id
+
+    def usage_table(
+        self, class_ids: Sequence[int], rps: Sequence[int]
+    ) -> np.ndarray | None:
+        if self.used is None:
+            return None
+        self.confirm()
+        ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
+        return self.used.table(class_ids, ids)
 
     def kept_answers(self, shape: Hashable) -> kept.Answers:
         return kept.Answers(self.catalog, shape)

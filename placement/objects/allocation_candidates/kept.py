@@ -23,8 +23,12 @@ MOST_PER_TREE = 16  # shapes kept per tree: past them its others go
 MOST_KEPT = 100_000  # candidates kept per worker, roughly (about 0.5 KB
 # each): past them every tree's are forgotten
 
-# ((provider, class, used), ...) of a tree's requested classes, sorted
-Usage = tuple
+# A tree's usage of the requested classes: ((provider, class, used),
+# ...) sorted, as a snapshot read it (``Answers.usage``), or bytes from
+# the usage in memory (``providers.Index.tree_usage``: its providers' ids
+# and usage, where the pages are read without it); the two never equal,
+# so a tree's candidates kept at one are taken again at the same kind.
+Usage = tuple | bytes
 
 
 class Answers:

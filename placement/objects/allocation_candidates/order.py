@@ -173,16 +173,20 @@ def _ranked(columns, index, order, amounts, roots, classes):
     for rc in classes:
         stock = columns.stock[rc]
         used = used_of[rc]
-        capacity = np.bincount(stock.root, stock.limit.astype(float), size)
+        capacity = columns.capacity(rc)
         held = capacity > 0
-        total = np.bincount(stock.root, used.astype(float), size)
-        shares[held] += total[held] / capacity[held]
+        total = np.bincount(stock.root, used, size)
+        # Adding 0.0 where a tree holds none leaves its sum as it was.
+        shares += np.divide(total, capacity, out=np.zeros(size), where=held)
         counted += held
         exact = exact and _exact(stock, used, capacity, total)
     for rc, amount in amounts:
         stock = columns.stock[rc]
-        room = catalog_columns.fits(stock, used_of[rc], amount) > 0
-        fitting &= np.bincount(stock.root, room, size) > 0
+        # catalog_columns.fits(...) > 0, one comparison per row
+        room = used_of[rc] <= columns.most_used(rc, amount)
+        tree = np.zeros(size, dtype=bool)
+        tree[stock.root[room]] = True
+        fitting &= tree
     if roots is not None:
         fitting &= np.isin(columns.roots, roots)
     share = np.divide(shares, counted, out=np.zeros(size), where=counted > 0)

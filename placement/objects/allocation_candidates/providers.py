@@ -22,6 +22,7 @@ from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Iterator
 from collections.abc import Mapping
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -77,8 +78,9 @@ class Summary(typing.NamedTuple):
 
 
 class Last(list):
-    """One slot, [({class id: used}, Summary) or None], replaced whole:
-    the last Summary with usage made of an Idle (``load_summaries``).
+    """One slot, [(usage, Summary) or None], replaced whole: the last
+    Summary with usage made of an Idle (``load_summaries``; the usage a
+    {class id: used} or, from the usage in memory, bytes).
     Not part of the Idle's value: any two are equal."""
 
     __slots__ = ()
@@ -232,6 +234,22 @@ class Index(typing.Protocol):
         """{class: what each row of ``stock[class]`` uses} (a catalog's
         ``columns.Stock``, numpy columns) of ``class_ids``; an unconfirmed
         index is confirmed by it."""
+
+    def tree_usage(
+        self, class_ids: Sequence[int], roots: Sequence[int]
+    ) -> dict[int, bytes] | None:
+        """{root: what the tree's providers use of ``class_ids``, as
+        bytes (a ``kept.Usage``: equal where the tree's providers and
+        their usage of those classes are)} from the usage in memory, where
+        the index answers usage from it; else None (read with the trees).
+        An unconfirmed index is confirmed by it."""
+
+    def usage_table(
+        self, class_ids: Sequence[int], rps: Sequence[int]
+    ) -> np.ndarray | None:
+        """``catalog.used.Used.table`` of ``rps``: a row per provider, a
+        column per class of ``class_ids``, -1 where it holds none; None
+        where usage is not in memory."""
 
     def kept_answers(self, shape: Hashable) -> "kept.Answers | None":
         """Where candidates of requests of ``shape`` are kept per tree
@@ -504,6 +522,12 @@ def load_summaries(
     read here, of the providers that hold some.
     """
     idle = index.idle_summaries(root_ids, class_names, known)
+    if provider_ids is not None:
+        idle = {rp: entry for rp, entry in idle.items() if rp in provider_ids}
+    classes = sorted(set().union(*{entry.class_ids for entry in idle.values()}))
+    table = index.usage_table(classes, list(idle))
+    if table is not None:
+        return _summaries_at(idle, classes, table)
     used: dict[int, dict[int, int]] = collections.defaultdict(dict)
     for (rp, rc), amount in known_usage:
         used[rp][rc] = amount
@@ -515,8 +539,6 @@ def load_summaries(
         for (rp, rc), amount in index.usage(providers=others).items():
             if rc not in requested:
                 used[rp][rc] = amount
-    if provider_ids is not None:
-        idle = {rp: entry for rp, entry in idle.items() if rp in provider_ids}
     out = {}
     for rp, (summary, class_ids, last) in idle.items():
         amounts = used.get(rp)
@@ -528,18 +550,61 @@ def load_summaries(
             if made is not None and made[0] == amounts:
                 summary = made[1]
             else:
-                summary = summary._replace(
-                    inventories=tuple(
-                        [
-                            (name, inventory._replace(used=amounts[rc]))
-                            if rc in amounts
-                            else (name, inventory)
-                            for (name, inventory), rc in zip(
-                                summary.inventories, class_ids
-                            )
-                        ]
-                    )
-                )
+                summary = _with_amounts(summary, class_ids, amounts)
                 last[0] = (amounts, summary)
         out[rp] = summary
     return out
+
+
+def _summaries_at(
+    idle: Mapping[int, Idle], classes: Sequence[int], table: np.ndarray
+) -> dict[int, Summary]:
+    """``load_summaries``' Summaries of the providers of ``idle`` from the
+    usage in memory: ``table`` (``Index.usage_table``) has a row per
+    provider of ``idle`` (in its order), a column per class of
+    ``classes``. A provider's usage of its own classes, as bytes, tells
+    whether the Summary made before holds (no dict per provider)."""
+    column = {rc: at for at, rc in enumerate(classes)}
+    layouts: dict[tuple, list[int]] = {}
+    for row, entry in enumerate(idle.values()):
+        layouts.setdefault(entry.class_ids, []).append(row)
+    keys: list = [None] * len(idle)  # None: no usage (the idle Summary)
+    for class_ids, same in layouts.items():
+        mine = table[np.array(same)][:, [column[rc] for rc in class_ids]]
+        blob, width = mine.tobytes(), mine.itemsize * len(class_ids)
+        for at, (row, used) in enumerate(zip(same, (mine > 0).any(axis=1).tolist())):
+            if used:
+                keys[row] = blob[at * width : (at + 1) * width]
+    out = {}
+    for key, (rp, (summary, class_ids, last)) in zip(keys, idle.items()):
+        if key is not None:
+            made = last[0]
+            if made is not None and made[0] == key:
+                summary = made[1]
+            else:
+                values = np.frombuffer(key, dtype=np.int64).tolist()
+                summary = _with_amounts(
+                    summary,
+                    class_ids,
+                    {rc: n for rc, n in zip(class_ids, values) if n > 0},
+                )
+                last[0] = (key, summary)
+        out[rp] = summary
+    return out
+
+
+def _with_amounts(
+    summary: Summary, class_ids: Sequence[int], amounts: Mapping[int, int]
+) -> Summary:
+    """``summary`` with the usage ``amounts`` {class id: used} in its
+    inventories (``class_ids``: the class of each)."""
+    return summary._replace(
+        inventories=tuple(
+            [
+                (name, inventory._replace(used=amounts[rc]))
+                if rc in amounts
+                else (name, inventory)
+                for (name, inventory), rc in zip(summary.inventories, class_ids)
+            ]
+        )
+    )

@@ -6,6 +6,7 @@ from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -278,6 +279,14 @@ class SqlIndex:
         self, class_ids: tuple[int, ...], stock: Mapping[int, Any]
     ) -> dict[int, Any]:
         return stage.usage_columns(self.conn, class_ids, stock)
+
+    def tree_usage(
+        self, class_ids: Sequence[int], roots: Sequence[int]
+    ) -> dict[int, bytes] | None:
+        return None  # usage is read with the trees
+
+    def usage_table(self, class_ids: Sequence[int], rps: Sequence[int]) -> None:
+        return None  # usage is read with the trees
 
     def kept_answers(self, shape: Hashable) -> None:
         return None  # no catalog to keep them with

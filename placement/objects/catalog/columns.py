@@ -7,6 +7,7 @@ the arrays' pages (nothing ever writes them, and the reference counts
 that copy-on-write copies are those of a few array objects, not of one
 object per inventory)."""
 
+import itertools
 import json
 import threading
 import typing
@@ -40,6 +41,9 @@ class Stock(typing.NamedTuple):
 # per aggregate and in total, the counts of instances stay below it, and
 # so in int64.
 LIMIT_MAX = 2**62
+# (class, amount) pairs whose room test ``Columns.most_used`` keeps: past
+# them all are forgotten.
+MOST_AMOUNTS = 64
 
 
 class Columns:
@@ -82,6 +86,75 @@ class Columns:
         # The candidate order's recent rankings of the trees, by request
         # shape (allocation_candidates/order.py).
         self.rankings: dict = {}
+        self._holds: dict[int, np.ndarray] = {}
+        self._members = catalog.members
+        self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
+        self._capacity: dict[int, np.ndarray] = {}
+        self._most_used: dict[tuple[int, int], np.ndarray] = {}
+
+    def members(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the provider ids of the trees of the roots at ``at`` (indexes
+        into ``roots``), tree after tree; how many each tree has): from
+        columns of every tree's members made on first use, no provider
+        looked at."""
+        if self._member_rows is None:
+            trees = [self._members.get(root, ()) for root in self.roots.tolist()]
+            sizes = np.fromiter(map(len, trees), dtype=np.int64, count=len(trees))
+            ids = np.fromiter(
+                itertools.chain.from_iterable(trees),
+                dtype=np.int64,
+                count=int(sizes.sum()),
+            )
+            self._member_rows = (np.concatenate(([0], np.cumsum(sizes))), ids)
+        starts, ids = self._member_rows
+        sizes = starts[at + 1] - starts[at]
+        # Each tree's rows: its start, then one more per member.
+        first = np.repeat(starts[at] - (np.cumsum(sizes) - sizes), sizes)
+        return ids[first + np.arange(len(first))], sizes
+
+    def capacity(self, rc: int) -> np.ndarray:
+        """Per root (aligned with ``roots``), its tree's capacity of class
+        ``rc`` (the sum of its limits, float64; made on first use)."""
+        found = self._capacity.get(rc)
+        if found is None:
+            stock = self.stock[rc]
+            found = self._capacity[rc] = np.bincount(
+                stock.root, stock.limit.astype(float), len(self.roots)
+            )
+        return found
+
+    def most_used(self, rc: int, amount: int) -> np.ndarray:
+        """Per row of ``stock[rc]``, the most it may use for one more
+        allocation of ``amount`` (> 0) to fit: ``fits(stock, used,
+        amount) > 0`` is ``used <= most_used`` (the int64 minimum where
+        min_unit, max_unit or step_size refuse it). Made on first use, a
+        few request amounts kept."""
+        key = (rc, amount)
+        found = self._most_used.get(key)
+        if found is None:
+            stock = self.stock[rc]
+            allowed = (
+                (stock.min_unit <= amount)
+                & (amount <= stock.max_unit)
+                & (amount % stock.step_size == 0)
+            )
+            found = np.where(allowed, stock.limit - amount, np.iinfo(np.int64).min)
+            if len(self._most_used) >= MOST_AMOUNTS:
+                self._most_used.clear()
+            self._most_used[key] = found
+        return found
+
+    def holds(self, rc: int) -> np.ndarray:
+        """Per root (aligned with ``roots``), whether some provider of its
+        tree holds inventory of class ``rc`` (made on first use)."""
+        found = self._holds.get(rc)
+        if found is None:
+            stock = self.stock.get(rc)
+            found = np.zeros(len(self.roots), dtype=bool)
+            if stock is not None:
+                found[stock.root] = True
+            self._holds[rc] = found
+        return found
 
 
 def _heads(catalog: "store.Catalog") -> np.ndarray:

@@ -16,6 +16,7 @@ import typing
 from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
+from collections.abc import Sequence
 
 import numpy as np
 import sqlalchemy as sa
@@ -149,6 +150,21 @@ class Used:
         if mine is rp or np.array_equal(mine, rp):
             return self.amount[rc]
         return self.of(rc, rp)
+
+    def table(self, classes: Sequence[int], rps: np.ndarray) -> np.ndarray:
+        """What providers ``rps`` (ids, any order; a row each) use of each
+        of ``classes`` (a column each): -1 where a provider holds no
+        inventory of the class. One lookup per class, none per provider."""
+        out = np.full((len(rps), len(classes)), -1, dtype=np.int64)
+        for column, rc in enumerate(classes):
+            keys = self.rp.get(rc, _EMPTY)
+            if not len(keys):
+                continue
+            at = np.searchsorted(keys, rps)
+            found = at < len(keys)
+            found[found] = keys[at[found]] == rps[found]
+            out[found, column] = self.amount[rc][at[found]]
+        return out
 
     def pairs(
         self, classes: Iterable[int], rps: Collection[int] | None = None
