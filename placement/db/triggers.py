@@ -3,8 +3,10 @@ in ``catalog_log``, whoever writes it (this service, the reference
 placement beside it, an operator's SQL, a tool): per row, one count added
 to a shard of ``catalog_changes`` and one log number under the shard's new
 count, whose items say what changed (the kinds of
-``objects/catalog/changes.py``, kept in step by a test). See "Writes by
-other writers" in doc/architecture.md.
+``objects/catalog/changes.py``, kept in step by a test). On MySQL,
+MariaDB and SQLite they fire per row; on PostgreSQL once per statement,
+counting all its rows in one update of the shard (``_statement_body``).
+See "Change log" and "Writes by other writers" in doc/architecture.md.
 
 A connection writes one shard (MySQL: its CONNECTION_ID(), PostgreSQL: its
 backend pid, modulo the shards; SQLite has one writer at a time: shard 0),
