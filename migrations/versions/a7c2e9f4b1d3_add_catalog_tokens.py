@@ -27,7 +27,7 @@ def upgrade():
     for table in ("catalog_changes", "catalog_log"):
         with op.batch_alter_table(table) as batch:
             batch.add_column(sa.Column("token", sa.Integer, nullable=True))
-    triggers.create(bind)
+    triggers.create(bind, per_row=True)
 
 
 def downgrade():

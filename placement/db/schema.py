@@ -19,7 +19,7 @@ LOG = logging.getLogger(__name__)
 # (see setup.py): found the same way from a checkout or a wheel.
 MIGRATIONS_DIR = str(importlib.resources.files("placement.migrations"))
 # The last revision under migrations/versions (a test keeps it in step).
-HEAD = "a7c2e9f4b1d3"
+HEAD = "b8e3f1a6c9d4"
 SYNC_HINT = "run `placement-manage db sync` or start with `--db-sync`"
 # The newest revision of the upstream Placement schema. The revisions after
 # it are this service's own (the catalog tables) and can be undone; the

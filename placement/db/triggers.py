@@ -3,8 +3,10 @@ in ``catalog_log``, whoever writes it (this service, the reference
 placement beside it, an operator's SQL, a tool): per row, one count added
 to a shard of ``catalog_changes`` and one log number under the shard's new
 count, whose items say what changed (the kinds of
-``objects/catalog/changes.py``, kept in step by a test). See "Writes by
-other writers" in doc/architecture.md.
+``objects/catalog/changes.py``, kept in step by a test). On MySQL,
+MariaDB and SQLite they fire per row; on PostgreSQL once per statement,
+counting all its rows in one update of the shard (``_statement_body``).
+See "Change log" and "Writes by other writers" in doc/architecture.md.
 
 A connection writes one shard (MySQL: its CONNECTION_ID(), PostgreSQL: its
 backend pid, modulo the shards; SQLite has one writer at a time: shard 0),
@@ -21,6 +23,7 @@ comparison (the fallback, ``refresh.logged_by_triggers``).
 """
 
 import logging
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -149,8 +152,19 @@ def shard_of(dialect: str) -> str:
     return DIALECTS[dialect].shard
 
 
-def _entries(d: _Dialect, table: str, event: str) -> list[str]:
-    """The SELECTs of the log items one row change writes."""
+def _entries(
+    d: _Dialect,
+    table: str,
+    event: str,
+    column: Callable[[str, str], str] | None = None,
+    here: Callable[[str], str] | None = None,
+) -> list[str]:
+    """The SELECTs of the log items one row change writes. ``column(row,
+    name)``: the SQL of a column of the row "NEW" or "OLD" (by default
+    ``NEW.name``); ``here(row)``: the condition that the row is there
+    (an UPDATE's rows paired by key, ``_statement_body``), or None."""
+    if column is None:
+        column = "{}.{}".format
     rows = {"insert": ("NEW",), "update": ("NEW", "OLD"), "delete": ("OLD",)}[event]
     selects = []
     for row in rows:
@@ -158,23 +172,24 @@ def _entries(d: _Dialect, table: str, event: str) -> list[str]:
             kind_sql = str(kind)
             if table == "resource_providers" and event == "update":
                 kept_changed = " OR ".join(
-                    d.distinct % ("OLD." + c, "NEW." + c) for c in KEPT_PROVIDER_COLUMNS
+                    d.distinct % (column("OLD", c), column("NEW", c))
+                    for c in KEPT_PROVIDER_COLUMNS
                 )
                 kind_sql = "CASE WHEN %s THEN %d ELSE %d END" % (
                     kept_changed,
                     PROVIDER,
                     GENERATION,
                 )
-            ref_sql = "%s.%s" % (row, ref) if ref else "0"
-            uuid_sql = "%s.%s" % (row, uuid) if uuid else "NULL"
-            where = ""
+            ref_sql = column(row, ref) if ref else "0"
+            uuid_sql = column(row, uuid) if uuid else "NULL"
+            conditions = [here(row)] if here and event == "update" else []
             if row == "OLD" and event == "update":
-                column = ref or uuid or ""
-                where = "%s WHERE %s" % (
-                    d.no_table,
-                    d.distinct % ("OLD." + column, "NEW." + column),
+                name = ref or uuid or ""
+                conditions.append(
+                    d.distinct % (column("OLD", name), column("NEW", name))
                 )
-            selects.append((kind_sql, ref_sql, uuid_sql, where))
+            where = "%s WHERE %s" % (d.no_table, " AND ".join(conditions))
+            selects.append((kind_sql, ref_sql, uuid_sql, where if conditions else ""))
     return [
         "SELECT %d AS e_item, %s AS e_kind, %s AS e_ref, CAST(%s AS CHAR(36))"
         " AS e_uuid%s" % (item, kind_sql, ref_sql, uuid_sql, where)
@@ -209,39 +224,122 @@ def _body(d: _Dialect, table: str, event: str, tokens: bool) -> list[str]:
     return [s.format(shard=shard, **token) for s in d.bump] + [log]
 
 
-def statements(dialect: str, tokens: bool = True) -> list[str]:
-    """The DDL creating every trigger on ``dialect`` (``tokens`` False: as
-    before revision a7c2e9f4b1d3, for its downgrade)."""
+# A statement trigger's transition tables, per event.
+_TRANSITIONS = {
+    "insert": "NEW TABLE AS new_rows",
+    "update": "NEW TABLE AS new_rows OLD TABLE AS old_rows",
+    "delete": "OLD TABLE AS old_rows",
+}
+
+
+def _statement_body(table: str, event: str) -> str:
+    """The body of PostgreSQL's trigger of one statement: the log items
+    ``_body`` writes for each row, from the statement's transition tables
+    (``new_rows``, ``old_rows``; an UPDATE's paired by the table's key,
+    a row whose key changed being logged as its old and its new row), the
+    rows numbered past the shard's count, which one statement adds them
+    all to with one token. A statement changing no row logs nothing, as
+    none of the per-row triggers fires then. One update of the shard's
+    row per statement, where per row each update added a version of it
+    that the next one's look walked past: time quadratic in the rows."""
+    d = _POSTGRESQL
+    key = [c.name for c in tables.metadata.tables[table].primary_key.columns]
+    names = {n for _, ref, uuid in LOGGED[table] for n in (ref, uuid) if n}
+    if table == "resource_providers":
+        names |= set(KEPT_PROVIDER_COLUMNS)
+    sides = {"insert": ("NEW",), "update": ("NEW", "OLD"), "delete": ("OLD",)}[event]
+    source = {
+        "insert": "new_rows n",
+        "delete": "old_rows o",
+        "update": "new_rows n FULL JOIN old_rows o ON %s"
+        % " AND ".join("n.%s = o.%s" % (c, c) for c in key),
+    }[event]
+    picked = ", ".join(
+        "%s.%s AS %s_%s" % (side[0].lower(), c, side[0].lower(), c)
+        for side in sides
+        for c in sorted(names | set(key))
+    )
+    entries = _entries(
+        d,
+        table,
+        event,
+        column=lambda row, name: "r.%s_%s" % (row[0].lower(), name),
+        here=lambda row: "r.%s_%s IS NOT NULL" % (row[0].lower(), key[0]),
+    )
+    return (
+        "DECLARE changed bigint; counted bigint; given integer;"
+        " BEGIN SELECT count(*) INTO changed FROM {source};"
+        " IF changed = 0 THEN RETURN NULL; END IF;"
+        " INSERT INTO catalog_changes (shard, changes, token)"
+        " VALUES ({shard}, changed, {token}) ON CONFLICT (shard) DO UPDATE"
+        " SET changes = catalog_changes.changes + EXCLUDED.changes,"
+        " token = EXCLUDED.token RETURNING changes, token INTO counted, given;"
+        " INSERT INTO catalog_log (shard, seq, item, kind, ref, uuid, token)"
+        " SELECT {shard}, counted - changed + r.r_n, e.e_item, e.e_kind,"
+        " e.e_ref, e.e_uuid, given"
+        " FROM (SELECT row_number() OVER () AS r_n, {picked} FROM {source}) r"
+        " CROSS JOIN LATERAL ({entries}) e{conflict};"
+        " RETURN NULL; END"
+    ).format(
+        source=source,
+        shard=d.shard,
+        token=d.token,
+        picked=picked,
+        entries=" UNION ALL ".join(entries),
+        conflict=d.log_conflict.format(tu=d.token_update),
+    )
+
+
+def statements(dialect: str, tokens: bool = True, per_row: bool = False) -> list[str]:
+    """The DDL creating every trigger on ``dialect``: on PostgreSQL one
+    per statement, elsewhere one per row (``per_row``: on PostgreSQL too,
+    as before revision b8e3f1a6c9d4, for its downgrade; ``tokens`` False,
+    per row without the tokens: as before revision a7c2e9f4b1d3)."""
     d = DIALECTS[dialect]
+    per_row = per_row or not tokens
     made = []
     for table in LOGGED:
         for event in EVENTS:
-            name, body = _name(table, event), _body(d, table, event, tokens)
-            when = "AFTER %s ON %s FOR EACH ROW" % (event.upper(), table)
+            name = _name(table, event)
+            when = "AFTER %s ON %s" % (event.upper(), table)
+            if dialect == "postgresql" and not per_row:
+                made.append(
+                    "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ %s $$"
+                    % (name, _statement_body(table, event))
+                )
+                made.append(
+                    "CREATE TRIGGER %s %s REFERENCING %s FOR EACH STATEMENT"
+                    " EXECUTE FUNCTION %s()" % (name, when, _TRANSITIONS[event], name)
+                )
+                continue
+            body = "; ".join(_body(d, table, event, tokens))
             if dialect == "postgresql":
                 made.append(
                     "CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$"
-                    " BEGIN %s; RETURN NULL; END $$" % (name, "; ".join(body))
+                    " BEGIN %s; RETURN NULL; END $$" % (name, body)
                 )
                 made.append(
-                    "CREATE TRIGGER %s %s EXECUTE FUNCTION %s()" % (name, when, name)
+                    "CREATE TRIGGER %s %s FOR EACH ROW EXECUTE FUNCTION %s()"
+                    % (name, when, name)
                 )
             else:
                 made.append(
-                    "CREATE TRIGGER %s %s BEGIN %s; END" % (name, when, "; ".join(body))
+                    "CREATE TRIGGER %s %s FOR EACH ROW BEGIN %s; END"
+                    % (name, when, body)
                 )
     return made
 
 
-def create(conn: sa.Connection, tokens: bool = True) -> bool:
-    """Create the triggers (dropping any of an older definition first):
-    whether the database let us. Where it refuses, logs a warning, leaves
+def create(conn: sa.Connection, tokens: bool = True, per_row: bool = False) -> bool:
+    """Create the triggers (dropping any of an older definition first;
+    ``tokens``, ``per_row``: see ``statements``): whether the database
+    let us. Where it refuses, logs a warning, leaves
     none behind and returns False (the fallback)."""
     dialect = conn.dialect.name
     drop(conn)
     savepoint = conn.begin_nested() if dialect == "postgresql" else None
     try:
-        for statement in statements(dialect, tokens):
+        for statement in statements(dialect, tokens, per_row):
             conn.exec_driver_sql(statement)
     except sa.exc.DBAPIError as e:
         if savepoint is not None:

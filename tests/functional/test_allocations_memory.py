@@ -316,3 +316,83 @@ def test_writes_while_the_triggers_were_gone_are_never_missed(cloud):
     _answers_agree(cloud, paths)
     with cloud.reader_db.reader() as conn:
         assert refresh.with_allocations(cloud.reader_db, conn) is None
+
+
+def test_statements_of_many_rows_by_hand_are_followed(cloud):
+    """Statements by hand each writing several rows (PostgreSQL's triggers
+    log them once per statement, db/triggers.py): an INSERT of several
+    consumers and of several allocations, UPDATEs over several
+    inventories, allocations and providers, DELETEs of several rows.
+    After each the reading worker's catalog, following the log (never
+    read whole), is what a fresh read gives; each row took one number."""
+    providers = _providers(cloud)
+    steps = Steps(cloud, providers, random.Random(44))
+    steps.claim()
+    hand = [str(uuid.uuid4()), str(uuid.uuid4())]
+    paths = ["/allocations/%s" % c for c in steps.consumers + hand] + [
+        "/resource_providers/%s/allocations" % rp for rp in providers
+    ]
+    cloud.check()
+    with cloud.writer_db.engine.connect() as conn:
+        ids = conn.scalars(sa.select(RP.c.id).order_by(RP.c.id)).all()
+        project, user = conn.execute(
+            sa.select(CONSUMERS.c.project_id, CONSUMERS.c.user_id).limit(1)
+        ).one()
+    inv = tables.inventories
+    # Each statement and the rows it writes.
+    for statement, rows in [
+        (
+            CONSUMERS.insert().values(
+                [
+                    {"uuid": c, "project_id": project, "user_id": user, "generation": 0}
+                    for c in hand
+                ]
+            ),
+            2,
+        ),
+        (
+            ALLOC.insert().values(
+                [
+                    {
+                        "consumer_id": c,
+                        "resource_provider_id": rp,
+                        "resource_class_id": rc,
+                        "used": 2,
+                    }
+                    for c in hand
+                    for rp in ids
+                    for rc in (0, 1)  # VCPU, MEMORY_MB
+                ]
+            ),
+            12,
+        ),
+        (
+            inv.update()
+            .where(inv.c.resource_class_id == 0)
+            .values(total=inv.c.total + 8),
+            3,
+        ),
+        (
+            ALLOC.update()
+            .where(ALLOC.c.consumer_id.in_(hand))
+            .values(used=ALLOC.c.used + 1),
+            12,
+        ),
+        (RP.update().values(generation=RP.c.generation + 1), 3),
+        (RP.update().where(RP.c.id != ids[0]).values(name=RP.c.name + "-renamed"), 2),
+        (inv.delete().where(inv.c.resource_class_id == 2), 3),  # DISK_GB
+        (
+            ALLOC.delete().where(
+                ALLOC.c.consumer_id == hand[0], ALLOC.c.resource_provider_id != ids[0]
+            ),
+            4,
+        ),
+        (CONSUMERS.delete().where(CONSUMERS.c.uuid.in_(hand)), 2),
+    ]:
+        before = candidate_catalog._stamp(cloud.writer_db)
+        with cloud.writer_db.engine.begin() as conn:
+            conn.execute(statement)
+        assert candidate_catalog._stamp(cloud.writer_db) == before + rows, statement
+        cloud.check()
+        _answers_agree(cloud, paths)
+        _held_is_fresh(cloud)

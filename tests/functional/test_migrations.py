@@ -24,6 +24,7 @@ CHAIN = [
     "e5b2c9d7f1a6",
     "f6a1c3e8d2b7",
     "a7c2e9f4b1d3",
+    "b8e3f1a6c9d4",
 ]
 
 
@@ -166,7 +167,7 @@ def test_the_revision_makes_what_create_at_head_makes(engine):
 
 def test_the_tokens_go_down_and_up_again(engine):
     schema.upgrade(engine)
-    schema.downgrade(engine, CHAIN[-2])
+    schema.downgrade(engine, "f6a1c3e8d2b7")
     # The triggers of before the tokens, which still log a write.
     assert set(_triggers(engine)) == triggers.NAMES
     for table in ("catalog_changes", "catalog_log"):
@@ -182,12 +183,55 @@ def test_the_tokens_go_down_and_up_again(engine):
 
 def test_the_revision_goes_down_and_up_again(engine):
     schema.upgrade(engine)
-    schema.downgrade(engine, CHAIN[-3])
+    schema.downgrade(engine, "e5b2c9d7f1a6")
     assert _triggers(engine) == {}
     columns = [c["name"] for c in sa.inspect(engine).get_columns("catalog_log")]
     assert "uuid" not in columns
     schema.upgrade(engine)
     assert set(_triggers(engine)) == triggers.NAMES
+    assert _differences(engine) == []
+
+
+def _logged_rows(engine):
+    """The log numbers and items of an UPDATE of two traits in one
+    statement: (numbers the shards' counts moved by, items)."""
+    with engine.begin() as conn:
+        conn.execute(
+            tables.traits.insert(), [{"name": "CUSTOM_X"}, {"name": "CUSTOM_Y"}]
+        )
+    with engine.begin() as conn:
+        before = conn.scalar(sa.text("SELECT SUM(changes) FROM catalog_changes"))
+        items = conn.scalar(sa.text("SELECT COUNT(*) FROM catalog_log"))
+        conn.execute(
+            sa.text(
+                "UPDATE traits SET updated_at = created_at WHERE name LIKE 'CUSTOM_%'"
+            )
+        )
+    with engine.connect() as conn:
+        after = conn.scalar(sa.text("SELECT SUM(changes) FROM catalog_changes"))
+        logged = conn.scalar(sa.text("SELECT COUNT(*) FROM catalog_log")) - items
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM traits WHERE name LIKE 'CUSTOM_%'"))
+    return after - before, logged
+
+
+def test_the_statement_triggers_go_down_and_up_again(engine):
+    """PostgreSQL's triggers per statement (b8e3f1a6c9d4) go back to
+    those per row and come again; elsewhere they stay per row. Either
+    way a statement of two rows takes two numbers of one item each."""
+    per_row = engine.dialect.name != "postgresql"
+    schema.upgrade(engine)
+    head = _triggers(engine)
+    assert all(("FOR EACH STATEMENT" in d) != per_row for d in head.values())
+    assert _logged_rows(engine) == (2, 2)
+    schema.downgrade(engine, "a7c2e9f4b1d3")
+    below = _triggers(engine)
+    assert set(below) == triggers.NAMES
+    assert not any("FOR EACH STATEMENT" in d for d in below.values())
+    assert (below == head) == per_row
+    assert _logged_rows(engine) == (2, 2)
+    schema.upgrade(engine)
+    assert _triggers(engine) == head
     assert _differences(engine) == []
 
 
