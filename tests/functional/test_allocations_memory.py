@@ -7,7 +7,8 @@ consumer generation conflicts and hand-written rows, the reading worker's
 catalog holds the allocations a fresh read finds, and its answers to
 ``GET /allocations/{c}`` and ``GET /resource_providers/{uuid}/allocations``
 at every microversion are byte for byte the SQL path's (the catalog
-off)."""
+off). So are ``GET /resource_providers/{uuid}``'s, which take the
+provider's generation and last change from the same columns."""
 
 import random
 import uuid
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from placement.db import tables
 from placement.db import triggers
 from placement.objects import allocation_reads
+from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import consumers
 from placement.objects.catalog import refresh
 from tests import fixtures
@@ -68,8 +70,9 @@ def _answers_agree(cloud, paths):
                 path,
                 version,
             )
-            if mine.status == 200 and mine.json()["allocations"]:
-                # (Without rows both say "now".)
+            if mine.status == 200 and mine.json().get("allocations", True):
+                # (Allocations without rows both say "now"; a provider
+                # always has a time.)
                 assert mine.headers.get("last-modified") == sql.headers.get(
                     "last-modified"
                 )
@@ -252,33 +255,40 @@ class Steps:
 @pytest.fixture
 def from_memory(monkeypatch):
     """The answers given from memory, counted by read."""
-    counted = {"consumer": 0, "provider": 0}
-    for name in counted:
-        answer = getattr(allocation_reads, "_%s_in" % name)
+    counted = {"consumer": 0, "provider": 0, "rp": 0}
+    for name, module, function in (
+        ("consumer", allocation_reads, "_consumer_in"),
+        ("provider", allocation_reads, "_provider_in"),
+        ("rp", rp_obj, "_held"),
+    ):
+        answer = getattr(module, function)
 
         def spy(*args, name=name, answer=answer):
             counted[name] += 1
             return answer(*args)
 
-        monkeypatch.setattr(allocation_reads, "_%s_in" % name, spy)
+        monkeypatch.setattr(module, function, spy)
     return counted
 
 
 def test_random_writes_are_followed(cloud, from_memory):
     providers = _providers(cloud)
     steps = Steps(cloud, providers, random.Random(4444))
-    paths = ["/allocations/%s" % c for c in steps.consumers] + [
-        "/resource_providers/%s/allocations" % rp for rp in providers
-    ]
+    paths = (
+        ["/allocations/%s" % c for c in steps.consumers]
+        + ["/resource_providers/%s/allocations" % rp for rp in providers]
+        + ["/resource_providers/%s" % rp for rp in providers]
+    )
     _answers_agree(cloud, paths)
     for _ in range(40):
         steps.run()
         _answers_agree(cloud, paths)
         _held_is_fresh(cloud)
     # Every answer with the catalog on came from memory (the writing
-    # worker's reads of consumers too).
+    # worker's reads of consumers and providers too).
     assert from_memory["consumer"] >= 41 * len(steps.consumers) * len(VERSIONS)
     assert from_memory["provider"] == 41 * len(providers) * len(VERSIONS)
+    assert from_memory["rp"] >= 41 * len(providers) * len(VERSIONS)
 
 
 def test_unknown_provider_and_consumer(cloud):
@@ -288,6 +298,7 @@ def test_unknown_provider_and_consumer(cloud):
         [
             "/allocations/%s" % uuid.uuid4(),
             "/resource_providers/%s/allocations" % uuid.uuid4(),
+            "/resource_providers/%s" % uuid.uuid4(),
         ],
     )
     _held_is_fresh(cloud)
@@ -300,9 +311,11 @@ def test_writes_while_the_triggers_were_gone_are_never_missed(cloud):
     providers = _providers(cloud, 2)
     steps = Steps(cloud, providers, random.Random(7))
     steps.claim()
-    paths = ["/allocations/%s" % c for c in steps.consumers] + [
-        "/resource_providers/%s/allocations" % rp for rp in providers
-    ]
+    paths = (
+        ["/allocations/%s" % c for c in steps.consumers]
+        + ["/resource_providers/%s/allocations" % rp for rp in providers]
+        + ["/resource_providers/%s" % rp for rp in providers]
+    )
     _answers_agree(cloud, paths)
     cache = refresh._CACHES[cloud.reader_db]
     with cloud.writer_db.engine.begin() as conn:

@@ -20,6 +20,7 @@ def _used():
         amount={1: _array(4, 0, 7), 3: _array(100)},
         ids=_array(2, 5, 9, 11),
         generation=_array(1, 2, 3, 4),
+        modified=_array(100, -1, 300, 400),
     )
 
 
@@ -32,6 +33,9 @@ def test_lookups():
     assert mine.generation_of(9) == 3
     assert mine.generation_of(10) is None
     assert mine.generation_of(12) is None
+    assert mine.last_change(9) == (3, 300)
+    assert mine.last_change(5) == (2, None)  # neither time
+    assert mine.last_change(10) is None
     # Aligned with the very holders: the column itself, shared.
     assert mine.column(1, mine.rp[1]) is mine.amount[1]
     assert mine.column(1, np.array([2, 5, 9])) is mine.amount[1]

@@ -109,7 +109,10 @@ on_unrecorded: Callable[[set[str]], None] = _report
 
 @event.listens_for(sa.engine.Engine, "after_cursor_execute")
 def _watch(conn, cursor, statement, parameters, context, executemany):
-    """Note which of the catalog's tables a write transaction wrote."""
+    """Note which of the catalog's tables a write transaction wrote (a
+    statement without a context is a read: ``db_api.plain_rows``)."""
+    if context is None:
+        return
     if not (context.isinsert or context.isupdate or context.isdelete):
         return
     notes = db_api.write_notes(conn)
@@ -297,8 +300,9 @@ STAMP = sa.select(sa.func.sum(CATALOG.c.changes), sa.func.sum(CATALOG.c.token))
 
 
 def look(conn: sa.Connection) -> tuple[int, int]:
-    """(stamp, token sum) ``conn`` reads, in one statement."""
-    count, tokens = conn.execute(STAMP).one()
+    """(stamp, token sum) ``conn`` reads, in one statement, on the driver's
+    cursor directly (``db_api.plain_rows``: most reads send it)."""
+    ((count, tokens),) = db_api.plain_rows(conn, STAMP)
     return int(count or 0), int(tokens or 0)
 
 

@@ -1,12 +1,16 @@
 """Usage in memory, where database triggers log every writer's changes
 (issue 44): per resource class, the amount each provider holding it uses,
 as numpy columns aligned with the holders' ids in ascending order (the
-rows of ``columns.Stock``), and every provider's generation, aligned with
+rows of ``columns.Stock``), and every provider's generation and last
+change (its updated_at, else created_at, in whole seconds), aligned with
 every provider id. Read with the catalog in one snapshot (``read``) and
 brought up to date by the change log (``advanced``): the providers its
-rows name get their usage and generation read again, in one statement.
-The catalog's one map of generations: the allocation reads
-(``objects/allocation_reads.py``) take theirs here too.
+rows name get their usage and generation read again, in one statement
+(every write of a provider row is logged, as PROVIDER or GENERATION, so
+its last change follows with its generation). The catalog's one map of
+generations: the allocation and provider reads
+(``objects/allocation_reads.py``, ``objects/resource_provider.py``) take
+theirs here too.
 Never modified: an advance copies only the columns it changes (a claim:
 its provider's classes, a few hundred kilobytes at 100,000 hosts), and
 shares the others, so a catalog read before the fork keeps its pages
@@ -23,6 +27,7 @@ import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import tables
+from placement.objects.catalog import bulk
 
 ALLOC, RP = tables.allocations, tables.resource_providers
 
@@ -32,15 +37,29 @@ _SUM = sa.cast(sa.func.sum(ALLOC.c.used), sa.BigInteger)
 WHOLE_USAGE = sa.select(
     ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _SUM
 ).group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-WHOLE_GENERATIONS = sa.select(RP.c.id, RP.c.generation).order_by(RP.c.id)
-# The usage of some providers (``used``) and the generations of some
-# (``generations``) in one round trip: a generation's row has class NULL.
+# A provider's last change in seconds; NO_TIME when it has neither time.
+NO_TIME = -1
+_MODIFIED = sa.func.coalesce(
+    bulk.Seconds(sa.func.coalesce(RP.c.updated_at, RP.c.created_at)), NO_TIME
+)
+WHOLE_GENERATIONS = sa.select(RP.c.id, RP.c.generation, _MODIFIED).order_by(RP.c.id)
+# The usage of some providers (``used``) and the generations and last
+# changes of some (``generations``) in one round trip: a generation's row
+# has class NULL.
 OF_PROVIDERS = sa.union_all(
-    sa.select(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _SUM)
+    sa.select(
+        ALLOC.c.resource_provider_id,
+        ALLOC.c.resource_class_id,
+        _SUM,
+        sa.cast(sa.null(), sa.BigInteger),
+    )
     .where(ALLOC.c.resource_provider_id.in_(db_api.int_list("used")))
     .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id),
     sa.select(
-        RP.c.id, sa.cast(sa.null(), sa.Integer), sa.cast(RP.c.generation, sa.BigInteger)
+        RP.c.id,
+        sa.cast(sa.null(), sa.Integer),
+        sa.cast(RP.c.generation, sa.BigInteger),
+        sa.cast(_MODIFIED, sa.BigInteger),
     ).where(RP.c.id.in_(db_api.int_list("generations"))),
 )
 # Ids bound per statement (each list): well under SQLite's variables.
@@ -49,9 +68,10 @@ CHUNK = 10000
 
 class Used:
     """Per class its holders' ids (ascending) and what each uses, aligned;
-    every provider id (ascending) and its generation, aligned."""
+    every provider id (ascending), its generation and last change (seconds
+    since the epoch, NO_TIME for none), aligned."""
 
-    __slots__ = ("rp", "amount", "ids", "generation")
+    __slots__ = ("rp", "amount", "ids", "generation", "modified")
 
     def __init__(
         self,
@@ -59,11 +79,13 @@ class Used:
         amount: dict[int, np.ndarray],
         ids: np.ndarray,
         generation: np.ndarray,
+        modified: np.ndarray,
     ) -> None:
         self.rp = rp
         self.amount = amount
         self.ids = ids
         self.generation = generation
+        self.modified = modified
 
     @classmethod
     def read(
@@ -81,12 +103,11 @@ class Used:
             amount[rc] = _frozen(_aligned(rp, mine[:, 0], mine[:, 2]))
         generations = np.array(
             conn.execute(WHOLE_GENERATIONS).all(), dtype=np.int64
-        ).reshape(-1, 2)
+        ).reshape(-1, 3)
         return cls(
             dict(holders),
             amount,
-            _frozen(np.ascontiguousarray(generations[:, 0])),
-            _frozen(np.ascontiguousarray(generations[:, 1])),
+            *(_frozen(np.ascontiguousarray(generations[:, i])) for i in range(3)),
         )
 
     def advanced(
@@ -104,18 +125,21 @@ class Used:
         named by the log for its rows is in both lists)."""
         fresh: dict[tuple[int, int], int] = {}
         born: dict[int, int] = {}
+        modified: dict[int, int] = {}
         used_ids, generation_ids = sorted(used), sorted(generations)
         for start in range(0, max(len(used_ids), len(generation_ids)), CHUNK):
             params = {
                 "used": used_ids[start : start + CHUNK],
                 "generations": generation_ids[start : start + CHUNK],
             }
-            for rp, rc, value in conn.execute(OF_PROVIDERS, params):
+            for rp, rc, value, seconds in conn.execute(OF_PROVIDERS, params):
                 if rc is None:
-                    born[rp] = value
+                    born[rp], modified[rp] = value, seconds
                 else:
                     fresh[rp, rc] = value
-        new = Used(dict(self.rp), dict(self.amount), self.ids, self.generation)
+        new = Used(
+            dict(self.rp), dict(self.amount), self.ids, self.generation, self.modified
+        )
         by_class: dict[int, set[int]] = {}
         for rp in used:
             for rc in (*held(rp), *had(rp)):
@@ -131,9 +155,10 @@ class Used:
                 new.rp.pop(rc, None)
                 new.amount.pop(rc, None)
         if generations:
-            new.ids, new.generation = _merged(
-                self.ids, self.generation, set(generations), born
-            )
+            named = set(generations)
+            new.ids, new.generation = _merged(self.ids, self.generation, named, born)
+            # The same ids come and go: the same keys.
+            _, new.modified = _merged(self.ids, self.modified, named, modified)
         return new
 
     def of(self, rc: int, rp: np.ndarray) -> np.ndarray:
@@ -195,6 +220,15 @@ class Used:
         at = int(np.searchsorted(self.ids, rp))
         if at < len(self.ids) and self.ids[at] == rp:
             return int(self.generation[at])
+        return None
+
+    def last_change(self, rp: int) -> tuple[int, int | None] | None:
+        """Provider ``rp``'s (generation, last change in seconds since the
+        epoch or None); None for no such provider."""
+        at = int(np.searchsorted(self.ids, rp))
+        if at < len(self.ids) and self.ids[at] == rp:
+            seconds = int(self.modified[at])
+            return int(self.generation[at]), None if seconds == NO_TIME else seconds
         return None
 
 

@@ -1,0 +1,81 @@
+"""``db_api.plain_rows``: a SELECT run on the driver's cursor directly
+gives the rows ``conn.execute`` gives, is seen by the statement
+listeners, and fails as ``conn.execute`` fails (a DBAPIError wrapping the
+driver's error; a lost connection invalidated, which the API answers
+as a 503: ``test_lost_connection.py`` kills the look's connection too)."""
+
+import pytest
+import sqlalchemy as sa
+
+from placement.db import api as db_api
+from placement.db import errors
+from placement.db import tables
+from placement.objects.catalog import changes
+from tests import fixtures
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def db(request):
+    fixtures.require_backend(request.param)
+    with fixtures.database(request.param) as db:
+        yield db
+
+
+def test_rows_and_listeners(db):
+    seen = []
+    for name in ("before_cursor_execute", "after_cursor_execute"):
+        sa.event.listen(
+            db.engine,
+            name,
+            lambda conn, cursor, statement, *args, name=name: seen.append(
+                (name, statement)
+            ),
+        )
+    statement = sa.select(tables.resource_classes.c.id, tables.resource_classes.c.name)
+    with db.single_read() as conn:
+        expected = [tuple(row) for row in conn.execute(statement)]
+        del seen[:]
+        found = [tuple(row) for row in db_api.plain_rows(conn, statement)]
+        assert db_api.plain_rows(conn, changes.STAMP)
+    assert found == expected and found
+    text = seen[0][1]
+    assert "resource_classes" in text
+    assert [name for name, _ in seen[:2]] == [
+        "before_cursor_execute",
+        "after_cursor_execute",
+    ]
+    assert seen[1][1] == text
+
+
+def test_a_driver_error_is_sqlalchemys(db):
+    missing = sa.table("no_such_table", sa.column("id"))
+    with db.single_read() as conn:
+        with pytest.raises(sa.exc.DBAPIError) as raised:
+            db_api.plain_rows(conn, sa.select(missing.c.id))
+    assert isinstance(raised.value.orig, db.engine.dialect.loaded_dbapi.Error)
+    assert not raised.value.connection_invalidated
+    assert not errors.is_unavailable(raised.value)
+    # The pool's connection is still good.
+    with db.single_read() as conn:
+        assert db_api.plain_rows(conn, changes.STAMP)
+
+
+@pytest.mark.parametrize("backend", ("mysql",))
+def test_a_lost_connection_is_invalidated(backend):
+    fixtures.require_backend(backend)
+    with fixtures.database(backend) as db:
+        admin = fixtures._admin(backend)
+        try:
+            with db.single_read() as conn:
+                thread = conn.connection.dbapi_connection.thread_id()
+                with admin.connect() as other:
+                    other.exec_driver_sql("KILL CONNECTION %d" % thread)
+                with pytest.raises(sa.exc.DBAPIError) as raised:
+                    db_api.plain_rows(conn, changes.STAMP)
+                assert conn.invalidated
+        finally:
+            admin.dispose()
+        assert raised.value.connection_invalidated
+        assert errors.is_unavailable(raised.value)
+        with db.single_read() as conn:
+            assert db_api.plain_rows(conn, changes.STAMP)

@@ -1,0 +1,139 @@
+"""CPU per request, in process, of the small reads with and without this
+round's two cuts (tools/bench/README, issue 45, third round): the
+provider read by SQL (``sql``) or from the catalog (``memory``), and the
+catalog's look through ``Connection.execute`` (``execute``) or on the
+driver's cursor (``plain``).
+
+The whole app is called directly (no HTTP) on a fresh MariaDB database
+with one provider holding one allocation; batches of 200 requests
+alternate the two ways in one process, so a busy machine slows both
+alike: median and min of 25 batches each (a first round not counted),
+the ratio of the medians, and the bodies compared.
+
+    .venv/bin/python tools/bench/small_reads_ab.py
+"""
+
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import profile_request  # noqa: E402
+
+from placement.objects import common  # noqa: E402
+from placement.objects import resource_provider as rp_obj  # noqa: E402
+from placement.objects.catalog import changes  # noqa: E402
+from tests import fixtures  # noqa: E402
+from tests import helpers  # noqa: E402
+
+RP = "c0ffee00-0000-4000-8000-000000000001"
+CONSUMER = "c0ffee00-0000-4000-8000-0000000000c1"
+PROJECT = "c0ffee00-0000-4000-8000-0000000000a1"
+HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+BATCH, BATCHES = 200, 25
+
+
+def _sql_get(db, uuid):
+    """The provider read by SQL alone (as before the catalog answered)."""
+    with db.single_read() as conn:
+        row = rp_obj._fetch(conn, uuid)
+    if row is None:
+        raise common.provider_not_found(uuid)
+    return row
+
+
+def _executed_look(conn):
+    """The look through Connection.execute (as before plain_rows)."""
+    count, tokens = conn.execute(changes.STAMP).one()
+    return int(count or 0), int(tokens or 0)
+
+
+# (module, attribute, {way: function}), and the paths each is tried on.
+CUTS = (
+    (rp_obj, "get", {"sql": _sql_get, "memory": rp_obj.get}, ("",)),
+    (
+        changes,
+        "look",
+        {"execute": _executed_look, "plain": changes.look},
+        ("", "/allocations"),
+    ),
+)
+
+
+def _seed(app):
+    client = helpers.wsgi_client(app, HEADERS)
+    for method, path, body in (
+        ("POST", "/resource_providers", {"name": "bench", "uuid": RP}),
+        (
+            "PUT",
+            "/resource_providers/%s/inventories" % RP,
+            {
+                "resource_provider_generation": 0,
+                "inventories": {"MEMORY_MB": {"total": 1_000_000}},
+            },
+        ),
+        (
+            "PUT",
+            "/allocations/" + CONSUMER,
+            {
+                "allocations": {RP: {"resources": {"MEMORY_MB": 64}}},
+                "project_id": PROJECT,
+                "user_id": PROJECT,
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        ),
+    ):
+        resp = client.request(method, path, json=body)
+        assert resp.is_success, resp.text
+
+
+def main():
+    with fixtures.app("mysql") as (app, _):
+        _seed(app)
+        for module, name, ways, suffixes in CUTS:
+            kept = getattr(module, name)
+            for suffix in suffixes:
+                path = "/resource_providers/%s%s" % (RP, suffix)
+                found = {way: [] for way in ways}
+                bodies = {}
+                try:
+                    for batch in range(BATCHES + 1):
+                        for way, function in ways.items():
+                            setattr(module, name, function)
+                            start = time.process_time()
+                            for _ in range(BATCH):
+                                status, bodies[way] = profile_request.call(
+                                    app, path, "1.39"
+                                )
+                                assert status.startswith("200"), status
+                            if batch:
+                                found[way].append(
+                                    (time.process_time() - start) / BATCH * 1e3
+                                )
+                finally:
+                    setattr(module, name, kept)
+                assert len(set(bodies.values())) == 1, bodies
+                (before, after) = ways
+                medians = {way: statistics.median(ms) for way, ms in found.items()}
+                print(
+                    "GET /resource_providers/{uuid}%s: %s %.3f ms (min %.3f), "
+                    "%s %.3f ms (min %.3f), ratio %.2f"
+                    % (
+                        suffix,
+                        before,
+                        medians[before],
+                        min(found[before]),
+                        after,
+                        medians[after],
+                        min(found[after]),
+                        medians[after] / medians[before],
+                    ),
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
