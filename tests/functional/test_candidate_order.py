@@ -63,6 +63,21 @@ class Cloud(drain_cloud.Cloud):
         assert found[0] == found[1], found
         return found[0]
 
+    def take(self, request):
+        """A new consumer claims one of the answer's allocation requests."""
+        self.ok(
+            "/allocations/%s" % uuid.uuid4(),
+            "PUT",
+            dict(
+                request,
+                project_id=self.PROJECT_ID,
+                user_id=self.USER_ID,
+                consumer_generation=None,
+                consumer_type="INSTANCE",
+            ),
+            status=204,
+        )
+
     def roots(self):
         """{provider uuid: its root's name}."""
         listed = self.call("/resource_providers").json()["resource_providers"]
@@ -118,18 +133,7 @@ def test_claims_follow_the_order(cloud):
     _flat(cloud)
     for order, expected in (("spread", "h2"), ("pack", "h4")):
         first = cloud.candidates(FLAVOR + "&limit=1", order)[0]
-        cloud.ok(
-            "/allocations/%s" % uuid.uuid4(),
-            "PUT",
-            dict(
-                first,
-                project_id=cloud.PROJECT_ID,
-                user_id=cloud.USER_ID,
-                consumer_generation=None,
-                consumer_type="INSTANCE",
-            ),
-            status=204,
-        )
+        cloud.take(first)
         assert cloud.roots()[next(iter(first["allocations"]))] == expected
     # h4 at 7/8 VCPU and 6656 MB: (0.875 + 0.8125) / 2; h2 at 1/8, 512 MB.
     assert cloud.trees(FLAVOR, "pack") == ["h4", "h1", "h5", "h2", "h6"]
@@ -301,17 +305,6 @@ def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
         # A claim on the first candidate pack offers, then one that fills
         # a host or a NUMA node: its kept candidates must go.
         first = answers("pack", False, 0.0)[0]["allocation_requests"][0]
-        cloud.ok(
-            "/allocations/%s" % uuid.uuid4(),
-            "PUT",
-            dict(
-                first,
-                project_id=cloud.PROJECT_ID,
-                user_id=cloud.USER_ID,
-                consumer_generation=None,
-                consumer_type="INSTANCE",
-            ),
-            status=204,
-        )
+        cloud.take(first)
         full, free = (("h1", 4), ("h5", 6), ("n1-0", 4), ("h6", 8))[step]
         cloud.allocate(str(uuid.uuid4()), {full: {"VCPU": free}})
