@@ -6,10 +6,10 @@ gives (it decides which error a client sees first).
 """
 
 import logging
+import os
 import re
 import time
 import urllib.parse
-import uuid
 
 import orjson
 from oslo_context import context as oslo_context
@@ -26,6 +26,20 @@ _GLOBAL_ID = re.compile(
 )
 
 
+def new_request_id():
+    """``req-`` and a random (version 4) UUID, as ``uuid.uuid4()`` writes
+    it, from the same 16 random bytes, in less than half its time."""
+    h = os.urandom(16).hex()
+    return "req-%s-%s-4%s-%s%s-%s" % (
+        h[:8],
+        h[8:12],
+        h[13:16],
+        "89ab"[int(h[16], 16) & 3],
+        h[17:20],
+        h[20:],
+    )
+
+
 class RequestIdMiddleware:
     """Gives every request a ``req-<uuid4>`` id, echoed on every response,
     defaults Accept to JSON and writes one log line per request."""
@@ -34,7 +48,7 @@ class RequestIdMiddleware:
         self.app = app
 
     def __call__(self, environ, start_response):
-        request_id = "req-%s" % uuid.uuid4()
+        request_id = new_request_id()
         environ[REQUEST_ID_ENV] = request_id
         inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
         if _GLOBAL_ID.match(inbound):
