@@ -8,6 +8,7 @@ gives (it decides which error a client sees first).
 import logging
 import os
 import re
+import sys
 import time
 import urllib.parse
 
@@ -81,35 +82,60 @@ class RequestIdMiddleware:
             raise
         finally:
             if LOG.isEnabledFor(logging.INFO):
-                self._log(environ, seen, started, request_id)
+                log_request(environ, seen, started, request_id)
         return body
 
-    @staticmethod
-    def _log(environ, seen, started, request_id):
-        # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
-        # the client sent them, like the query string.
-        path = urllib.parse.quote(
-            (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
-                "latin-1", "replace"
-            ),
-            safe="/:@!$&'()*+,;=-._~%",
+
+_LINE = (
+    '%s "%s %s" status: %s len: %s microversion: %s asked: %s time: %.6f request_id: %s'
+)
+
+
+def log_request(environ, seen, started, request_id):
+    """The request's INFO line on ``placement.requestlog``."""
+    # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
+    # the client sent them, like the query string.
+    path = urllib.parse.quote(
+        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
+            "latin-1", "replace"
+        ),
+        safe="/:@!$&'()*+,;=-._~%",
+    )
+    if environ.get("QUERY_STRING"):
+        path += "?" + environ["QUERY_STRING"]
+    length, version = "0", "-"
+    for name, value in seen.get("headers", ()):
+        name = name.lower()
+        if name == "content-length":
+            length = value
+        elif name == "openstack-api-version":
+            version = value
+    args = (
+        environ.get("REMOTE_ADDR", "-"),
+        environ.get("REQUEST_METHOD"),
+        path,
+        (seen.get("status") or "-").split(" ", 1)[0],
+        length,
+        version.replace("placement ", ""),
+        _asked(environ),
+        time.monotonic() - started,
+        request_id,
+    )
+    # The record made here rather than by LOG.info: the same record
+    # without logging's walk up the stack to find where it comes from.
+    frame = sys._getframe()
+    LOG.handle(
+        LOG.makeRecord(
+            LOG.name,
+            logging.INFO,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            _LINE,
+            args,
+            None,
+            frame.f_code.co_name,
         )
-        if environ.get("QUERY_STRING"):
-            path += "?" + environ["QUERY_STRING"]
-        headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
-        LOG.info(
-            '%s "%s %s" status: %s len: %s microversion: %s asked: %s time: %.6f '
-            "request_id: %s",
-            environ.get("REMOTE_ADDR", "-"),
-            environ.get("REQUEST_METHOD"),
-            path,
-            (seen.get("status") or "-").split(" ", 1)[0],
-            headers.get("content-length", "0"),
-            headers.get("openstack-api-version", "-").replace("placement ", ""),
-            _asked(environ),
-            time.monotonic() - started,
-            request_id,
-        )
+    )
 
 
 def _asked(environ):
