@@ -7,6 +7,7 @@ deprecated predecessor (``role:admin``); ``enforce_scope = False`` ignores
 the token scope.
 """
 
+import operator
 import time
 
 from oslo_policy import policy
@@ -102,10 +103,30 @@ _GRANTED_MAX = 10000  # forgotten all at once past that
 
 
 def _frozen(values):
-    """A hashable form of a creds or target mapping (lists as tuples)."""
+    """A hashable form of a target mapping (lists as tuples)."""
     return tuple(
         sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in values.items())
     )
+
+
+# The context's attributes its policy values (``to_policy_values``) are
+# made of, besides its two lists of roles: with those, and whether scope
+# counts, they are the caller in a grant's key, read without building the
+# values (a test holds this list to oslo.context's).
+CALLER_VALUES = (
+    "user_id",
+    "user_domain_id",
+    "system_scope",
+    "domain_id",
+    "project_id",
+    "project_domain_id",
+    "is_admin_project",
+    "service_user_id",
+    "service_user_domain_id",
+    "service_project_id",
+    "service_project_domain_id",
+)
+_CALLER = operator.attrgetter(*CALLER_VALUES)
 
 
 def authorize(context, rule, target=None):
@@ -113,26 +134,40 @@ def authorize(context, rule, target=None):
     ``context`` may perform ``rule``."""
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
+        frozen_target = (
+            ("project_id", context.project_id),
+            ("user_id", context.user_id),
+        )
+    else:
+        frozen_target = None
     enforcer = context.enforcer
-    creds = context.to_policy_values()
-    if not enforcer.conf.oslo_policy.enforce_scope:
-        # Judged as a project-scoped token: scope mismatches are ignored.
-        # (A plain dict: oslo.context's values cannot drop keys.)
-        creds = dict(creds)
-        for key in _SCOPE_CREDS:
-            creds.pop(key, None)
+    enforce_scope = enforcer.conf.oslo_policy.enforce_scope
     # A changed option counts now, a changed policy file within a second.
     enforcer.follow_conf()
     granted = enforcer.granted
     if len(granted) > _GRANTED_MAX:
         granted.clear()
     try:
-        key = (rule, _frozen(target), _frozen(creds))
+        key = (
+            rule,
+            frozen_target or _frozen(target),
+            enforce_scope,
+            _CALLER(context),
+            tuple(context.roles),
+            tuple(context.service_roles),
+        )
         hash(key)
     except TypeError:  # a value that cannot be a key: no memory
         key = None
     if key is not None and key in granted:
         return
+    creds = context.to_policy_values()
+    if not enforce_scope:
+        # Judged as a project-scoped token: scope mismatches are ignored.
+        # (A plain dict: oslo.context's values cannot drop keys.)
+        creds = dict(creds)
+        for key_name in _SCOPE_CREDS:
+            creds.pop(key_name, None)
     try:
         enforcer.authorize(rule, target, creds, do_raise=True)
     except policy.InvalidScope:

@@ -6,10 +6,11 @@ gives (it decides which error a client sees first).
 """
 
 import logging
+import os
 import re
+import sys
 import time
 import urllib.parse
-import uuid
 
 import orjson
 from oslo_context import context as oslo_context
@@ -26,6 +27,20 @@ _GLOBAL_ID = re.compile(
 )
 
 
+def new_request_id():
+    """``req-`` and a random (version 4) UUID, as ``uuid.uuid4()`` writes
+    it, from the same 16 random bytes, in less than half its time."""
+    h = os.urandom(16).hex()
+    return "req-%s-%s-4%s-%s%s-%s" % (
+        h[:8],
+        h[8:12],
+        h[13:16],
+        "89ab"[int(h[16], 16) & 3],
+        h[17:20],
+        h[20:],
+    )
+
+
 class RequestIdMiddleware:
     """Gives every request a ``req-<uuid4>`` id, echoed on every response,
     defaults Accept to JSON and writes one log line per request."""
@@ -34,7 +49,7 @@ class RequestIdMiddleware:
         self.app = app
 
     def __call__(self, environ, start_response):
-        request_id = "req-%s" % uuid.uuid4()
+        request_id = new_request_id()
         environ[REQUEST_ID_ENV] = request_id
         inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
         if _GLOBAL_ID.match(inbound):
@@ -67,35 +82,60 @@ class RequestIdMiddleware:
             raise
         finally:
             if LOG.isEnabledFor(logging.INFO):
-                self._log(environ, seen, started, request_id)
+                log_request(environ, seen, started, request_id)
         return body
 
-    @staticmethod
-    def _log(environ, seen, started, request_id):
-        # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
-        # the client sent them, like the query string.
-        path = urllib.parse.quote(
-            (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
-                "latin-1", "replace"
-            ),
-            safe="/:@!$&'()*+,;=-._~%",
+
+_LINE = (
+    '%s "%s %s" status: %s len: %s microversion: %s asked: %s time: %.6f request_id: %s'
+)
+
+
+def log_request(environ, seen, started, request_id):
+    """The request's INFO line on ``placement.requestlog``."""
+    # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
+    # the client sent them, like the query string.
+    path = urllib.parse.quote(
+        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
+            "latin-1", "replace"
+        ),
+        safe="/:@!$&'()*+,;=-._~%",
+    )
+    if environ.get("QUERY_STRING"):
+        path += "?" + environ["QUERY_STRING"]
+    length, version = "0", "-"
+    for name, value in seen.get("headers", ()):
+        name = name.lower()
+        if name == "content-length":
+            length = value
+        elif name == "openstack-api-version":
+            version = value
+    args = (
+        environ.get("REMOTE_ADDR", "-"),
+        environ.get("REQUEST_METHOD"),
+        path,
+        (seen.get("status") or "-").split(" ", 1)[0],
+        length,
+        version.replace("placement ", ""),
+        _asked(environ),
+        time.monotonic() - started,
+        request_id,
+    )
+    # The record made here rather than by LOG.info: the same record
+    # without logging's walk up the stack to find where it comes from.
+    frame = sys._getframe()
+    LOG.handle(
+        LOG.makeRecord(
+            LOG.name,
+            logging.INFO,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            _LINE,
+            args,
+            None,
+            frame.f_code.co_name,
         )
-        if environ.get("QUERY_STRING"):
-            path += "?" + environ["QUERY_STRING"]
-        headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
-        LOG.info(
-            '%s "%s %s" status: %s len: %s microversion: %s asked: %s time: %.6f '
-            "request_id: %s",
-            environ.get("REMOTE_ADDR", "-"),
-            environ.get("REQUEST_METHOD"),
-            path,
-            (seen.get("status") or "-").split(" ", 1)[0],
-            headers.get("content-length", "0"),
-            headers.get("openstack-api-version", "-").replace("placement ", ""),
-            _asked(environ),
-            time.monotonic() - started,
-            request_id,
-        )
+    )
 
 
 def _asked(environ):

@@ -14,6 +14,7 @@ import os
 import pytest
 from oslo_policy import policy as oslo_policy
 
+from placement import context
 from placement import policies
 from placement import policy
 from tests.wsgi_client import call
@@ -285,3 +286,11 @@ def test_policy_files_are_not_looked_up_per_request(tmp_path, monkeypatch):
         clock.now += policy.Enforcer.RECHECK_EVERY
         assert allowed(app, "traits:list", "reader")
         assert looked_up
+
+
+def test_a_grant_is_remembered_for_every_policy_value_of_the_caller():
+    """A grant's key reads the caller from the context's attributes, not
+    from ``to_policy_values`` (built only when a rule is judged): the
+    attributes must be all the values oslo.context judges by."""
+    values = context.RequestContext(roles=["admin"]).to_policy_values()
+    assert set(values) == set(policy.CALLER_VALUES) | {"roles", "service_roles"}

@@ -1,0 +1,243 @@
+"""CPU per request, in process, of ``GET /`` and ``GET
+/resource_providers/{uuid}`` with and without each of the fourth round's
+cuts to the fixed cost (tools/bench/README, issue 45): the grant's key
+(``policy.authorize``), the Accept answer kept (``errors.accepts``), the
+HTTP date (``request.http_date``) and the request id
+(``middleware.new_request_id``), the access log's record
+(``middleware.log_request``), then all of them together.
+
+The whole app is called directly (no HTTP) on a fresh MariaDB database
+with one provider holding one allocation, the access log written to a
+file as a server writes it; batches of 200 requests alternate the two
+ways in one process, so a busy machine slows both alike: median and min
+of 25 batches each (a first round not counted), the ratio of the
+medians, and the bodies compared.
+
+    .venv/bin/python tools/bench/request_floor_ab.py [cut ...]
+
+``--parts`` times each cut's function alone instead (the same way, ten
+times the batch): the cuts are a few microseconds each, less than the
+noise of a whole request on a loaded machine.
+
+    .venv/bin/python tools/bench/request_floor_ab.py --parts
+"""
+
+import datetime
+import email.utils
+import os
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import profile_request  # noqa: E402
+import small_reads_ab  # noqa: E402
+from oslo_policy import policy as oslo_policy  # noqa: E402
+
+from placement import context  # noqa: E402
+from placement import deploy  # noqa: E402
+from placement import exception  # noqa: E402
+from placement import policy  # noqa: E402
+from placement.api import middleware  # noqa: E402
+from placement.web import errors  # noqa: E402
+from placement.web import request  # noqa: E402
+from tests import fixtures  # noqa: E402
+
+BATCH, BATCHES = 200, 25
+
+
+def _authorize(context, rule, target=None):
+    """policy.authorize before: the key made of the policy values."""
+    if target is None:
+        target = {"project_id": context.project_id, "user_id": context.user_id}
+    enforcer = context.enforcer
+    creds = context.to_policy_values()
+    if not enforcer.conf.oslo_policy.enforce_scope:
+        creds = dict(creds)
+        for key in policy._SCOPE_CREDS:
+            creds.pop(key, None)
+    enforcer.follow_conf()
+    granted = enforcer.granted
+    if len(granted) > policy._GRANTED_MAX:
+        granted.clear()
+    try:
+        key = (rule, policy._frozen(target), policy._frozen(creds))
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in granted:
+        return
+    try:
+        enforcer.authorize(rule, target, creds, do_raise=True)
+    except (oslo_policy.InvalidScope, oslo_policy.PolicyNotAuthorized):
+        raise exception.PolicyNotAuthorized(rule)
+    if key is not None:
+        granted[key] = True
+
+
+def _http_date(dt):
+    """request.http_date before: email.utils."""
+    return email.utils.format_datetime(
+        dt.replace(tzinfo=datetime.timezone.utc), usegmt=True
+    )
+
+
+def _request_id():
+    """middleware.new_request_id before: uuid.uuid4()."""
+    return "req-%s" % uuid.uuid4()
+
+
+def _log_request(environ, seen, started, request_id):
+    """middleware.log_request before: the headers as a dict, LOG.info."""
+    path = urllib.parse.quote(
+        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
+            "latin-1", "replace"
+        ),
+        safe="/:@!$&'()*+,;=-._~%",
+    )
+    if environ.get("QUERY_STRING"):
+        path += "?" + environ["QUERY_STRING"]
+    headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
+    middleware.LOG.info(
+        middleware._LINE,
+        environ.get("REMOTE_ADDR", "-"),
+        environ.get("REQUEST_METHOD"),
+        path,
+        (seen.get("status") or "-").split(" ", 1)[0],
+        headers.get("content-length", "0"),
+        headers.get("openstack-api-version", "-").replace("placement ", ""),
+        middleware._asked(environ),
+        time.monotonic() - started,
+        request_id,
+    )
+
+
+# name: [(module, attribute, before, after)]
+CUTS = {
+    "policy key": [(policy, "authorize", _authorize, policy.authorize)],
+    "accept kept": [(errors, "accepts", errors._parsed_accepts, errors.accepts)],
+    "http date": [(request, "http_date", _http_date, request.http_date)],
+    "request id": [
+        (middleware, "new_request_id", _request_id, middleware.new_request_id)
+    ],
+    "log line": [(middleware, "log_request", _log_request, middleware.log_request)],
+}
+CUTS["all"] = [swap for swaps in CUTS.values() for swap in swaps]
+PATHS = ("/", "/resource_providers/" + small_reads_ab.RP)
+
+
+def _setup(way, swaps):
+    for module, name, before, after in swaps:
+        setattr(module, name, before if way == "before" else after)
+
+
+def _parts(conf):
+    """Each cut's function alone, before and after, alternated in batches:
+    {name: (callable(function), the swap's module and attribute)}."""
+    ctx = context.RequestContext(
+        user_id="admin",
+        project_id="admin",
+        roles=["admin"],
+        enforcer=policy.Enforcer(conf),
+    )
+    when = datetime.datetime(2026, 11, 29, 18, 16, 35)
+    environ = {
+        "PATH_INFO": "/",
+        "REQUEST_METHOD": "GET",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_OPENSTACK_API_VERSION": "placement 1.39",
+    }
+    seen = {
+        "status": "200 OK",
+        "headers": [
+            ("content-type", "application/json"),
+            ("content-length", "136"),
+            ("openstack-api-version", "placement 1.39"),
+            ("cache-control", "no-cache"),
+            ("last-modified", "Sun, 29 Nov 2026 18:16:35 GMT"),
+            ("x-openstack-request-id", "req-" + str(uuid.uuid4())),
+        ],
+    }
+    return {
+        "policy key": lambda f: f(ctx, "placement:resource_providers:show"),
+        "accept kept": lambda f: f("application/json", "application/json"),
+        "http date": lambda f: f(when),
+        "request id": lambda f: f(),
+        "log line": lambda f: f(environ, seen, time.monotonic(), "req-1"),
+    }
+
+
+def parts(conf):
+    for name, run in _parts(conf).items():
+        ((_, _, before, after),) = CUTS[name]
+        found = {"before": [], "after": []}
+        for batch in range(BATCHES + 1):
+            for way, function in (("before", before), ("after", after)):
+                start = time.process_time()
+                for _ in range(BATCH * 10):
+                    run(function)
+                if batch:
+                    found[way].append((time.process_time() - start) / BATCH / 10 * 1e6)
+        before_us, after_us = (statistics.median(found[w]) for w in found)
+        print(
+            "%-12s alone: before %.2f us, after %.2f us, ratio %.3f"
+            % (name, before_us, after_us, after_us / before_us),
+            flush=True,
+        )
+
+
+def main(names):
+    conf = fixtures.configure()
+    log = tempfile.NamedTemporaryFile(prefix="request-floor-", suffix=".log")
+    conf.set_override("log_file", log.name)
+    deploy.setup_logging(conf)
+    if names == ["--parts"]:
+        parts(conf)
+        return
+    with fixtures.database("mysql") as db:
+        app = deploy.build_app(conf, db=db, sync_schema=False)
+        small_reads_ab._seed(app)
+        for name in names or CUTS:
+            swaps = CUTS[name]
+            for path in PATHS:
+                found = {"before": [], "after": []}
+                bodies = {}
+                try:
+                    for batch in range(BATCHES + 1):
+                        for way in found:
+                            _setup(way, swaps)
+                            start = time.process_time()
+                            for _ in range(BATCH):
+                                status, body = profile_request.call(app, path, "1.39")
+                                assert status.startswith("200"), status
+                            bodies[way] = body
+                            if batch:
+                                found[way].append(
+                                    (time.process_time() - start) / BATCH * 1e6
+                                )
+                finally:
+                    _setup("after", swaps)
+                assert bodies["before"] == bodies["after"], bodies
+                before, after = (statistics.median(found[w]) for w in found)
+                print(
+                    "%-12s GET %s: before %.1f us (min %.1f), after %.1f us "
+                    "(min %.1f), ratio %.3f"
+                    % (
+                        name,
+                        "/" if path == "/" else "/resource_providers/{uuid}",
+                        before,
+                        min(found["before"]),
+                        after,
+                        min(found["after"]),
+                        after / before,
+                    ),
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
