@@ -88,9 +88,12 @@ class Cloud:
         return rp
 
     def generation(self, rp):
-        return self.call(self.writer, "/resource_providers/%s" % rp).json()[
-            "generation"
-        ]
+        """The provider's generation (None if it is gone), read by SQL: a
+        GET through either worker would bring (and count) its catalog."""
+        with self.writer_db.engine.connect() as conn:
+            return conn.execute(
+                sa.select(RP.c.generation).where(RP.c.uuid == rp)
+            ).scalar()
 
     def inventories(self, rp, **totals):
         self.write(
@@ -572,8 +575,7 @@ class RandomCloud:
         return self.rng.sample(items, self.rng.randint(0, len(items)))
 
     def generation(self, rp):
-        resp = self.cloud.call(self.cloud.writer, "/resource_providers/%s" % rp)
-        return resp.json()["generation"] if resp.status == 200 else 0
+        return self.cloud.generation(rp) or 0
 
     def provider(self):
         rp = str(uuid.uuid4())
