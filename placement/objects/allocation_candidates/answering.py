@@ -306,7 +306,7 @@ def _search(index, request, options, build=True):
     memory = None
     if paged and (build or one_per_tree) and getattr(index, "used", None) is not None:
         memory = _Memory(index, class_ids.values(), load)
-        seen.root_of = index.root
+        seen.root_of, seen.roots_of = index.root, index.roots
     if ranked is not None:
         # Each page in its trees' order at the usage it reads: the
         # ranking's own where it was made at that usage.
@@ -321,7 +321,7 @@ def _search(index, request, options, build=True):
             )
         else:
             memory = None  # ordered by the usage the pages read
-            seen.root_of = None
+            seen.root_of = seen.roots_of = None
             placed = _placed(
                 (load(roots=sorted(page), sparse=True) for page in pages), positions
             )
@@ -447,12 +447,25 @@ class _Seen:
         # search that learns its first page for the next of its shape
         self.root_of = None  # root id of a provider of a tree whose
         # candidates were kept and not read (``_Memory``)
+        self.roots_of = None  # the same for a set of providers, as a set
 
     def most(self):
         """At most how many candidates the search gives, once known: a
         search of one snapshot has planned it all by its first candidate;
         None for pages (later ones are not planned yet) or before."""
         return self.planned if self.whole and self.snapshots else None
+
+    def roots(self, rps):
+        """The set of the root ids of providers ``rps`` (a set)."""
+        out = set()
+        for snapshot in self.snapshots:
+            providers_ = snapshot.providers
+            within = rps & providers_.keys()
+            out.update([providers_[rp].root_id for rp in within])
+            rps = rps - within
+        if rps:
+            out.update(self.roots_of(rps) if self.roots_of else map(self.root, rps))
+        return out
 
     def root(self, rp):
         for snapshot in self.snapshots:
@@ -675,10 +688,23 @@ def _too_large(bound):
     )
 
 
+class _Uuids(dict):
+    """{provider id: uuid}: the providers outside ``summaries`` that are
+    put in, the others' from their Summary when asked (the renderer asks
+    for the allocated ones only: no pass over every summary)."""
+
+    def __init__(self, summaries):
+        super().__init__()
+        self.summaries = summaries
+
+    def __missing__(self, rp):
+        return self.summaries[rp].uuid
+
+
 def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped):
     """The Result of ``found``: ``allocated`` and ``mapped`` are the
     providers its candidates allocate from and map."""
-    roots = {seen.root(rp) for rp in allocated}
+    roots = seen.roots(allocated)
     class_names = {i: n for n, i in class_ids.items()}
     summaries = providers.load_summaries(
         index,
@@ -688,8 +714,8 @@ def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped)
         class_names,
         allocated if allocated_only else None,
     )
-    uuids = {rp: s.uuid for rp, s in summaries.items()}
+    uuids = _Uuids(summaries)
     # Resourceless groups may map providers outside the summarised trees.
-    if not mapped <= uuids.keys():
-        uuids.update(index.uuids(mapped - uuids.keys()))
+    if not mapped <= summaries.keys():
+        uuids.update(index.uuids(mapped - summaries.keys()))
     return Result(found, summaries, uuids, class_names)

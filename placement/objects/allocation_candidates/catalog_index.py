@@ -263,6 +263,11 @@ class CatalogIndex:
         """The root id of the catalog's provider ``rp``."""
         return self.catalog.providers[rp].root_id
 
+    def roots(self, rps: Collection[int]) -> set[int]:
+        """The root ids of the catalog's providers ``rps``."""
+        ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
+        return set(catalog_columns.of(self.catalog).roots_of(ids).tolist())
+
     def usage_table(
         self, class_ids: Sequence[int], rps: Sequence[int]
     ) -> np.ndarray | None:

@@ -89,6 +89,7 @@ class Columns:
         self._holds: dict[int, np.ndarray] = {}
         self._members = catalog.members
         self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
+        self._root_of: tuple[np.ndarray, np.ndarray] | None = None
         self._capacity: dict[int, np.ndarray] = {}
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
 
@@ -97,6 +98,27 @@ class Columns:
         into ``roots``), tree after tree; how many each tree has): from
         columns of every tree's members made on first use, no provider
         looked at."""
+        starts, ids = self._rows()
+        sizes = starts[at + 1] - starts[at]
+        # Each tree's rows: its start, then one more per member.
+        first = np.repeat(starts[at] - (np.cumsum(sizes) - sizes), sizes)
+        return ids[first + np.arange(len(first))], sizes
+
+    def roots_of(self, rps: np.ndarray) -> np.ndarray:
+        """The root id of each provider of ``rps`` (ids of the catalog's
+        providers): from every provider's id and root in id order, made on
+        first use, no provider looked at."""
+        if self._root_of is None:
+            starts, ids = self._rows()
+            trees = np.repeat(self.roots, np.diff(starts))
+            order = np.argsort(ids, kind="stable")
+            self._root_of = (ids[order], trees[order])
+        ids, roots = self._root_of
+        return roots[np.searchsorted(ids, rps)]
+
+    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(where each tree's members start, every tree's member ids, tree
+        after tree in root id order), made on first use."""
         if self._member_rows is None:
             trees = [self._members.get(root, ()) for root in self.roots.tolist()]
             sizes = np.fromiter(map(len, trees), dtype=np.int64, count=len(trees))
@@ -106,11 +128,7 @@ class Columns:
                 count=int(sizes.sum()),
             )
             self._member_rows = (np.concatenate(([0], np.cumsum(sizes))), ids)
-        starts, ids = self._member_rows
-        sizes = starts[at + 1] - starts[at]
-        # Each tree's rows: its start, then one more per member.
-        first = np.repeat(starts[at] - (np.cumsum(sizes) - sizes), sizes)
-        return ids[first + np.arange(len(first))], sizes
+        return self._member_rows
 
     def capacity(self, rc: int) -> np.ndarray:
         """Per root (aligned with ``roots``), its tree's capacity of class
