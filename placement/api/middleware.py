@@ -11,6 +11,7 @@ import re
 import sys
 import time
 import urllib.parse
+from typing import Any
 
 import orjson
 from oslo_context import context as oslo_context
@@ -27,7 +28,7 @@ _GLOBAL_ID = re.compile(
 )
 
 
-def new_request_id():
+def new_request_id() -> str:
     """``req-`` and a random (version 4) UUID, as ``uuid.uuid4()`` writes
     it, from the same 16 random bytes, in less than half its time."""
     h = os.urandom(16).hex()
@@ -91,7 +92,9 @@ _LINE = (
 )
 
 
-def log_request(environ, seen, started, request_id):
+def log_request(
+    environ: dict[str, Any], seen: dict[str, Any], started: float, request_id: str
+) -> None:
     """The request's INFO line on ``placement.requestlog``."""
     # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
     # the client sent them, like the query string.
