@@ -92,10 +92,8 @@ _LINE = (
 )
 
 
-def log_request(
-    environ: dict[str, Any], seen: dict[str, Any], started: float, request_id: str
-) -> None:
-    """The request's INFO line on ``placement.requestlog``."""
+def logged_path(environ: dict[str, Any]) -> str:
+    """The request's path and query as the log line shows them."""
     # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
     # the client sent them, like the query string.
     path = urllib.parse.quote(
@@ -106,6 +104,14 @@ def log_request(
     )
     if environ.get("QUERY_STRING"):
         path += "?" + environ["QUERY_STRING"]
+    return path
+
+
+def log_request(
+    environ: dict[str, Any], seen: dict[str, Any], started: float, request_id: str
+) -> None:
+    """The request's INFO line on ``placement.requestlog``."""
+    path = logged_path(environ)
     length, version = "0", "-"
     for name, value in seen.get("headers", ()):
         name = name.lower()

@@ -29,7 +29,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -93,14 +92,7 @@ def _request_id():
 
 def _log_request(environ, seen, started, request_id):
     """middleware.log_request before: the headers as a dict, LOG.info."""
-    path = urllib.parse.quote(
-        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
-            "latin-1", "replace"
-        ),
-        safe="/:@!$&'()*+,;=-._~%",
-    )
-    if environ.get("QUERY_STRING"):
-        path += "?" + environ["QUERY_STRING"]
+    path = middleware.logged_path(environ)
     headers = dict((k.lower(), v) for k, v in seen.get("headers", []))
     middleware.LOG.info(
         middleware._LINE,
