@@ -921,23 +921,16 @@ def test_a_write_that_records_nothing_is_caught(cloud, monkeypatch, table):
     cloud.check()
 
 
-@pytest.fixture(params=fixtures.BACKENDS)
-def plain_db(request):
-    fixtures.require_backend(request.param)
-    with fixtures.database(request.param) as db:
-        yield db
-
-
-def test_changes_of_one_write_share_its_number(plain_db):
+def test_changes_of_one_write_share_its_number(db):
     """A write's changes are logged under one new number of one shard,
     as items 0.. in order, whatever their count (and counts that come
     back reuse their statement)."""
     for refs in ([7], [3, 1, 2], [5], [2, 9]):
-        with plain_db.reader() as conn:
+        with db.reader() as conn:
             before = changes.counts(conn)
-        with plain_db.writer() as conn:
+        with db.writer() as conn:
             changes.record(conn, changes.TRAIT, refs)
-        with plain_db.reader() as conn:
+        with db.reader() as conn:
             after = changes.counts(conn)
             (shard,) = [s for s in after if after[s] != before.get(s, 0)]
             assert after[shard] == before.get(shard, 0) + 1

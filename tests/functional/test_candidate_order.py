@@ -32,9 +32,9 @@ FLAVOR = "resources=VCPU:1,MEMORY_MB:512"
 
 
 class Cloud(drain_cloud.Cloud):
-    def candidates(self, query, order, catalog=True, age=0.0):
-        """The answer's allocation requests under ``order``, rankings
-        used for ``age`` seconds."""
+    def answer(self, query, order, catalog=True, age=0.0):
+        """The whole answer under ``order``, rankings used for ``age``
+        seconds."""
         with fixtures.overrides(
             **{
                 "placement.allocation_candidates_order": order,
@@ -44,7 +44,11 @@ class Cloud(drain_cloud.Cloud):
         ):
             resp = self.call("/allocation_candidates?" + query)
         assert resp.status == 200, resp.body
-        return resp.json()["allocation_requests"]
+        return resp.json()
+
+    def candidates(self, query, order, catalog=True, age=0.0):
+        """The answer's allocation requests under ``order``."""
+        return self.answer(query, order, catalog, age)["allocation_requests"]
 
     def trees(self, query, order):
         """The root names of the answer's candidates, in answer order (a
@@ -282,19 +286,7 @@ def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
     queries = [FLAVOR + "&limit=3", "resources=VCPU:2&limit=2", FLAVOR + "&limit=20"]
 
     def answers(order, catalog, age):
-        found = []
-        for query in queries:
-            with fixtures.overrides(
-                **{
-                    "placement.allocation_candidates_order": order,
-                    "placement.provider_catalog": catalog,
-                    "placement.allocation_candidates_order_age": age,
-                }
-            ):
-                resp = cloud.call("/allocation_candidates?" + query)
-            assert resp.status == 200, resp.body
-            found.append(resp.json())
-        return found
+        return [cloud.answer(query, order, catalog, age) for query in queries]
 
     for step in range(4):
         for order in ("id", "spread", "pack"):

@@ -14,13 +14,6 @@ from placement.objects.catalog import changes
 from tests import fixtures
 
 
-@pytest.fixture(params=fixtures.BACKENDS)
-def db(request):
-    fixtures.require_backend(request.param)
-    with fixtures.database(request.param) as db:
-        yield db
-
-
 def test_rows_and_listeners(db):
     seen = []
     for name in ("before_cursor_execute", "after_cursor_execute"):
