@@ -38,6 +38,9 @@ if typing.TYPE_CHECKING:
     from placement.objects.catalog import store
 
 ORDERS = ("id", "spread", "pack")
+# A first page is partitioned among the keys up to a bound taken from
+# every SAMPLE-th key (``_best``).
+SAMPLE = 16
 # Rankings kept per catalog (request shapes: order, flavor, narrowed
 # trees; 1.6 MB each at 100,000 hosts); past them all are forgotten.
 MOST_RANKINGS = 32
@@ -260,9 +263,22 @@ def _best(keys: np.ndarray, count: int) -> np.ndarray:
         # The best all tie (spread's empty trees): by index. A partition
         # among so many equal keys is the slowest case of introselect.
         return tied[:count]
-    threshold = keys[np.argpartition(keys, count - 1)[count - 1]]
-    below = np.flatnonzero(keys < threshold)
-    tied = np.flatnonzero(keys == threshold)[: count - len(below)]
+    # The partition among the keys up to a bound that a sample of every
+    # SAMPLE-th key shows to hold at least ``count`` of them: the best
+    # are all there, in index order still.
+    within = None
+    if len(keys) >= 8 * SAMPLE and len(keys) >= 8 * count:
+        sample = keys[::SAMPLE]
+        bound = np.partition(sample, 2 * count // SAMPLE + 8)[2 * count // SAMPLE + 8]
+        within = np.flatnonzero(keys <= bound)
+        if len(within) < count:
+            within = None
+    if within is None:
+        within = np.arange(len(keys))
+    some = keys[within]
+    threshold = some[np.argpartition(some, count - 1)[count - 1]]
+    below = within[some < threshold]
+    tied = within[some == threshold][: count - len(below)]
     head = np.concatenate((below, tied))
     head.sort()
     return head[np.argsort(keys[head], kind="stable")]
