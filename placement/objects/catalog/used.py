@@ -296,9 +296,7 @@ def _aligned(keys: np.ndarray, rp: np.ndarray, values: np.ndarray) -> np.ndarray
     """``values`` of providers ``rp`` put at their rows of ``keys`` (ids,
     ascending; 0 elsewhere; a provider not in ``keys`` left out)."""
     out = np.zeros(len(keys), dtype=np.int64)
-    at = np.searchsorted(keys, rp)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == rp[found]
+    at, found = catalog_columns.find(keys, None, rp)
     out[at[found]] = values[found]
     return out
 
@@ -308,9 +306,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, rp: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rp), dtype=np.int64)
     if not len(keys):
         return out
-    at = np.searchsorted(keys, rp)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == rp[found]
+    at, found = catalog_columns.find(keys, None, rp)
     out[found] = values[at[found]]
     return out
 
