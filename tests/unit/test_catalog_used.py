@@ -68,3 +68,72 @@ def test_holders_come_and_go(named, now, keys, values):
     assert new_keys.tolist() == keys
     assert new_values.tolist() == values
     assert not (new_keys.flags.writeable or new_values.flags.writeable)
+
+
+def test_tree_totals_are_kept_and_follow_a_claim():
+    mine = _used()
+    root = _array(0, 1, 0)  # holders 2 and 9 in tree 0, 5 in tree 1
+    totals = mine.tree_totals(1, mine.rp[1], root, 3)
+    assert totals.tolist() == [11, 0, 0]
+    assert mine.tree_totals(1, mine.rp[1], root, 3) is totals
+    # Not this usage's holders: none.
+    assert mine.tree_totals(3, _array(2), _array(0), 3) is None
+    # A claim on 5 and a release on 9: the sums follow, none written.
+    new = used.Used(
+        dict(mine.rp),
+        {**mine.amount, 1: _array(4, 3, 2)},
+        mine.ids,
+        mine.generation,
+        mine.modified,
+    )
+    new.totals = dict(mine.totals)
+    mine._follow_totals(new, 1)
+    assert new.totals[1][1].tolist() == [6, 3, 0]
+    assert new.tree_totals(1, new.rp[1], root, 3) is new.totals[1][1]
+    assert totals.tolist() == [11, 0, 0]
+    # Holders come: summed again when asked.
+    moved = used.Used(
+        {**mine.rp, 1: _array(2, 5)},
+        {**mine.amount, 1: _array(4, 3)},
+        mine.ids,
+        mine.generation,
+        mine.modified,
+    )
+    moved.totals = dict(mine.totals)
+    mine._follow_totals(moved, 1)
+    assert 1 not in moved.totals
+
+
+def test_tree_totals_with_negative_usage_are_summed_each_time():
+    mine = used.Used(
+        rp={1: _array(2, 5)},
+        amount={1: _array(-1, 3)},
+        ids=_array(2, 5),
+        generation=_array(1, 1),
+        modified=_array(0, 0),
+    )
+    totals = mine.tree_totals(1, mine.rp[1], _array(0, 0), 1)
+    assert totals.tolist() == [2.0] and totals.dtype == np.float64
+    assert 1 not in mine.totals
+
+
+def test_table_by_id_and_by_search():
+    mine = used.Used(
+        rp={1: _array(2, 5, 9), 3: _array(5, 10**7)},  # class 3: sparse ids
+        amount={1: _array(4, 0, 7), 3: _array(100, 6)},
+        ids=_array(2, 5, 9, 11, 10**7),
+        generation=_array(1, 2, 3, 4, 5),
+        modified=_array(0, 0, 0, 0, 0),
+    )
+    rps = np.array([10**7, 9, 11, 2, 5, 10**8, 0])
+    assert mine.table([1, 3, 4], rps).tolist() == [
+        [-1, 6, -1],
+        [7, -1, -1],
+        [-1, -1, -1],
+        [4, -1, -1],
+        [0, 100, -1],
+        [-1, -1, -1],
+        [-1, -1, -1],
+    ]
+    assert mine.rows[1][1] is not None and mine.rows[3][1] is None
+    assert mine.table([1], np.array([], dtype=np.int64)).shape == (0, 1)

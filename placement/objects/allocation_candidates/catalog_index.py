@@ -238,7 +238,7 @@ class CatalogIndex:
         self.confirm()
         columns = catalog_columns.of(self.catalog)
         page = np.fromiter(roots, dtype=np.int64, count=len(roots))
-        rps, sizes = columns.members(np.searchsorted(columns.roots, page))
+        rps, sizes = columns.members(columns.positions(page))
         # A row per provider, tree after tree: its id, then its usage.
         table = np.empty((len(rps), 1 + len(class_ids)), dtype=np.int64)
         table[:, 0] = rps
@@ -253,7 +253,7 @@ class CatalogIndex:
         the columns, no provider looked at."""
         columns = catalog_columns.of(self.catalog)
         page = np.fromiter(roots, dtype=np.int64, count=len(roots))
-        at = np.searchsorted(columns.roots, page)
+        at = columns.positions(page)
         held = np.zeros(len(page), dtype=bool)
         for rc in class_ids:
             held |= columns.holds(rc)[at]

@@ -38,14 +38,15 @@ if typing.TYPE_CHECKING:
     from placement.objects.catalog import store
 
 ORDERS = ("id", "spread", "pack")
+# A first page is partitioned among the keys up to a bound taken from
+# every SAMPLE-th key (``_best``).
+SAMPLE = 16
 # Rankings kept per catalog (request shapes: order, flavor, narrowed
 # trees; 1.6 MB each at 100,000 hosts); past them all are forgotten.
 MOST_RANKINGS = 32
 # The largest amount the int64 columns judge: a larger one is the
 # snapshot's (Python ints).
 _COLUMN_MAX = 2**62
-# Sums of whole numbers up to this are exact in float64.
-_FLOAT_EXACT = 2**52
 
 # {(root, class): [capacity, used]}
 Sums = dict[tuple[int, int], list[int]]
@@ -166,27 +167,33 @@ def _ranked(columns, index, order, amounts, roots, classes):
     if any(rc not in columns.stock for rc in wanted):
         return Ranked(np.empty(0, dtype=np.int64), np.empty(0), None, {})
     used_of = index.usage_columns(wanted, columns.stock)
-    fitting = np.ones(size, dtype=bool)
+    memory = getattr(index, "used", None)
     shares = np.zeros(size)
     counted = np.zeros(size)
     exact = True
     for rc in classes:
-        stock = columns.stock[rc]
         used = used_of[rc]
         capacity = columns.capacity(rc)
         held = capacity > 0
-        total = np.bincount(stock.root, used, size)
+        # A class with one row per tree (flat clouds): its usage column
+        # is the trees' (a float64 sum of one value is that value); else
+        # the sums per tree the usage in memory keeps.
+        per_tree = columns.per_tree(rc)
+        total = used if per_tree else _totals(columns.stock[rc], used, memory, rc, size)
         # Adding 0.0 where a tree holds none leaves its sum as it was.
         shares += np.divide(total, capacity, out=np.zeros(size), where=held)
         counted += held
-        exact = exact and _exact(stock, used, capacity, total)
+        exact = exact and _exact(columns, rc, used, None if per_tree else total)
+    fitting = None
     for rc, amount in amounts:
-        stock = columns.stock[rc]
         # catalog_columns.fits(...) > 0, one comparison per row
         room = used_of[rc] <= columns.most_used(rc, amount)
-        tree = np.zeros(size, dtype=bool)
-        tree[stock.root[room]] = True
-        fitting &= tree
+        if columns.per_tree(rc):
+            tree = room
+        else:
+            tree = np.zeros(size, dtype=bool)
+            tree[columns.stock[rc].root[room]] = True
+        fitting = tree if fitting is None else fitting & tree
     if roots is not None:
         fitting &= np.isin(columns.roots, roots)
     share = np.divide(shares, counted, out=np.zeros(size), where=counted > 0)
@@ -194,23 +201,31 @@ def _ranked(columns, index, order, amounts, roots, classes):
     return Ranked(
         columns.roots[at],
         share[at] if order == "spread" else -share[at],
-        getattr(index, "used", None) if exact else None,
+        memory if exact else None,
         {},
     )
 
 
-def _exact(stock, used, capacity, total):
+def _totals(stock, used, memory, rc, size):
+    """Per tree, the sum of ``used`` (aligned with ``stock``'s rows):
+    the usage in memory's kept sums where it is that usage, else summed."""
+    if memory is not None:
+        total = memory.tree_totals(rc, stock.rp, stock.root, size)
+        if total is not None:
+            return total
+    return np.bincount(stock.root, used, size)
+
+
+def _exact(columns, rc, used, total):
     """Whether a class's shares in the columns are ``used_share``'s to
     the bit: every limit Python's ``int`` of the same product (not
     clipped, not negative: floor and truncation agree), every tree's
-    capacity and usage summed exactly in float64."""
-    return bool(
-        not stock.big
-        and (not len(stock.limit) or stock.limit.min() >= 0)
-        and (not len(used) or used.min() >= 0)
-        and (not len(capacity) or capacity.max() < _FLOAT_EXACT)
-        and (not len(total) or total.max() < _FLOAT_EXACT)
-    )
+    capacity and usage (``total``; None: ``used`` is the trees')
+    summed exactly in float64."""
+    if not columns.exact_limits(rc) or (len(used) and used.min() < 0):
+        return False
+    total = used if total is None else total
+    return bool(not len(total) or total.max() < catalog_columns.FLOAT_EXACT)
 
 
 def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
@@ -248,9 +263,22 @@ def _best(keys: np.ndarray, count: int) -> np.ndarray:
         # The best all tie (spread's empty trees): by index. A partition
         # among so many equal keys is the slowest case of introselect.
         return tied[:count]
-    threshold = keys[np.argpartition(keys, count - 1)[count - 1]]
-    below = np.flatnonzero(keys < threshold)
-    tied = np.flatnonzero(keys == threshold)[: count - len(below)]
+    # The partition among the keys up to a bound that a sample of every
+    # SAMPLE-th key shows to hold at least ``count`` of them: the best
+    # are all there, in index order still.
+    within = None
+    if len(keys) >= 8 * SAMPLE and len(keys) >= 8 * count:
+        sample = keys[::SAMPLE]
+        bound = np.partition(sample, 2 * count // SAMPLE + 8)[2 * count // SAMPLE + 8]
+        within = np.flatnonzero(keys <= bound)
+        if len(within) < count:
+            within = None
+    if within is None:
+        within = np.arange(len(keys))
+    some = keys[within]
+    threshold = some[np.argpartition(some, count - 1)[count - 1]]
+    below = within[some < threshold]
+    tied = within[some == threshold][: count - len(below)]
     head = np.concatenate((below, tied))
     head.sort()
     return head[np.argsort(keys[head], kind="stable")]

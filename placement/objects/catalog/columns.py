@@ -44,6 +44,12 @@ LIMIT_MAX = 2**62
 # (class, amount) pairs whose room test ``Columns.most_used`` keeps: past
 # them all are forgotten.
 MOST_AMOUNTS = 64
+# Sums of whole numbers up to this are exact in float64.
+FLOAT_EXACT = 2**52
+# Rows by id (rows_by_id) are made where the largest id is below DENSE
+# times the ids, plus DENSE_SLACK: 4 bytes per id, at most 16 bytes per
+# row (or 256 KB) then.
+DENSE, DENSE_SLACK = 4, 65536
 
 
 class Columns:
@@ -89,9 +95,19 @@ class Columns:
         self._holds: dict[int, np.ndarray] = {}
         self._members = catalog.members
         self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
-        self._root_of: tuple[np.ndarray, np.ndarray] | None = None
+        self._root_of: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
         self._capacity: dict[int, np.ndarray] = {}
+        self._per_tree: dict[int, bool] = {}
+        self._exact: dict[int, bool] = {}
+        self._roots_by_id: np.ndarray | None = None
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
+
+    def positions(self, page: np.ndarray) -> np.ndarray:
+        """The indexes in ``roots`` of the root ids ``page`` (roots of the
+        catalog): by ``rows_by_id`` of the roots, made on first use."""
+        if self._roots_by_id is None:
+            self._roots_by_id = rows_by_id(self.roots)
+        return find(self.roots, self._roots_by_id, page)[0]
 
     def members(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the provider ids of the trees of the roots at ``at`` (indexes
@@ -112,9 +128,9 @@ class Columns:
             starts, ids = self._rows()
             trees = np.repeat(self.roots, np.diff(starts))
             order = np.argsort(ids, kind="stable")
-            self._root_of = (ids[order], trees[order])
-        ids, roots = self._root_of
-        return roots[np.searchsorted(ids, rps)]
+            self._root_of = (ids[order], trees[order], rows_by_id(ids[order]))
+        ids, roots, by_id = self._root_of
+        return roots[find(ids, by_id, rps)[0]]
 
     def _rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(where each tree's members start, every tree's member ids, tree
@@ -138,6 +154,32 @@ class Columns:
             stock = self.stock[rc]
             found = self._capacity[rc] = np.bincount(
                 stock.root, stock.limit.astype(float), len(self.roots)
+            )
+        return found
+
+    def per_tree(self, rc: int) -> bool:
+        """Whether ``stock[rc]`` has one row per tree, in ``roots``' order
+        (flat clouds): a column of its rows is then one of the trees, no
+        sum per tree needed (made on first use)."""
+        found = self._per_tree.get(rc)
+        if found is None:
+            root = self.stock[rc].root
+            found = self._per_tree[rc] = len(root) == len(self.roots) and bool(
+                np.array_equal(root, np.arange(len(root)))
+            )
+        return found
+
+    def exact_limits(self, rc: int) -> bool:
+        """Whether the limits of ``stock[rc]`` are Python's ints of the
+        same products (not clipped, none negative) and every tree's sum
+        of them exact in float64 (made on first use)."""
+        found = self._exact.get(rc)
+        if found is None:
+            stock, capacity = self.stock[rc], self.capacity(rc)
+            found = self._exact[rc] = bool(
+                not stock.big
+                and (not len(stock.limit) or stock.limit.min() >= 0)
+                and (not len(capacity) or capacity.max() < FLOAT_EXACT)
             )
         return found
 
@@ -254,6 +296,35 @@ def of(catalog: "store.Catalog") -> Columns:
             if columns is None:
                 columns = catalog.columns = Columns(catalog)
     return columns
+
+
+def rows_by_id(keys: np.ndarray) -> np.ndarray | None:
+    """Per id up to the largest of ``keys`` (ids, ascending), its index
+    in them (-1 for none): a lookup is then one memory access per id,
+    where a search takes a dozen, scattered over ``keys`` for scattered
+    ids (a ranked page's trees). None where the ids are too sparse for
+    it (DENSE) or there are none."""
+    if not len(keys) or keys[-1] >= DENSE * len(keys) + DENSE_SLACK:
+        return None
+    by_id = np.full(int(keys[-1]) + 1, -1, dtype=np.int32)
+    by_id[keys] = np.arange(len(keys), dtype=np.int32)
+    by_id.flags.writeable = False
+    return by_id
+
+
+def find(
+    keys: np.ndarray, by_id: np.ndarray | None, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(where each of ``ids`` is in ``keys``, whether it is): by
+    ``rows_by_id(keys)`` where there is one, else by a search."""
+    if by_id is None:
+        at = np.searchsorted(keys, ids)
+        found = at < len(keys)
+        found[found] = keys[at[found]] == ids[found]
+        return at, found
+    inside = (ids >= 0) & (ids < len(by_id))
+    at = by_id[np.where(inside, ids, 0)]
+    return at, inside & (at >= 0)
 
 
 def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:

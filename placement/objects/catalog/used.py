@@ -28,6 +28,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import bulk
+from placement.objects.catalog import columns as catalog_columns
 
 ALLOC, RP = tables.allocations, tables.resource_providers
 
@@ -69,9 +70,10 @@ CHUNK = 10000
 class Used:
     """Per class its holders' ids (ascending) and what each uses, aligned;
     every provider id (ascending), its generation and last change (seconds
-    since the epoch, NO_TIME for none), aligned."""
+    since the epoch, NO_TIME for none), aligned; per class, what each tree
+    uses of it, where asked (``tree_totals``) and followed since."""
 
-    __slots__ = ("rp", "amount", "ids", "generation", "modified")
+    __slots__ = ("rp", "amount", "ids", "generation", "modified", "totals", "rows")
 
     def __init__(
         self,
@@ -86,6 +88,11 @@ class Used:
         self.ids = ids
         self.generation = generation
         self.modified = modified
+        # {class: (each holder's tree index the sums are by, the sums)}
+        self.totals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # {class: (its holders' ids, columns.rows_by_id of them)}, shared
+        # by the Used that follow: good while the holders are the same
+        self.rows: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
 
     @classmethod
     def read(
@@ -140,6 +147,7 @@ class Used:
         new = Used(
             dict(self.rp), dict(self.amount), self.ids, self.generation, self.modified
         )
+        new.totals, new.rows = dict(self.totals), self.rows
         by_class: dict[int, set[int]] = {}
         for rp in used:
             for rc in (*held(rp), *had(rp)):
@@ -154,12 +162,62 @@ class Used:
             else:
                 new.rp.pop(rc, None)
                 new.amount.pop(rc, None)
+            self._follow_totals(new, rc)
         if generations:
             named = set(generations)
             new.ids, new.generation = _merged(self.ids, self.generation, named, born)
             # The same ids come and go: the same keys.
             _, new.modified = _merged(self.ids, self.modified, named, modified)
         return new
+
+    def tree_totals(
+        self, rc: int, holders: np.ndarray, root: np.ndarray, size: int
+    ) -> np.ndarray | None:
+        """Per tree (``size`` of them), what its providers use of class
+        ``rc``: ``holders`` and ``root`` are the ids of the class's
+        holders (ascending) and each one's tree index (a
+        ``columns.Stock``'s ``rp`` and ``root``). Exactly ``np.bincount``'s
+        float64 sums, as int64 where those are exact (no usage negative,
+        every sum below catalog_columns.FLOAT_EXACT): kept and brought along by
+        ``advanced`` from the rows a claim changes, not summed again per
+        request. None where this usage is not aligned with ``holders``."""
+        found = self.totals.get(rc)
+        if found is not None and found[0] is root:
+            return found[1]
+        mine = self.rp.get(rc, _EMPTY)
+        if not (mine is holders or np.array_equal(mine, holders)):
+            return None
+        amount = self.amount.get(rc, _EMPTY)
+        total = np.bincount(root, amount, size)
+        if (not len(amount) or amount.min() >= 0) and (
+            not len(total) or total.max() < catalog_columns.FLOAT_EXACT
+        ):
+            total = _frozen(total.astype(np.int64))
+            self.totals[rc] = (root, total)
+        return total
+
+    def _follow_totals(self, new: "Used", rc: int) -> None:
+        """``new``'s sums per tree of class ``rc`` (whose usage it read
+        again): this one's with the changed rows' differences added, where
+        its holders are the same and the sums stay exact; else none."""
+        found = self.totals.get(rc)
+        if found is None:
+            return
+        old, now = self.amount.get(rc, _EMPTY), new.amount.get(rc, _EMPTY)
+        if now is old:
+            return
+        del new.totals[rc]
+        if new.rp.get(rc) is not self.rp.get(rc):
+            return  # rows came or went: summed again when asked
+        rows = np.flatnonzero(now != old)
+        exact = catalog_columns.FLOAT_EXACT
+        if len(rows) and (now[rows].min() < 0 or now[rows].max() >= exact):
+            return
+        root, total = found
+        total = total.copy()
+        np.add.at(total, root[rows], now[rows] - old[rows])
+        if not len(total) or total.max() < exact:
+            new.totals[rc] = (root, _frozen(total))
 
     def of(self, rc: int, rp: np.ndarray) -> np.ndarray:
         """What providers ``rp`` (ids, any order) use of class ``rc``: 0
@@ -179,21 +237,18 @@ class Used:
     def table(self, classes: Sequence[int], rps: np.ndarray) -> np.ndarray:
         """What providers ``rps`` (ids, any order; a row each) use of each
         of ``classes`` (a column each): -1 where a provider holds no
-        inventory of the class. One lookup per class, none per provider."""
+        inventory of the class. One lookup per class, none per provider
+        (by the holders' rows by id, ``columns.rows_by_id``)."""
         out = np.full((len(rps), len(classes)), -1, dtype=np.int64)
-        # Searched in ascending order: each search starts where the last
-        # ended, in the same cache lines, where scattered ids (a ranked
-        # page's trees) would walk the whole column each time.
-        order = np.argsort(rps, kind="stable")
-        rps = rps[order]
         for column, rc in enumerate(classes):
             keys = self.rp.get(rc, _EMPTY)
             if not len(keys):
                 continue
-            at = np.searchsorted(keys, rps)
-            found = at < len(keys)
-            found[found] = keys[at[found]] == rps[found]
-            out[order[found], column] = self.amount[rc][at[found]]
+            found = self.rows.get(rc)
+            if found is None or found[0] is not keys:
+                found = self.rows[rc] = (keys, catalog_columns.rows_by_id(keys))
+            at, held = catalog_columns.find(keys, found[1], rps)
+            out[held, column] = self.amount[rc][at[held]]
         return out
 
     def pairs(
@@ -241,9 +296,7 @@ def _aligned(keys: np.ndarray, rp: np.ndarray, values: np.ndarray) -> np.ndarray
     """``values`` of providers ``rp`` put at their rows of ``keys`` (ids,
     ascending; 0 elsewhere; a provider not in ``keys`` left out)."""
     out = np.zeros(len(keys), dtype=np.int64)
-    at = np.searchsorted(keys, rp)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == rp[found]
+    at, found = catalog_columns.find(keys, None, rp)
     out[at[found]] = values[found]
     return out
 
@@ -253,9 +306,7 @@ def _lookup(keys: np.ndarray, values: np.ndarray, rp: np.ndarray) -> np.ndarray:
     out = np.zeros(len(rp), dtype=np.int64)
     if not len(keys):
         return out
-    at = np.searchsorted(keys, rp)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == rp[found]
+    at, found = catalog_columns.find(keys, None, rp)
     out[found] = values[at[found]]
     return out
 
