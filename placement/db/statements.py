@@ -50,9 +50,9 @@ def plain_rows(
 ) -> Sequence[Any]:
     """The rows of ``statement`` (a SELECT; ``params``: the values of its
     bound parameters, plain integers or strings, None for NULL: no type
-    processing; those marked ``literal_execute``, integers or None, are
-    written into the text, as ``int_list``'s are, not escaped one by one
-    by the driver) run on the driver's cursor directly, as plain tuples: no
+    processing; those marked ``literal_execute``, integers, None or
+    ``int_list``'s lists, are written into the text, not escaped one by
+    one by the driver) run on the driver's cursor directly, as plain tuples: no
     cache key, execution context, result or row objects of SQLAlchemy's,
     about 40% less CPU than ``conn.execute`` with PyMySQL, for the hottest
     small statement (the catalog's look, which most reads send), and a
@@ -66,16 +66,11 @@ def plain_rows(
     what it would write."""
     dialect = conn.dialect
     template, written, names, positional, fixed = _plain_text(dialect, statement)
-    bound: Any = ()
-    if params is None:
-        text = template % {}
-    else:
-        params = {**fixed, **params}
-        text = template % {n: _int_text(params[n]) for n in written}
-        if positional:
-            bound = tuple(params[n] for n in names)
-        else:
-            bound = {n: params[n] for n in names}
+    params = {**fixed, **params} if params else fixed
+    text = template % {n: _int_text(params[n]) for n in written}
+    bound: Any = (
+        tuple(params[n] for n in names) if positional else {n: params[n] for n in names}
+    )
     dbapi_conn = conn.connection.dbapi_connection
     assert dbapi_conn is not None
     dispatch = conn.dispatch
@@ -84,10 +79,7 @@ def plain_rows(
         cursor = dbapi_conn.cursor()
         for listener in dispatch.before_cursor_execute:
             listener(conn, cursor, text, bound, None, False)
-        if params is None:
-            cursor.execute(text)
-        else:
-            cursor.execute(text, bound)
+        cursor.execute(text, bound)
         rows = cursor.fetchall()
         for listener in dispatch.after_cursor_execute:
             listener(conn, cursor, text, bound, None, False)
@@ -135,5 +127,11 @@ def _plain_text(
 _WRITTEN = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
 
 
-def _int_text(value: int | None) -> str:
-    return "NULL" if value is None else str(int(value))
+def _int_text(value: int | Sequence[int] | None) -> str:
+    """An integer, None or a list of integers (``int_list``'s, for IN:
+    an empty one as NULL, which no value is IN) as written in SQL."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, int):
+        return str(int(value))
+    return ", ".join([str(int(v)) for v in value]) or "NULL"
