@@ -63,6 +63,17 @@ def test_parameters_bound_and_written(db):
         found = [tuple(row) for row in db_api.plain_rows(conn, statement, params)]
     assert found == expected
     assert len(found) == 3 and found[0][0] >= 1
+    listed = sa.select(classes.c.id).where(classes.c.id.in_(db_api.int_list("ids")))
+    with db.single_read() as conn:
+        for ids in ([0, 1, 2], [1], []):
+            expected = [tuple(row) for row in conn.execute(listed, {"ids": ids})]
+            found = [tuple(r) for r in db_api.plain_rows(conn, listed, {"ids": ids})]
+            assert sorted(found) == sorted(expected)
+        expanding = sa.select(classes.c.id).where(
+            classes.c.name.in_(sa.bindparam("names", expanding=True))
+        )
+        with pytest.raises(ValueError):
+            db_api.plain_rows(conn, expanding, {"names": ["VCPU"]})
 
 
 def test_a_driver_error_is_sqlalchemys(db):
