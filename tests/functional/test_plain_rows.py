@@ -72,8 +72,12 @@ def test_parameters_bound_and_written(db):
         expanding = sa.select(classes.c.id).where(
             classes.c.name.in_(sa.bindparam("names", expanding=True))
         )
-        with pytest.raises(ValueError):
-            db_api.plain_rows(conn, expanding, {"names": ["VCPU"]})
+        for names in (["VCPU", "DISK_GB"], ["VCPU"], []):
+            params = {"names": names}
+            expected = [tuple(row) for row in conn.execute(expanding, params)]
+            found = [tuple(r) for r in db_api.plain_rows(conn, expanding, params)]
+            assert sorted(found) == sorted(expected)
+            assert len(found) == len(names)
 
 
 def test_a_driver_error_is_sqlalchemys(db):

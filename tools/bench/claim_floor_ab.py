@@ -3,9 +3,10 @@
 /allocations/{new consumer}`` on the same provider) with the catalog's
 follow-up reads as they were before issue 45's fifth round ("before":
 the log read built and run as before, through ``conn.execute``, its 32
-shard numbers and counts bound; the usage read through
-``conn.execute``) and as they are ("after": both on the driver's cursor,
-``db_api.plain_rows``, their integers written in).
+shard numbers and counts bound; the claimed provider's usage and the
+new consumer's allocations read through ``conn.execute``) and as they
+are ("after": all three on the driver's cursor, ``db_api.plain_rows``,
+their integers written in).
 
 The whole app is called directly (no HTTP) on a fresh database (MariaDB
 by default: PLACEMENT_TEST_MYSQL_URL) with wrk_serve.py's two
@@ -37,6 +38,7 @@ from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
 from placement.db import tables  # noqa: E402
 from placement.objects.catalog import changes  # noqa: E402
+from placement.objects.catalog import consumers  # noqa: E402
 from placement.objects.catalog import deltas  # noqa: E402
 from placement.objects.catalog import history  # noqa: E402
 from placement.objects.catalog import used  # noqa: E402
@@ -106,11 +108,14 @@ def _through_execute(conn, statement, params=None):
 # name: [(module, attribute, before, after)]
 WAYS = [
     (deltas, "since", since_before, deltas.since),
-    (
-        used,
-        "db_api",
-        types.SimpleNamespace(plain_rows=_through_execute),
-        used.db_api,
+    *(
+        (
+            module,
+            "db_api",
+            types.SimpleNamespace(plain_rows=_through_execute),
+            module.db_api,
+        )
+        for module in (used, consumers)
     ),
 ]
 
