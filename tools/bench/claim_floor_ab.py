@@ -37,7 +37,6 @@ from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
 from placement.db import tables  # noqa: E402
-from placement.objects.catalog import changes  # noqa: E402
 from placement.objects.catalog import consumers  # noqa: E402
 from placement.objects.catalog import deltas  # noqa: E402
 from placement.objects.catalog import history  # noqa: E402
@@ -67,14 +66,7 @@ def _since_before():
         .limit(deltas.MAX_ITEMS + 1)
         .subquery()
     )
-    counts = sa.select(
-        changes.CATALOG.c.shard,
-        changes.CATALOG.c.changes,
-        sa.cast(sa.null(), sa.SmallInteger),
-        sa.cast(sa.null(), sa.Integer),
-        sa.cast(sa.null(), sa.String(36)),
-        changes.CATALOG.c.token,
-    )
+    counts = deltas._SINCE.selects[0]  # the same as now
     return sa.union_all(counts, sa.select(items))
 
 
