@@ -40,6 +40,46 @@ def test_rows_and_listeners(db):
     assert seen[1][1] == text
 
 
+def test_parameters_bound_and_written(db):
+    """Bound parameters, those written into the text (``literal_execute``,
+    None as NULL) and the statement's own (its limit) give the rows
+    ``conn.execute`` gives, on every backend's parameter style."""
+    classes = tables.resource_classes
+    statement = (
+        sa.select(classes.c.id, classes.c.name)
+        .where(
+            classes.c.id >= sa.bindparam("low", literal_execute=True),
+            sa.or_(
+                classes.c.name != sa.bindparam("name"),
+                sa.bindparam("none", type_=sa.Integer, literal_execute=True).is_(None),
+            ),
+        )
+        .order_by(classes.c.id)
+        .limit(3)
+    )
+    params = {"low": 1, "name": "MEMORY_MB", "none": None}
+    with db.single_read() as conn:
+        expected = [tuple(row) for row in conn.execute(statement, params)]
+        found = [tuple(row) for row in db_api.plain_rows(conn, statement, params)]
+    assert found == expected
+    assert len(found) == 3 and found[0][0] >= 1
+    listed = sa.select(classes.c.id).where(classes.c.id.in_(db_api.int_list("ids")))
+    with db.single_read() as conn:
+        for ids in ([0, 1, 2], [1], []):
+            expected = [tuple(row) for row in conn.execute(listed, {"ids": ids})]
+            found = [tuple(r) for r in db_api.plain_rows(conn, listed, {"ids": ids})]
+            assert sorted(found) == sorted(expected)
+        expanding = sa.select(classes.c.id).where(
+            classes.c.name.in_(sa.bindparam("names", expanding=True))
+        )
+        for names in (["VCPU", "DISK_GB"], ["VCPU"], []):
+            params = {"names": names}
+            expected = [tuple(row) for row in conn.execute(expanding, params)]
+            found = [tuple(r) for r in db_api.plain_rows(conn, expanding, params)]
+            assert sorted(found) == sorted(expected)
+            assert len(found) == len(names)
+
+
 def test_a_driver_error_is_sqlalchemys(db):
     missing = sa.table("no_such_table", sa.column("id"))
     with db.single_read() as conn:

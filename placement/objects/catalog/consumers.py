@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import numpy as np
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import bulk
 from placement.objects.catalog.consumer_columns import NO_RECORD
@@ -260,8 +261,8 @@ def consumers_of(conn: sa.Connection, uuids: Iterable[str]) -> dict:
     """{uuid: Consumer} of the ``uuids`` holding allocations."""
     found: dict = {}
     rows: dict = {}
-    for uuid, id_, rp, rc, used, when, *record in conn.execute(
-        _SOME, {"uuids": list(uuids)}
+    for uuid, id_, rp, rc, used, when, *record in db_api.plain_rows(
+        conn, _SOME, {"uuids": list(uuids)}
     ):
         if uuid not in found:
             found[uuid] = record

@@ -6,6 +6,7 @@ import collections
 
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import history
@@ -99,8 +100,14 @@ def _since_statement():
     past = sa.or_(
         *(
             sa.and_(
-                LOG.c.shard == shard,
-                LOG.c.seq >= sa.bindparam("low_%d" % shard, type_=sa.BigInteger),
+                # The shard's number and its count written into the text:
+                # binding them is most of the CPU a read of a few rows
+                # costs (``db_api.plain_rows``).
+                LOG.c.shard == sa.literal_column(str(shard), sa.Integer),
+                LOG.c.seq
+                >= sa.bindparam(
+                    "low_%d" % shard, type_=sa.BigInteger, literal_execute=True
+                ),
             )
             for shard in range(tables.CATALOG_SHARDS)
         )
@@ -129,11 +136,13 @@ _SINCE = _since_statement()
 
 def since(conn: sa.Connection, catalog: Catalog) -> tuple[dict, dict, dict | None]:
     """(counts now, their tokens, ``changed``'s answer for ``catalog``)
-    in one statement."""
+    in one statement, on the driver's cursor (``db_api.plain_rows``: a
+    claim's next candidate request sends it, and SQLAlchemy's cache key
+    of its 32 shards' terms costs more than its rows)."""
     then = catalog.seqs
     now, marks, items = {}, {}, []
     low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
-    for row in conn.execute(_SINCE, low):
+    for row in db_api.plain_rows(conn, _SINCE, low):
         if row[2] is None:
             now[row[0]], marks[row[0]] = row[1], row[5]
         else:

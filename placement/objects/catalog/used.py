@@ -139,7 +139,7 @@ class Used:
                 "used": used_ids[start : start + CHUNK],
                 "generations": generation_ids[start : start + CHUNK],
             }
-            for rp, rc, value, seconds in conn.execute(OF_PROVIDERS, params):
+            for rp, rc, value, seconds in db_api.plain_rows(conn, OF_PROVIDERS, params):
                 if rc is None:
                     born[rp], modified[rp] = value, seconds
                 else:
