@@ -103,8 +103,8 @@ def _pages_read(monkeypatch):
     pages = []
     pages_of = engine._pages
 
-    def counted(roots, first):
-        for page in pages_of(roots, first):
+    def counted(*args):
+        for page in pages_of(*args):
             pages.append(len(page))
             yield page
 
@@ -225,6 +225,29 @@ def test_a_filter_most_trees_pass_pages_through_all(sparse, monkeypatch):
     forbidden = [group("", {"VCPU": 1}, required=["!CUSTOM_GOLD"])]
     assert len(run(sparse, forbidden, limit=20)["allocation_requests"]) == 10
     assert pages == [12]
+
+
+@pytest.mark.parametrize("catalog", [True, False])
+def test_the_next_page_is_what_the_rate_seen_calls_for(db, monkeypatch, catalog):  # noqa: F811
+    """A forbidden trait on every third tree: the first page's trees give
+    8 anchors in 12, so the 2 more that a limit of 10 needs call for a
+    page of 6 trees (3 at that rate, a quarter more, FIRST_PAGE), not
+    twice 12; the answer is the unlimited one's first 10."""
+    monkeypatch.setattr(engine, "FIRST_PAGE", 2)
+    lay = Layout(db)
+    for i in range(30):
+        lay.add(
+            "CN%02d" % i,
+            inventory={"VCPU": 4},
+            traits=["CUSTOM_GOLD"] if i % 3 == 0 else [],
+        )
+    groups = [group("", {"VCPU": 1}, required=["!CUSTOM_GOLD"])]
+    pages = _pages_read(monkeypatch)
+    with fixtures.overrides(**{"placement.provider_catalog": catalog}):
+        full = run(lay, groups)
+        limited = run(lay, groups, limit=10)
+    assert pages == [12, 6]
+    assert limited["allocation_requests"] == full["allocation_requests"][:10]
 
 
 def test_usage_of_several_classes_comes_one_row_per_provider(db):  # noqa: F811

@@ -10,7 +10,8 @@ from memory where the triggers log every writer's allocations:
 doc/architecture.md "Allocations in memory") or off (``--sql``). Prints
 per read the median wall and CPU time of its calls over ``--paths``
 paths, and the statements per request; ``--reads`` picks the reads,
-``--profile`` adds a cProfile of them (CPU time). Runs on an older tree
+``--profile`` adds a cProfile of them (CPU time); ``--path`` adds any
+GET path (``--reads paths`` for those alone). Runs on an older tree
 too (it imports only what profile_request does), for a before-and-after
 on one machine:
 
@@ -93,6 +94,12 @@ def main():
         default="provider,consumer,capacity,usages",
         help="which reads, comma-separated",
     )
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        help="also this GET path (a read named 'paths'; e.g. scale.py's shapes)",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile them")
     args = parser.parse_args()
     conf = placement_conf.command_conf()
@@ -112,6 +119,7 @@ def main():
     reads = _paths(db, args.paths)
     reads["capacity"] = [(CAPACITY, None)]
     reads["usages"] = _usage_paths(db)
+    reads["paths"] = [(path, None) for path in args.path]
     profiler = cProfile.Profile(time.process_time) if args.profile else None
     for name in args.reads.split(","):
         paths = reads[name]
