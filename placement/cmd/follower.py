@@ -7,7 +7,10 @@ in doc/architecture.md.
 It only looks while no request has been in the worker's gate for
 ``IDLE_S``: a busy worker's requests keep its catalog current anyway, and
 the follower must not take CPU from them. A look costs one statement (the
-stamp); catching up is what the next request would have done.
+stamp), and none when another worker of the host looked within the
+period and found this catalog's stamp (``catalog/host_look.py``: idle,
+a host's followers look about once a period, not once per worker);
+catching up is what the next request would have done.
 
 Busy or idle, it also compares the catalog with the database's
 fingerprint when that is due (other writers' changes, "Writes by other
@@ -53,7 +56,7 @@ class Follower:
             refresh.prune_if_due(self.db)
             if not self.gate.idle_for(self.idle):
                 return None
-            return refresh.catch_up(self.db)
+            return refresh.catch_up(self.db, told=self.every)
         except Exception as e:
             # The database may be away: the next request finds out and
             # answers for it; the next look tries again.

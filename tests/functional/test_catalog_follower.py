@@ -3,6 +3,7 @@ worker's gate has been empty for a while, it brings the worker's provider
 catalog up to date with other workers' writes, so that the next request
 finds it current; while requests come, it leaves that to them."""
 
+import multiprocessing
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
+from tests.functional.test_resource_provider_objects import statements
 
 HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
 
@@ -103,6 +105,42 @@ def test_a_busy_worker_leaves_catching_up_to_its_requests(cloud):
     watcher.idle = 0
     assert watcher.step() == "deltas"
     assert _catalog(cloud.reader_db).stamp == _stamp(cloud.writer_db)
+
+
+def _looked_elsewhere(db):
+    """Another worker of this host (a process forked from this one) takes
+    its follower's look now."""
+    cache = refresh._CACHES[db]
+    context = multiprocessing.get_context("fork")
+
+    def look():
+        with db.reader() as conn:
+            cache.host_look.saw(*changes.look(conn))
+
+    child = context.Process(target=look)
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+
+
+def test_an_idle_host_looks_once_per_period_not_once_per_worker(cloud):
+    db = cloud.reader_db
+    watcher = follower.Follower(db, gate.Gate(cloud.reader, 2), every=60, idle=0)
+    assert watcher.step() == "none"
+    _looked_elsewhere(db)
+    with statements(db) as seen:
+        assert watcher.step() == "none"
+    assert seen == []  # the other worker's look told it
+    # After a write, the other worker's look found a stamp past the
+    # catalog's: this one looks itself and follows the write.
+    rp = _new_host(cloud)
+    _looked_elsewhere(db)
+    assert watcher.step() == "deltas"
+    assert rp in _catalog(db).uuids.values()
+    # Its own look is no tell: the next step looks again.
+    with statements(db) as seen:
+        assert watcher.step() == "none"
+    assert seen
 
 
 def test_the_follower_thread_follows_until_stopped(cloud):

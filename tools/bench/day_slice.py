@@ -12,7 +12,16 @@ the database server, this client) over the slice and over an idle
 stretch before it; with ``--profile``, where the database's time went,
 by statement, from MariaDB's slow log (``long_query_time = 0`` in the
 servers' own sessions only, ``log_output = TABLE``; the server's settings
-are put back after).
+are put back after). The log is switched on before the servers start:
+MariaDB copies ``slow_query_log`` into a session as it connects, so the
+servers' pooled connections log only if it was on then (with it switched
+on later, as before 2026-11-29, most statements went unlogged); their
+statements are counted from the slice's start.
+
+The database server is the one the URL names (host and port): the
+machine's, or a private one (``tests.private_mariadb``, its own process,
+so that its CPU is this slice's alone); its CPU is that one process's
+(found by ``@@pid_file``), not every mariadbd of the machine's.
 """
 
 import collections
@@ -23,6 +32,7 @@ import random
 import re
 import threading
 import time
+import urllib.parse
 import uuid
 
 import procfs
@@ -63,25 +73,36 @@ def _cpu_of(pids):
     return ticks / TICK
 
 
-def _database_pids():
-    pids = []
-    for pid, _ in procfs.stats():
-        try:
-            with open("/proc/%d/comm" % pid) as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        if name in ("mariadbd", "mysqld"):
-            pids.append(pid)
-    return pids
+def _connect(url):
+    """A root connection (autocommit) to the server ``url`` names."""
+    parsed = urllib.parse.urlparse(url)
+    return pymysql.connect(
+        host=parsed.hostname or "127.0.0.1",
+        port=parsed.port or 3306,
+        user="root",
+        autocommit=True,
+    )
+
+
+def _database_pids(url):
+    """The pid of the database server ``url`` names (its pid file)."""
+    conn = _connect(url)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT @@pid_file")
+        (path,) = cur.fetchone()
+    finally:
+        conn.close()
+    with open(path) as f:
+        return [int(f.read().strip())]
 
 
 class Watch:
     """CPU seconds per role (each server's group, database, client)."""
 
-    def __init__(self, pgids):
+    def __init__(self, pgids, url):
         self.roles = {"server %d" % i: pgid for i, pgid in enumerate(pgids)}
-        self.db = _database_pids()
+        self.db = _database_pids(url)
 
     def _pids(self):
         groups = collections.defaultdict(list)
@@ -193,25 +214,30 @@ def _digest(sql):
 
 
 @contextlib.contextmanager
-def slow_log(database):
+def slow_log(url, database):
     """Log every statement of the servers' sessions (their URL sets
-    ``long_query_time = 0`` for each session) to mysql.slow_log; yields a
-    function giving {digest: (count, seconds, rows examined)} for
-    ``database`` since the start."""
-    conn = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
+    ``long_query_time = 0`` for each session) to mysql.slow_log, from
+    connections opened from now on; yields (``mark``, ``digests``):
+    ``mark()`` notes the database's time, ``digests()`` gives
+    {digest: (count, seconds, rows examined)} for ``database`` since the
+    last mark."""
+    conn = _connect(url)
     cur = conn.cursor()
     cur.execute("SELECT @@global.slow_query_log, @@global.log_output")
     was = cur.fetchone()
-    cur.execute("SELECT NOW(6)")
-    since = cur.fetchone()[0]
     cur.execute("SET GLOBAL log_output = 'TABLE'")
     cur.execute("SET GLOBAL slow_query_log = ON")
+    since = []
+
+    def mark():
+        cur.execute("SELECT NOW(6)")
+        since[:] = [cur.fetchone()[0]]
 
     def digests():
         cur.execute(
             "SELECT sql_text, TIME_TO_SEC(query_time), rows_examined"
             " FROM mysql.slow_log WHERE db = %s AND start_time >= %s",
-            (database, since),
+            (database, since[0]),
         )
         out = collections.defaultdict(lambda: [0, 0.0, 0])
         for text, seconds, rows in cur.fetchall():
@@ -223,18 +249,19 @@ def slow_log(database):
             d[2] += int(rows)
         return out
 
+    mark()
     try:
-        yield digests
+        yield mark, digests
     finally:
         cur.execute("SET GLOBAL slow_query_log = %s" % int(was[0]))
         cur.execute("SET GLOBAL log_output = %s", (was[1],))
         conn.close()
 
 
-def _server_figures(database):
+def _server_figures(url, database):
     """(beat of catalog_currency or None, rows the storage engines handed
     out so far, Handler_read_*, the whole server's)."""
-    conn = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
+    conn = _connect(url)
     try:
         cur = conn.cursor()
         cur.execute("SHOW GLOBAL STATUS LIKE 'Handler_read_%'")
@@ -260,6 +287,7 @@ def day(url, args, paths, summary_ms):
     database = url.rsplit("/", 1)[1].split("?", 1)[0]
     serve_url = _profiled(url) if args.profile else url
     with contextlib.ExitStack() as stack:
+        profile = stack.enter_context(slow_log(url, database)) if args.profile else None
         started = [
             stack.enter_context(
                 profile_request.server(serve_url, args.workers, args.threads, 2)
@@ -273,17 +301,18 @@ def day(url, args, paths, summary_ms):
             while s.get(base + paths["flat"], timeout=600).status_code != 200:
                 time.sleep(0.5)
         figures["ready_s"] = round(time.perf_counter() - first, 1)
-        watch = Watch([pgid for _, pgid in started])
+        watch = Watch([pgid for _, pgid in started], url)
         time.sleep(2)
         before = watch.sample()
         time.sleep(IDLE_S)
         figures["idle_cores"] = cores(before, watch.sample())
-        profile = stack.enter_context(slow_log(database)) if args.profile else None
+        if profile is not None:
+            profile[0]()
         before = watch.sample()
-        beat, rows = _server_figures(database)
+        beat, rows = _server_figures(url, database)
         times, counts = run_slice(bases, paths, args.day)
         figures["day_cores"] = cores(before, watch.sample())
-        beat_after, rows_after = _server_figures(database)
+        beat_after, rows_after = _server_figures(url, database)
         # Comparisons published by the lease holder (one per period for the
         # whole cloud), and rows the engines handed out (all databases).
         if beat is not None:
@@ -296,7 +325,7 @@ def day(url, args, paths, summary_ms):
         figures["scheduler_a_c"] = summary_ms(times["scheduler"] or [0])
         figures["claim_put"] = summary_ms(times["claim"] or [0])
         if profile is not None:
-            rows = sorted(profile().items(), key=lambda kv: -kv[1][1])
+            rows = sorted(profile[1]().items(), key=lambda kv: -kv[1][1])
             total = sum(v[1] for _, v in rows) or 1
             figures["db_time_s"] = round(total, 3)
             figures["db_profile"] = [

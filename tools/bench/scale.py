@@ -468,17 +468,18 @@ def check_answers(mysql_url, answers, aggregate, filters=True):
 
 
 @contextlib.contextmanager
-def kept_database(conf):
-    """(url, Database) of a new MySQL database at head that is left in
-    place at the end (drop it by hand)."""
+def kept_database(conf, server):
+    """(url, Database) of a new MySQL database at head on ``server``
+    (host:port) that is left in place at the end (drop it by hand)."""
     name = "placement_scale_%s" % uuid.uuid4().hex[:12]
-    conn = pymysql.connect(host="127.0.0.1", user="root")
+    host, _, port = server.partition(":")
+    conn = pymysql.connect(host=host, port=int(port or 3306), user="root")
     with conn.cursor() as cur:
         cur.execute(
             "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin" % name
         )
     conn.close()
-    url = "mysql+pymysql://root@127.0.0.1:3306/%s?charset=utf8mb4" % name
+    url = "mysql+pymysql://root@%s/%s?charset=utf8mb4" % (server, name)
     with profile_request.at_head(url, conf) as db:
         yield url, db
 
@@ -613,6 +614,12 @@ def main():
     )
     parser.add_argument("--keep", action="store_true", help="keep the loaded database")
     parser.add_argument(
+        "--server",
+        default="127.0.0.1:3306",
+        help="with --keep: the MariaDB server (host:port) to load into, e.g."
+        " a private one (tests.private_mariadb) whose CPU is the slice's alone",
+    )
+    parser.add_argument(
         "--load-only", action="store_true", help="with --keep: load, serve nothing"
     )
     parser.add_argument("--out", help="write the figures here as JSON")
@@ -631,7 +638,7 @@ def main():
             conf = placement_conf.command_conf()
             placement_conf.parse_args(conf, [], default_config_files=[])
             database = (
-                kept_database(conf)
+                kept_database(conf, args.server)
                 if args.keep
                 else profile_request.fresh_database("mysql", conf)
             )

@@ -44,6 +44,8 @@ One job per module, each importing only those before it:
     ``since``); None: read it whole.
 ``snapshot``
     The one snapshot a catalog is read in.
+``host_look``
+    The last look of the host's idle followers, shared by its workers.
 ``holder``
     The held catalog and its lock, brought up to date by the log or read
     whole; its fingerprints by counts; the triggers' look.

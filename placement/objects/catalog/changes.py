@@ -316,9 +316,11 @@ def counts(conn: sa.Connection) -> dict[int, int]:
     return marks(conn)[0]
 
 
+MARKS = sa.select(CATALOG.c.shard, CATALOG.c.changes, CATALOG.c.token)
+
+
 def marks(conn: sa.Connection) -> tuple[dict[int, int], dict[int, int | None]]:
-    """({shard: count}, {shard: token}) of catalog changes, in one statement."""
-    rows = conn.execute(
-        sa.select(CATALOG.c.shard, CATALOG.c.changes, CATALOG.c.token)
-    ).all()
+    """({shard: count}, {shard: token}) of catalog changes, in one statement
+    (on the driver's cursor: every catch-up of a worker reads them)."""
+    rows = db_api.plain_rows(conn, MARKS)
     return {r[0]: r[1] for r in rows}, {r[0]: r[2] for r in rows}

@@ -3,6 +3,7 @@
 or None when the catalog must be read whole instead."""
 
 import collections
+import functools
 
 import sqlalchemy as sa
 
@@ -27,24 +28,22 @@ def changed(
     catalog must be read whole: a count went back (shard rows re-created)
     or came up again with another history (``tokens``: those of ``then``
     and of ``now``, ``history.same``), the log no longer has every
-    change (pruned), too many changes, or one of EVERYTHING."""
+    change (pruned), too many changes, or one of EVERYTHING. One
+    statement over the shards that moved only (usually one: a claim's),
+    not all CATALOG_SHARDS: MariaDB's range optimizer paid for every
+    shard's range, about 3 us each."""
     ranges = _ranges(then, now)
     if not ranges:
         if ranges is None or not history.same(then, now, tokens, ()):
             return None
         return {}
-    wanted = sa.or_(
-        *(
-            sa.and_(LOG.c.shard == shard, LOG.c.seq >= low, LOG.c.seq <= high)
-            for shard, low, high in ranges
-        )
-    )
-    rows = conn.execute(
-        sa.select(
-            LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid, LOG.c.token
-        ).where(wanted)
-    ).all()
-    if not history.same(then, now, tokens, rows):
+    params = {}
+    for i, (shard, low, high) in enumerate(sorted(ranges)):
+        params["shard_%d" % i] = shard
+        params["low_%d" % i] = low
+        params["high_%d" % i] = high
+    rows = db_api.plain_rows(conn, _items(len(ranges)), params)
+    if len(rows) > MAX_ITEMS or not history.same(then, now, tokens, rows):
         return None
     return _named(ranges, rows)
 
@@ -91,67 +90,42 @@ def _named(ranges, rows):
 MAX_ITEMS = 4 * MAX_DELTAS
 
 
-def _since_statement():
-    """Every shard's count and token, and the log items numbered from a
-    catalog's counts on (bound ``low_<shard>``: those at it, for their
-    tokens, and those past it), in one statement: one snapshot at READ
-    COMMITTED, so every number up to a count read is there unless pruned.
-    The counts are the rows without a kind."""
-    past = sa.or_(
+def _written(name: str, type_) -> sa.BindParameter:
+    return sa.bindparam(name, type_=type_, literal_execute=True)
+
+
+@functools.cache
+def _items(count: int) -> sa.Select:
+    """The log items of ``count`` shards (bound ``shard_<i>``), numbered
+    from ``low_<i>`` (those at it, for their tokens) to ``high_<i>``; at
+    most MAX_ITEMS + 1. Built once per count of shards."""
+    wanted = sa.or_(
         *(
             sa.and_(
-                # The shard's number and its count written into the text:
-                # binding them is most of the CPU a read of a few rows
-                # costs (``db_api.plain_rows``).
-                LOG.c.shard == sa.literal_column(str(shard), sa.Integer),
-                LOG.c.seq
-                >= sa.bindparam(
-                    "low_%d" % shard, type_=sa.BigInteger, literal_execute=True
-                ),
+                # Written into the text, not bound: binding is most of
+                # the CPU a read of a few rows costs (``db_api.plain_rows``).
+                LOG.c.shard == _written("shard_%d" % i, sa.Integer),
+                LOG.c.seq >= _written("low_%d" % i, sa.BigInteger),
+                LOG.c.seq <= _written("high_%d" % i, sa.BigInteger),
             )
-            for shard in range(tables.CATALOG_SHARDS)
+            for i in range(count)
         )
     )
-    items = (
+    return (
         sa.select(
             LOG.c.shard, LOG.c.seq, LOG.c.kind, LOG.c.ref, LOG.c.uuid, LOG.c.token
         )
-        .where(past)
+        .where(wanted)
         .limit(MAX_ITEMS + 1)
-        .subquery()
     )
-    counts = sa.select(
-        changes.CATALOG.c.shard,
-        changes.CATALOG.c.changes,
-        sa.cast(sa.null(), sa.SmallInteger),
-        sa.cast(sa.null(), sa.Integer),
-        sa.cast(sa.null(), sa.String(36)),
-        changes.CATALOG.c.token,
-    )
-    return sa.union_all(counts, sa.select(items))
-
-
-_SINCE = _since_statement()
 
 
 def since(conn: sa.Connection, catalog: Catalog) -> tuple[dict, dict, dict | None]:
-    """(counts now, their tokens, ``changed``'s answer for ``catalog``)
-    in one statement, on the driver's cursor (``db_api.plain_rows``: a
-    claim's next candidate request sends it, and SQLAlchemy's cache key
-    of its 32 shards' terms costs more than its rows)."""
-    then = catalog.seqs
-    now, marks, items = {}, {}, []
-    low = {"low_%d" % s: then.get(s, 0) for s in range(tables.CATALOG_SHARDS)}
-    for row in db_api.plain_rows(conn, _SINCE, low):
-        if row[2] is None:
-            now[row[0]], marks[row[0]] = row[1], row[5]
-        else:
-            items.append(row)
-    ranges = _ranges(then, now)
-    if (
-        ranges is None
-        or len(items) > MAX_ITEMS
-        or not history.same(then, now, (catalog.tokens, marks), items)
-    ):
-        return now, marks, None
-    return now, marks, _named(ranges, items) if ranges else {}
+    """(counts now, their tokens, ``changed``'s answer for ``catalog``):
+    the counts, then the log items of the shards that moved, in two
+    statements. At READ COMMITTED the second reads a later snapshot:
+    every number up to a count the first read had committed before it,
+    so it is there unless pruned (``changed`` reads the catalog whole
+    then), and numbers past the counts are left for the next catch-up."""
+    now, marks = changes.marks(conn)
+    return now, marks, changed(conn, catalog.seqs, now, (catalog.tokens, marks))

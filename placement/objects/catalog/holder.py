@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 from placement.objects.catalog import currency
 from placement.objects.catalog import deltas
 from placement.objects.catalog import history
+from placement.objects.catalog import host_look
 from placement.objects.catalog import snapshot
 from placement.objects.catalog.store import Catalog
 
@@ -56,6 +57,9 @@ class Holder:
         self.triggers_at = float("-inf")
         # Until when the comparison runs at the fallback's period (WARY_S).
         self.wary_until = float("-inf")
+        # The last look of this host's followers (shared with the workers
+        # forked after this was made).
+        self.host_look = host_look.HostLook()
 
     def _lock(self, wait):
         if self.reading.acquire(blocking=False):
@@ -71,8 +75,8 @@ class Holder:
         old = self.catalog
         if old is not None and not whole:
             # Usage, consumers and generations (claims) need no snapshot:
-            # the request's own transaction reads the counts and the log,
-            # in one statement.
+            # the request's own transaction reads the counts, then the log
+            # of the shards that moved.
             seqs, marks, changed = deltas.since(conn, old)
             if changed == {}:
                 return "none"
@@ -155,12 +159,19 @@ class Holder:
         with self.reading:
             self._up_to_date(db)
 
-    def catch_up(self, db: db_api.Database) -> str | None:
+    def catch_up(self, db: db_api.Database, told: float = 0.0) -> str | None:
         """As ``warm``, unless a request is bringing the catalog up to date
-        already (None). What it did: "deltas", "full" or "none"."""
+        already (None). What it did: "deltas", "full" or "none" (also
+        without a look: another worker of this host found this catalog's
+        stamp and tokens in the last ``told`` seconds)."""
         if not self.reading.acquire(blocking=False):
             return None
         try:
+            catalog = self.catalog
+            if catalog is not None and self.host_look.told(
+                told, catalog.stamp, catalog.token_sum
+            ):
+                return "none"
             return self._up_to_date(db)
         finally:
             self.reading.release()
@@ -173,6 +184,7 @@ class Holder:
             if catalog is None:
                 return self._refresh(db, conn)
             stamp, tokens = changes.look(conn)
+            self.host_look.saw(stamp, tokens)
             if history.diverged(catalog, stamp, tokens):
                 return self._refresh(db, conn, whole=True)
             if catalog.stamp == stamp:

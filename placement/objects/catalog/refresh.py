@@ -241,14 +241,16 @@ def follow(db: db_api.Database, followed: bool) -> None:
     _cache(db).follow(followed)
 
 
-def catch_up(db: db_api.Database) -> str | None:
+def catch_up(db: db_api.Database, told: float = 0.0) -> str | None:
     """Bring the catalog of ``db`` up to date now, if it is on and no
     request is at it: what an idle worker's follower calls, so that the
     next request finds it current (``cmd/follower.py``). "deltas", "full"
-    or "none" (it was current); None when the catalog is off or busy."""
+    or "none" (it was current, or another worker of this host found it so
+    in the last ``told`` seconds: ``host_look``); None when the catalog
+    is off or busy."""
     if not db.conf.placement.provider_catalog:
         return None
-    return _cache(db).catch_up(db)
+    return _cache(db).catch_up(db, told)
 
 
 def used_of(db: db_api.Database, catalog: Catalog) -> catalog_used.Used | None:
