@@ -90,7 +90,7 @@ def _named(ranges, rows):
 MAX_ITEMS = 4 * MAX_DELTAS
 
 
-def _written(name: str, type_) -> sa.BindParameter:
+def _written(name: str, type_: type[sa.Integer]) -> sa.BindParameter:
     return sa.bindparam(name, type_=type_, literal_execute=True)
 
 
