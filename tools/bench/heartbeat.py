@@ -265,6 +265,12 @@ class Connection:
             data = self.sock.recv(262144)
         except OSError:
             data = b""
+        if not data and self.report is None:
+            # An idle connection the server closed (its keep-alive timeout).
+            self.selector.unregister(self.sock)
+            self.sock.close()
+            self.sock = None
+            return False
         if not data:
             self._again()
             return self.report is None
