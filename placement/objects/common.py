@@ -326,23 +326,9 @@ def trait_rows(conn: sa.Connection, names: Iterable[str]) -> dict[str, sa.RowMap
 
 
 def trait_ids(conn: sa.Connection, names: Iterable[str]) -> dict[str, int]:
-    """{name: id} for ``names``; TraitNotFound naming every unknown one."""
-    names = set(names)
-    if not names:
-        return {}
-    found: dict[str, int] = dict(
-        exact_in(
-            conn.execute(
-                sa.select(TRAIT.c.name, TRAIT.c.id).where(
-                    TRAIT.c.name.in_(holdable(conn, names))
-                )
-            ).all(),
-            names,
-        )
-    )
-    if len(found) != len(names):
-        raise exception.TraitNotFound(names - set(found))
-    return found
+    """{name: id} for ``names``; TraitNotFound naming every unknown one.
+    Standard traits already looked up are not looked up again."""
+    return {name: row["id"] for name, row in trait_rows(conn, names).items()}
 
 
 def ensure_ids(

@@ -63,6 +63,15 @@ def list_providers(
     unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """
     with db.reader() as conn:
+        if (
+            (member_of or required)
+            and name is None
+            and uuid is None
+            and in_tree is None
+            and not resources
+            and _none_held(db, conn, member_of, required)
+        ):
+            return [], None
         clauses = filters(db, conn, name, uuid, member_of, resources, in_tree, required)
         if clauses is None:
             return [], None
@@ -73,6 +82,61 @@ def list_providers(
         )
         last_modified = _last_modified(conn, clauses) if providers else None
     return providers, last_modified
+
+
+# _none_held looks at most this many providers (the query answers beyond).
+RAREST_HELD = 1000
+
+
+def _none_held(
+    db: db_api.Database,
+    conn: sa.Connection,
+    member_of: constraints.MemberOf | None,
+    required: constraints.RequiredTraits | None,
+) -> bool:
+    """Whether the catalog current at ``conn``'s stamp shows that no
+    provider is in ``member_of``'s aggregates and has ``required``'s
+    traits (each any-of set: one of them): nova's periodic look for the
+    sharing providers of a host's aggregates, which mostly finds none,
+    answered without its query. False when unsure (no current catalog, an
+    aggregate it does not know as spelled): the query answers then.
+    Unknown traits raise TraitNotFound, as the query's filters do."""
+    ids = common.trait_ids(conn, required.names) if required else {}
+    catalog = refresh.current(db, conn)
+    if catalog is None:
+        return False
+    known = catalog.aggregate_ids
+    # Per any-of set: (its aggregates' or traits' ids, the map of the
+    # providers holding each id, each provider's ids).
+    wanted = []
+    for any_of in member_of.any_of if member_of else ():
+        if not all(u in known for u in any_of):
+            return False
+        wanted.append(
+            (
+                frozenset(known[u] for u in any_of),
+                catalog.aggregate_members,
+                catalog.aggregates,
+            )
+        )
+    for any_of in required.any_of if required else ():
+        wanted.append(
+            (frozenset(ids[n] for n in any_of), catalog.trait_holders, catalog.traits)
+        )
+    if not wanted:
+        return False
+    # The holders of the rarest set's ids: is any in every other set?
+    holders = [
+        [holder.get(value, ()) for value in values] for values, holder, _ in wanted
+    ]
+    rarest = min(holders, key=lambda found: sum(map(len, found)))
+    if sum(map(len, rarest)) > RAREST_HELD:
+        return False
+    return not any(
+        all(not values.isdisjoint(held.get(rp, ())) for values, _, held in wanted)
+        for found in rarest
+        for rp in found
+    )
 
 
 def filters(

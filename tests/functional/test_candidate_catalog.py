@@ -45,8 +45,14 @@ QUERIES = [
     "resources=VCPU:1&limit=1",
     "resources_A=VCPU:1&required_A=CUSTOM_GOLD&group_policy=isolate",
 ]
-# The candidates, then the unfiltered provider list (also from the catalog).
-PATHS = ["/allocation_candidates?" + q for q in QUERIES] + ["/resource_providers"]
+# The candidates, the lists of an aggregate's providers with a trait (from
+# the catalog when there are none), then the unfiltered provider list
+# (also from the catalog).
+PATHS = ["/allocation_candidates?" + q for q in QUERIES] + [
+    "/resource_providers?member_of=in:%(agg)s&required=CUSTOM_GOLD",
+    "/resource_providers?member_of=in:%(agg)s&required=MISC_SHARES_VIA_AGGREGATE",
+    "/resource_providers",
+]
 
 
 @contextlib.contextmanager

@@ -17,3 +17,33 @@ def stats():
                 yield int(entry), f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue  # gone since the listing
+
+
+def machine_busy():
+    """CPU seconds every process on the machine has used (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_split(server_pgid, database_pid):
+    """CPU seconds so far of the server (its process group), the database
+    (``database_pid``), this process and the whole machine."""
+    found = dict(server=0, database=0, tool=0)
+    own = os.getpid()
+    for pid, fields in stats():
+        role = (
+            "server"
+            if int(fields[2]) == server_pgid
+            else "database"
+            if pid == database_pid
+            else "tool"
+            if pid == own
+            else None
+        )
+        if role:
+            found[role] += int(fields[11]) + int(fields[12])
+    split = {k: v / os.sysconf("SC_CLK_TCK") for k, v in found.items()}
+    split["machine"] = machine_busy()
+    return split

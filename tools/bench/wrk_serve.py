@@ -31,6 +31,7 @@ import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import procfs  # noqa: E402
 import profile_request  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
@@ -119,14 +120,6 @@ def seed(base):
     )
 
 
-def _machine_busy():
-    """CPU seconds every process on the machine has used (from /proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def run_wrk(base, pgid, path, duration, script=None):
     """One wrk run against ``path``: requests/s, server CPU ms per request,
     wrk's latency p50/p99 (ms), and the other processes' CPU (cores)."""
@@ -137,14 +130,14 @@ def run_wrk(base, pgid, path, duration, script=None):
         for name, value in HEADERS.items():
             argv += ["-H", "%s: %s" % (name, value)]
     started = time.monotonic()
-    cpu, busy = profile_request._group_cpu(pgid), _machine_busy()
+    cpu, busy = profile_request._group_cpu(pgid), procfs.machine_busy()
     argv.append(base + path)
     if script:
         # Each run's consumers are new: a uuid prefix of its own.
         argv += ["--", str(uuid.uuid4())[:24]]
     wrk = subprocess.run(argv, capture_output=True, text=True)
     server_cpu = profile_request._group_cpu(pgid) - cpu
-    others = _machine_busy() - busy - server_cpu
+    others = procfs.machine_busy() - busy - server_cpu
     wall = time.monotonic() - started
     out = wrk.stdout
     total = int(re.search(r"(\d+) requests in", out).group(1))
