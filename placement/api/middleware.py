@@ -8,7 +8,6 @@ gives (it decides which error a client sees first).
 import logging
 import os
 import re
-import sys
 import time
 import urllib.parse
 from typing import Any
@@ -17,6 +16,7 @@ import orjson
 from oslo_context import context as oslo_context
 
 from placement import context as placement_context
+from placement import logformat
 
 LOG = logging.getLogger("placement.requestlog")
 
@@ -130,21 +130,7 @@ def log_request(
         time.monotonic() - started,
         request_id,
     )
-    # The record made here rather than by LOG.info: the same record
-    # without logging's walk up the stack to find where it comes from.
-    frame = sys._getframe()
-    LOG.handle(
-        LOG.makeRecord(
-            LOG.name,
-            logging.INFO,
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            _LINE,
-            args,
-            None,
-            frame.f_code.co_name,
-        )
-    )
+    logformat.log(LOG, logging.INFO, _LINE, args)
 
 
 def _asked(environ):
