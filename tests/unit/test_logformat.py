@@ -124,6 +124,72 @@ def test_line_is_what_format_writes(no_context, values, datefmt):
     )
 
 
+EVERY_FIELD = (
+    " ".join(
+        "%%(%s)s" % name
+        for name in sorted(logformat.LOGGING_ATTRIBUTES)
+        + ["name", "levelname", "levelno", "process", "created", "version"]
+        + ["instance", "color", "resource", "user_identity", "error_summary"]
+    )
+    + " %(asctime)s.%(msecs)03d 100%% %(message)s"
+)
+
+
+def test_line_is_what_format_writes_of_every_field(no_context):
+    conf = _conf(
+        logging_context_format_string=EVERY_FIELD,
+        logging_user_identity_format="%(user)s/%(project)s 100%%",
+    )
+    context = oslo_context.RequestContext(
+        **{
+            name: "v-" + name
+            for name in (
+                "request_id",
+                "global_request_id",
+                "user_id",
+                "project_id",
+                "domain_id",
+                "user_domain_id",
+                "project_domain_id",
+                "user_name",
+                "project_name",
+                "domain_name",
+                "user_domain_name",
+                "project_domain_name",
+                "system_scope",
+            )
+        },
+        roles=["r"],
+        is_admin=True,
+    )
+    record = _record(logging.INFO)
+    formatter = _formatter(conf)
+    line = formatter.line(
+        "placement.requestlog", logging.INFO, 'x "y"', CREATED, context
+    )
+    assert line == formatter.format(record)
+    assert "v-user_id/v-project_id 100%" in line
+
+
+def test_logging_attributes_are_oslo_contexts():
+    """Each logging value line() reads from an attribute is that
+    attribute's, and it reads all of them but the token and identity."""
+    context = oslo_context.RequestContext(request_id="r")
+    for attribute in set(logformat.LOGGING_ATTRIBUTES.values()):
+        setattr(context, attribute, "v-" + attribute)
+    values = context.get_logging_values()
+    assert set(values) == set(logformat.LOGGING_ATTRIBUTES) | set(
+        logformat.UNREAD_LOGGING_VALUES
+    )
+    for name, attribute in logformat.LOGGING_ATTRIBUTES.items():
+        assert values[name] == "v-" + attribute
+
+
+class _OwnValues(oslo_context.RequestContext):
+    def get_logging_values(self):
+        return dict(super().get_logging_values(), user="someone else")
+
+
 @pytest.mark.parametrize(
     "conf, level, context",
     [
@@ -144,17 +210,31 @@ def test_line_is_what_format_writes(no_context, values, datefmt):
         ({}, logging.WARNING, {"request_id": "req-1"}),
         # A context naming a resource.
         ({}, logging.INFO, {"request_id": "req-1", "resource_uuid": "r"}),
+        # The masked token; a positional conversion.
+        (
+            {"logging_context_format_string": "%(auth_token)s %(message)s"},
+            logging.INFO,
+            {"request_id": "req-1"},
+        ),
+        (
+            {"logging_user_identity_format": "%(auth_token)s"},
+            logging.INFO,
+            {"request_id": "req-1"},
+        ),
+        (
+            {"logging_user_identity_format": "%(user)s %s"},
+            logging.INFO,
+            {"request_id": "req-1"},
+        ),
+        # A context with logging values of its own.
+        ({}, logging.INFO, _OwnValues(request_id="req-1")),
     ],
 )
 def test_line_left_to_the_record(no_context, conf, level, context):
     formatter = _formatter(_conf(**conf))
-    line = formatter.line(
-        "placement.requestlog",
-        level,
-        "m",
-        CREATED,
-        oslo_context.RequestContext(**context),
-    )
+    if isinstance(context, dict):
+        context = oslo_context.RequestContext(**context)
+    line = formatter.line("placement.requestlog", level, "m", CREATED, context)
     assert line is None
 
 
