@@ -39,20 +39,6 @@ URL_EXAMPLE = (
 )
 
 
-class OneLine(logging.Filter):
-    """Folds a multi-line message (alembic logs each revision's docstring)
-    into one line, so that every log entry is one line."""
-
-    def filter(self, record):
-        message = record.getMessage()
-        if "\n" in message:
-            record.msg = " ".join(
-                part.strip() for part in message.splitlines() if part.strip()
-            )
-            record.args = None
-        return True
-
-
 def setup_logging(conf):
     global _LOGGING_SET_UP
     if not _LOGGING_SET_UP:
@@ -65,7 +51,7 @@ def setup_logging(conf):
                 "to log to standard error" % (e.filename or conf.log_file, e.strerror)
             )
         for handler in logging.getLogger().handlers:
-            handler.addFilter(OneLine())
+            handler.addFilter(logformat.OneLine())
             if type(handler.formatter) is formatters.ContextFormatter:
                 handler.setFormatter(
                     logformat.ContextFormatter(

@@ -8,7 +8,6 @@ gives (it decides which error a client sees first).
 import logging
 import os
 import re
-import sys
 import time
 import urllib.parse
 from typing import Any
@@ -17,6 +16,7 @@ import orjson
 from oslo_context import context as oslo_context
 
 from placement import context as placement_context
+from placement import logformat
 
 LOG = logging.getLogger("placement.requestlog")
 
@@ -92,16 +92,20 @@ _LINE = (
 )
 
 
+# What urllib.parse.quote leaves as it is with logged_path's safe
+# characters: such a path is logged without quoting.
+_AS_IS = re.compile(r"[A-Za-z0-9_.~/:@!$&'()*+,;=%-]*")
+
+
 def logged_path(environ: dict[str, Any]) -> str:
     """The request's path and query as the log line shows them."""
-    # WSGI paths are latin-1 decoded bytes: log them percent-encoded as
-    # the client sent them, like the query string.
-    path = urllib.parse.quote(
-        (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")).encode(
-            "latin-1", "replace"
-        ),
-        safe="/:@!$&'()*+,;=-._~%",
-    )
+    path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+    if not _AS_IS.fullmatch(path):
+        # WSGI paths are latin-1 decoded bytes: log them percent-encoded
+        # as the client sent them, like the query string.
+        path = urllib.parse.quote(
+            path.encode("latin-1", "replace"), safe="/:@!$&'()*+,;=-._~%"
+        )
     if environ.get("QUERY_STRING"):
         path += "?" + environ["QUERY_STRING"]
     return path
@@ -130,30 +134,28 @@ def log_request(
         time.monotonic() - started,
         request_id,
     )
-    # The record made here rather than by LOG.info: the same record
-    # without logging's walk up the stack to find where it comes from.
-    frame = sys._getframe()
-    LOG.handle(
-        LOG.makeRecord(
-            LOG.name,
-            logging.INFO,
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            _LINE,
-            args,
-            None,
-            frame.f_code.co_name,
-        )
-    )
+    logformat.log(LOG, logging.INFO, _LINE, args)
+
+
+# _asked's answers by header; a client sends few different ones.
+_ASKED: dict[str, str] = {}
+_ASKED_MAX = 64
 
 
 def _asked(environ):
     """The microversion the request asked for (whatever the answer): its
     OpenStack-API-Version for placement, or ``-``."""
-    asked = environ.get("HTTP_OPENSTACK_API_VERSION", "").strip()
-    if asked.lower().startswith("placement "):
-        asked = asked[len("placement ") :].strip()
-    return "".join(asked.split()) or "-"
+    header = environ.get("HTTP_OPENSTACK_API_VERSION", "")
+    asked = _ASKED.get(header)
+    if asked is None:
+        asked = header.strip()
+        if asked.lower().startswith("placement "):
+            asked = asked[len("placement ") :].strip()
+        asked = "".join(asked.split()) or "-"
+        if len(_ASKED) >= _ASKED_MAX:
+            _ASKED.clear()
+        _ASKED[header] = asked
+    return asked
 
 
 def _unauthorized(start_response, message):

@@ -3,6 +3,7 @@ path"): request ids,
 noauth2, the context 401, keystone auth_token and CORS."""
 
 import re
+import urllib.parse
 
 import pytest
 from keystonemiddleware import auth_token
@@ -73,6 +74,31 @@ def test_inbound_request_id_becomes_global_id_never_echoed():
     # Only the lower-case canonical form is kept.
     assert _global_id(inbound.upper()) is None
     assert _global_id("2f2b9e0e-6a3c-4bd3-9d5e-2c7f1f6b6f1a") is None
+
+
+def test_logged_path_percent_encodes_as_sent():
+    """Each byte of a path is logged as urllib.parse.quote writes it (the
+    paths it would leave alone are not given to it)."""
+    for byte in range(256):
+        path = "/x" + chr(byte)
+        expected = urllib.parse.quote(
+            path.encode("latin-1"), safe="/:@!$&'()*+,;=-._~%"
+        )
+        assert middleware.logged_path({"PATH_INFO": path}) == expected
+
+
+@pytest.mark.parametrize(
+    "header, asked",
+    [
+        ("placement 1.39", "1.39"),
+        ("  PLACEMENT  1. 2 ", "1.2"),
+        ("compute 2.1", "compute2.1"),
+        ("", "-"),
+    ],
+)
+def test_asked_version(header, asked):
+    for _ in range(2):  # computed, then kept
+        assert middleware._asked({"HTTP_OPENSTACK_API_VERSION": header}) == asked
 
 
 @pytest.mark.parametrize("accept", [None, "*/*"])
