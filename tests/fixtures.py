@@ -236,7 +236,7 @@ def app(backend, triggers=True):
 
 @contextlib.contextmanager
 def counted_client(backend, headers, monkeypatch):
-    """(an httpx client of ``app(backend)``, ``read(path)``: a GET's
+    """(an httpx client of ``app(backend)``, ``read(path, headers=None)``: a GET's
     (response, its statements, its round trips or None on SQLite), its
     Database), warm as a server after its first requests: each pool's
     connection made (its session set up), the catalog read and compared
@@ -252,10 +252,10 @@ def counted_client(backend, headers, monkeypatch):
         for _ in range(2):
             client.get("/resource_providers/%s/allocations" % uuid.uuid4())
 
-        def read(path):
+        def read(path, headers=None):
             seen.clear()
             with round_trips.counted(db, monkeypatch) as trips:
-                resp = client.get(path)
+                resp = client.get(path, headers=headers)
             return resp, list(seen), trips
 
         yield client, read, db

@@ -47,7 +47,9 @@ def get_inventories(req, resp, uuid):
     ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:list")
     try:
-        generation, rows = inv_obj.get_inventories(ctx.db, uuid)
+        generation, rows = inv_obj.get_inventories(
+            ctx.db, uuid, timed=request.shows_last_modified(req)
+        )
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     request.render(

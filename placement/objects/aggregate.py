@@ -12,6 +12,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import outcome
+from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
 
 AGG = tables.placement_aggregates
@@ -34,10 +35,27 @@ _INSERT_LINK = (
 
 
 def get_provider_aggregates(db: db_api.Database, uuid: str) -> tuple[int, list[str]]:
-    """(provider generation, aggregate uuids); ResourceProviderNotFound."""
+    """(provider generation, aggregate uuids in id order);
+    ResourceProviderNotFound. From the catalog when ``rp_obj.held`` finds
+    the provider there, after that one statement; otherwise by one SQL
+    statement."""
     with db.single_read() as conn:
-        generation, rows = common.provider_rows(conn, _AGGREGATES, uuid, "uuid")
-    return generation, [row["uuid"] for row in rows]
+        found = rp_obj.held(db, conn, uuid)
+        uuids = _held_uuids(found) if found is not None else None
+        if found is None or uuids is None:
+            generation, rows = common.provider_rows(conn, _AGGREGATES, uuid, "uuid")
+            return generation, [row["uuid"] for row in rows]
+    return found.generation, uuids
+
+
+def _held_uuids(found: rp_obj.Held) -> list[str] | None:
+    """The uuids of the held provider's aggregates, in id order; None if
+    the catalog lacks one's uuid (SQL answers then)."""
+    uuid_of = found.catalog.aggregate_uuids()
+    ids = sorted(found.catalog.aggregates.get(found.rp, ()))
+    if not all(i in uuid_of for i in ids):
+        return None
+    return [uuid_of[i] for i in ids]
 
 
 # get_provider_aggregates' statement, built once (and its cache key): the
@@ -46,7 +64,7 @@ _AGGREGATES = common.provider_rows_statement(
     (AGG.c.uuid,),
     RPA.join(AGG, AGG.c.id == RPA.c.aggregate_id),
     RPA.c.resource_provider_id == common.RP.c.id,
-)
+).order_by(RPA.c.aggregate_id)
 
 
 def set_provider_aggregates(

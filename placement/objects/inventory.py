@@ -22,6 +22,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import outcome
+from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
 from placement.schemas import inventory as schema
 
@@ -145,12 +146,31 @@ _INVENTORIES = common.provider_rows_statement(
 
 
 def get_inventories(
-    db: db_api.Database, uuid: str
-) -> tuple[int, Sequence[sa.RowMapping]]:
+    db: db_api.Database, uuid: str, timed: bool = True
+) -> tuple[int, Sequence[Mapping[Any, Any]]]:
     """(provider generation, inventory rows) for one provider, in class id
-    order."""
+    order. Not ``timed`` (the caller shows no times): from the catalog
+    when ``rp_obj.held`` finds the provider there, after that one
+    statement, the rows' times None; otherwise by one SQL statement."""
     with db.single_read() as conn:
-        return common.provider_rows(conn, _INVENTORIES, uuid, "resource_class")
+        found = rp_obj.held(db, conn, uuid) if not timed else None
+        if found is None:
+            return common.provider_rows(conn, _INVENTORIES, uuid, "resource_class")
+    names = found.catalog.class_names
+    return found.generation, [
+        {
+            "resource_class": names[rc],
+            "total": inventory.total,
+            "reserved": inventory.reserved,
+            "min_unit": inventory.min_unit,
+            "max_unit": inventory.max_unit,
+            "step_size": inventory.step_size,
+            "allocation_ratio": inventory.allocation_ratio,
+            "created_at": None,
+            "updated_at": None,
+        }
+        for rc, inventory in found.catalog.by_provider.get(found.rp, ())
+    ]
 
 
 def get_inventory(

@@ -6,6 +6,7 @@ A provider is returned as a mapping with ``id``, ``uuid``, ``name``,
 walking in provider_tree.py.
 """
 
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,25 +75,36 @@ def _ids(conn, uuid):
 
 def get(db: db_api.Database, uuid: str) -> Mapping[str, Any]:
     """The provider; ResourceProviderNotFound (the lookup message) if none.
-    From the catalog when it is current at the stamp the request reads and
-    holds the providers' generations and last changes (as the allocation
-    reads: ``refresh.with_allocations``), after that one statement;
-    otherwise by one SQL statement. The same mapping either way but for
-    the times: the last change as updated_at, in whole seconds (what
-    Last-Modified shows)."""
+    From the catalog when ``held`` finds it there, after that one
+    statement; otherwise by one SQL statement. The same mapping either way
+    but for the times: the last change as updated_at, in whole seconds
+    (what Last-Modified shows)."""
     with db.single_read() as conn:
-        catalog = refresh.with_allocations(db, conn)
-        row = _held(catalog, uuid) if catalog is not None else None
-        if row is None:
-            row = _fetch(conn, uuid)
+        found = held(db, conn, uuid)
+        row = _from_memory(found) if found is not None else _fetch(conn, uuid)
     if row is None:
         raise common.provider_not_found(uuid)
     return row
 
 
-def _held(catalog: store.Catalog, uuid: str) -> Mapping[str, Any] | None:
-    """The provider from memory; None if it lacks the provider's
-    generation (the SQL path answers then)."""
+class Held(typing.NamedTuple):
+    """A provider as the catalog holds it (``held``)."""
+
+    catalog: store.Catalog
+    rp: int
+    generation: int
+    seconds: int | None  # its last change, since the epoch
+
+
+def held(db: db_api.Database, conn: sa.Connection, uuid: str) -> Held | None:
+    """Provider ``uuid`` from the catalog current at the stamp ``conn``
+    reads, when it holds the providers' generations and last changes (as
+    the allocation reads: ``refresh.with_allocations``); None otherwise
+    (the caller reads SQL); ResourceProviderNotFound (the lookup message)
+    when the catalog has no such provider."""
+    catalog = refresh.with_allocations(db, conn)
+    if catalog is None:
+        return None
     assert catalog.used is not None
     rp = catalog.ids.get(uuid)
     if rp is None:
@@ -100,12 +112,17 @@ def _held(catalog: store.Catalog, uuid: str) -> Mapping[str, Any] | None:
     found = catalog.used.last_change(rp)
     if found is None:
         return None
-    generation, seconds = found
+    return Held(catalog, rp, *found)
+
+
+def _from_memory(found: Held) -> Mapping[str, Any]:
+    """``get``'s mapping of a provider the catalog holds."""
+    catalog, rp, generation, seconds = found
     provider = catalog.providers[rp]
     uuids = catalog.uuids
     return {
         "id": rp,
-        "uuid": uuid,
+        "uuid": uuids[rp],
         "name": catalog.names[rp],
         "generation": generation,
         "created_at": None,

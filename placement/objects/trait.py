@@ -1,7 +1,9 @@
 """Traits and the trait sets of resource providers."""
 
 from collections.abc import Iterable
+from collections.abc import Mapping
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -11,6 +13,7 @@ from placement.db import api as db_api
 from placement.db import tables
 from placement.objects import common
 from placement.objects import outcome
+from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
 
 T = tables.traits
@@ -116,11 +119,22 @@ def _provider_traits(conn, provider_id):
 
 
 def get_provider_traits(
-    db: db_api.Database, uuid: str
-) -> tuple[int, list[sa.RowMapping]]:
-    """(provider generation, trait rows); ResourceProviderNotFound if none."""
+    db: db_api.Database, uuid: str, timed: bool = True
+) -> tuple[int, Sequence[Mapping[Any, Any]]]:
+    """(provider generation, trait rows in trait id order: name and
+    times; SQL's the id too);
+    ResourceProviderNotFound if none. Not ``timed`` (the caller shows no
+    times): from the catalog when ``rp_obj.held`` finds the provider
+    there, after that one statement, the rows' times None; otherwise by
+    one SQL statement."""
     with db.single_read() as conn:
-        return common.provider_rows(conn, _PROVIDER_TRAITS, uuid, "name")
+        found = rp_obj.held(db, conn, uuid) if not timed else None
+        if found is None:
+            return common.provider_rows(conn, _PROVIDER_TRAITS, uuid, "name")
+    return found.generation, [
+        {"name": name, "created_at": None, "updated_at": None}
+        for name in found.catalog.trait_names.get(found.rp, ())
+    ]
 
 
 # get_provider_traits' statement, built once (and its cache key): the

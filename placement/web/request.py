@@ -328,6 +328,11 @@ def http_date(dt: datetime.datetime) -> str:
     )
 
 
+def shows_last_modified(req: falcon.Request) -> bool:
+    """Whether the answer carries last-modified (``set_last_modified``)."""
+    return req.context.version >= versions.LAST_MODIFIED
+
+
 def set_last_modified(
     req: falcon.Request,
     resp: falcon.Response,
@@ -340,7 +345,7 @@ def set_last_modified(
     ``when`` None omits last-modified (cache-control is still sent) unless
     ``always`` asks for "now" instead.
     """
-    if req.context.version < versions.LAST_MODIFIED:
+    if not shows_last_modified(req):
         return
     resp.set_header("Cache-Control", "no-cache")
     if when is None and always:

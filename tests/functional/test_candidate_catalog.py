@@ -53,6 +53,9 @@ PATHS = ["/allocation_candidates?" + q for q in QUERIES] + [
     "/resource_providers?member_of=in:%(agg)s&required=MISC_SHARES_VIA_AGGREGATE",
     "/resource_providers",
 ]
+# A provider's rows (from the catalog, after the look), at the
+# microversions nova's report client reads them.
+ROWS = {"/inventories": "1.0", "/traits": "1.6", "/aggregates": "1.19"}
 
 
 @contextlib.contextmanager
@@ -111,14 +114,24 @@ class Cloud:
         )
 
     def answers(self, catalog_on, reader=None):
-        """Each query's body from the reading worker."""
+        """Each query's body from the reading worker, then each listed
+        provider's ROWS, as nova reads them."""
+        reader = reader or self.reader
         with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
-            return [
-                self.call(
-                    reader or self.reader, path % {"agg": self.agg}, status=200
-                ).json()
+            found = [
+                self.call(reader, path % {"agg": self.agg}, status=200).json()
                 for path in PATHS
             ]
+            for provider in found[len(PATHS) - 1]["resource_providers"]:
+                for path, version in ROWS.items():
+                    resp = wsgi_client.call(
+                        reader,
+                        "/resource_providers/%s%s" % (provider["uuid"], path),
+                        x_auth_token="admin",
+                        openstack_api_version="placement " + version,
+                    )
+                    found.append((resp.status, resp.body))
+            return found
 
     def check(self, reader=None, reader_db=None):
         """The cached answers (of the reading worker, or ``reader`` on
@@ -146,6 +159,7 @@ class Cloud:
             for (field, value), roots in catalog.value_roots.items():
                 assert roots == afresh.roots_of(field, value), (field, value)
         assert _contents(catalog) == _contents(afresh)
+        assert catalog.aggregate_uuids() == afresh.aggregate_uuids()
         # Usage and generations followed through the changes (where the
         # triggers log them) are a fresh read's.
         assert _usage(catalog.used) == _usage(afresh.used)
@@ -198,6 +212,7 @@ def _contents(cached):
             "columns",
             "structure",
             "used",
+            "_aggregate_uuids",
         )
     }
 
@@ -377,7 +392,7 @@ def test_allocations_keep_the_catalog_and_show_in_usage(cloud):
     assert _count(answers[3]) == 0  # VCPU:2 no longer fits
     summary = answers[0]["provider_summaries"][numa]
     assert summary["resources"]["VCPU"] == {"capacity": 4, "used": 3}
-    listed = {p["uuid"]: p for p in answers[-1]["resource_providers"]}
+    listed = {p["uuid"]: p for p in answers[len(PATHS) - 1]["resource_providers"]}
     assert listed[numa]["generation"] == cloud.generation(numa)
     cloud.call(cloud.writer, "/allocations/%s" % consumer, "DELETE", status=204)
     assert _count(cloud.check()[3]) == 1
@@ -790,7 +805,7 @@ def test_catalog_read_whole_when_the_log_cannot_tell(cloud, monkeypatch):
     for _ in range(3):
         cloud.inventories(cloud.provider(str(uuid.uuid4())), VCPU=2)
     full_reads = _full_reads()
-    assert len(cloud.answers(True)[-1]["resource_providers"]) == 6
+    assert len(cloud.answers(True)[len(PATHS) - 1]["resource_providers"]) == 6
     assert _full_reads() == full_reads + 1
     cloud.check()
     with cloud.writer_db.writer() as conn:

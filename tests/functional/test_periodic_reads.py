@@ -24,9 +24,9 @@ def served(request, monkeypatch):
     with fixtures.counted_client(request.param, HEADERS, monkeypatch) as served:
         client, read, _ = served
 
-        def read_selects(path):
+        def read_selects(path, headers=None):
             """(response, its SELECTs, its round trips or None on SQLite)."""
-            resp, statements, trips = read(path)
+            resp, statements, trips = read(path, headers)
             selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
             return resp, selects, trips
 
@@ -116,3 +116,34 @@ def test_an_unknown_provider_is_a_404(served, kind):
     assert resp.status_code == 404
     assert resp.json()["errors"][0]["status"] == 404
     _one_statement(selects, trips)
+
+
+# The microversions nova's report client reads them at.
+NOVA_VERSIONS = {"/inventories": "1.0", "/traits": "1.6", "/aggregates": "1.19"}
+
+
+@pytest.mark.parametrize("with_rows", (True, False))
+def test_novas_refresh_is_the_look(served, with_rows):
+    """At nova's microversions (no times shown but the aggregates' "now")
+    each read is the look at the catalog's stamp alone: the provider's
+    rows come from memory, as SQL has them."""
+    client, read = served
+    rp = _provider(client, with_rows)
+    url = "/resource_providers/%s" % rp
+    client.get(url + "/allocations")
+    client.get(url + "/allocations")
+    for path, version in NOVA_VERSIONS.items():
+        headers = {"openstack-api-version": "placement " + version}
+        resp, selects, trips = read(url + path, headers)
+        assert resp.status_code == 200
+        _one_statement(selects, trips)
+        assert "catalog_changes" in selects[0], selects
+        # SQL's answer: at 1.39, where the times are shown, inventories
+        # and traits are read by SQL.
+        assert resp.json() == client.get(url + path).json()
+        assert resp.json()["resource_provider_generation"] == (4 if with_rows else 0)
+        unknown, selects, trips = read(
+            "/resource_providers/%s%s" % (uuid.uuid4(), path), headers
+        )
+        assert unknown.status_code == 404
+        _one_statement(selects, trips)

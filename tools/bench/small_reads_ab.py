@@ -1,11 +1,14 @@
-"""CPU per request, in process, of the small reads with and without this
-round's two cuts (tools/bench/README, issue 45, third round): the
-provider read by SQL (``sql``) or from the catalog (``memory``), and the
+"""CPU per request, in process, of the small reads with and without the
+cuts of issue 45 (tools/bench/README, third round and after): the
+provider read by SQL (``sql``) or from the catalog (``memory``), the
 catalog's look through ``Connection.execute`` (``execute``) or on the
-driver's cursor (``plain``).
+driver's cursor (``plain``), and a provider's inventories, traits and
+aggregates (at nova's microversions) by SQL alone (``sql``) or from the
+catalog after the look (``memory``).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
-with one provider holding one allocation; batches of 200 requests
+with one provider holding an inventory, a trait, an aggregate and one
+allocation; batches of 200 requests
 alternate the two ways in one process, so a busy machine slows both
 alike: median and min of 25 batches each (a first round not counted),
 the ratio of the medians, and the bodies compared.
@@ -31,6 +34,7 @@ from tests import helpers  # noqa: E402
 RP = "c0ffee00-0000-4000-8000-000000000001"
 CONSUMER = "c0ffee00-0000-4000-8000-0000000000c1"
 PROJECT = "c0ffee00-0000-4000-8000-0000000000a1"
+AGGREGATE = "c0ffee00-0000-4000-8000-0000000000a9"
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 BATCH, BATCHES = 200, 25
 
@@ -50,14 +54,27 @@ def _executed_look(conn):
     return int(count or 0), int(tokens or 0)
 
 
-# (module, attribute, {way: function}), and the paths each is tried on.
+def _not_held(db, conn, uuid):
+    """No provider from the catalog: its rows read by SQL alone (as
+    before the catalog answered them)."""
+    return None
+
+
+# (module, attribute, {way: function}), and the paths each is tried on
+# with their microversions (a provider's rows: nova's).
 CUTS = (
-    (rp_obj, "get", {"sql": _sql_get, "memory": rp_obj.get}, ("",)),
+    (rp_obj, "get", {"sql": _sql_get, "memory": rp_obj.get}, (("", "1.39"),)),
     (
         changes,
         "look",
         {"execute": _executed_look, "plain": changes.look},
-        ("", "/allocations"),
+        (("", "1.39"), ("/allocations", "1.39")),
+    ),
+    (
+        rp_obj,
+        "held",
+        {"sql": _not_held, "memory": rp_obj.held},
+        (("/inventories", "1.0"), ("/traits", "1.6"), ("/aggregates", "1.19")),
     ),
 )
 
@@ -73,6 +90,17 @@ def _seed(app):
                 "resource_provider_generation": 0,
                 "inventories": {"MEMORY_MB": {"total": 1_000_000}},
             },
+        ),
+        ("PUT", "/traits/CUSTOM_BENCH", None),
+        (
+            "PUT",
+            "/resource_providers/%s/aggregates" % RP,
+            {"resource_provider_generation": 1, "aggregates": [AGGREGATE]},
+        ),
+        (
+            "PUT",
+            "/resource_providers/%s/traits" % RP,
+            {"resource_provider_generation": 2, "traits": ["CUSTOM_BENCH"]},
         ),
         (
             "PUT",
@@ -95,7 +123,7 @@ def main():
         _seed(app)
         for module, name, ways, suffixes in CUTS:
             kept = getattr(module, name)
-            for suffix in suffixes:
+            for suffix, version in suffixes:
                 path = "/resource_providers/%s%s" % (RP, suffix)
                 found = {way: [] for way in ways}
                 bodies = {}
@@ -106,7 +134,7 @@ def main():
                             start = time.process_time()
                             for _ in range(BATCH):
                                 status, bodies[way] = profile_request.call(
-                                    app, path, "1.39"
+                                    app, path, version
                                 )
                                 assert status.startswith("200"), status
                             if batch:

@@ -58,6 +58,8 @@ class Catalog(maps.Maps):
         self.trait_ids: dict = {}  # name -> id
         self.trait_names_by_id: dict = {}
         self.aggregate_ids: dict = {}  # uuid -> id
+        # (aggregate_ids, its inversion), once asked for (aggregate_uuids).
+        self._aggregate_uuids: tuple[dict, dict] | None = None
         # A provider's traits are listed in trait id order.
         self.trait_names: dict = {}  # rp -> tuple of names
         # What the candidate engine derives per tree, as it asks: a tree's
@@ -112,6 +114,15 @@ class Catalog(maps.Maps):
             self.hashed, self.content = hashed, content
             self.ratio_term = ratio_term
         return [mine + off for mine, off in zip(self.content, self.offset)]
+
+    def aggregate_uuids(self) -> dict:
+        """{aggregate id: uuid}: ``aggregate_ids`` inverted, once per
+        catalog that changed it (those that follow share it)."""
+        inverted = self._aggregate_uuids
+        if inverted is None or inverted[0] is not self.aggregate_ids:
+            uuids = {i: u for u, i in self.aggregate_ids.items()}
+            inverted = self._aggregate_uuids = (self.aggregate_ids, uuids)
+        return inverted[1]
 
     def derived(self, root: int) -> derived_.Derived:
         """What is derived from tree ``root``, created empty on first use."""
