@@ -10,8 +10,9 @@ every thread of every worker. Here the worker's event loop (the one that
 already accepts connections and waits on kept-alive ones) reads requests
 without blocking; slow or idle connections cost a socket and a buffer, not
 a thread. A connection whose request head has not arrived within
-``HEAD_TIMEOUT`` seconds, or whose body has not within ``BODY_TIMEOUT``
-after its head, is closed. Bodies sent without ``Content-Length``
+``HEAD_TIMEOUT`` seconds is closed; one whose body has not arrived within
+``BODY_TIMEOUT`` after its head is answered 408 (``LATE_BODY``) and
+closed. Bodies sent without ``Content-Length``
 (chunked) are not read ahead: the app never reads them, and gunicorn
 drains them within its own bound. With TLS (not something placement-api
 sets up) gunicorn's own behaviour is kept.
@@ -32,9 +33,20 @@ from functools import partial
 
 from gunicorn.workers import gthread
 
+from placement.web import errors
+
 # How long a client may take to send a request head, and then its body.
 HEAD_TIMEOUT = 10.0
 BODY_TIMEOUT = 30.0
+# The answer to a body late by BODY_TIMEOUT (granian's too: cmd/rsgi).
+LATE_BODY = errors.server_answer(
+    408, "The request body did not arrive within %d seconds." % BODY_TIMEOUT
+)
+_LATE_BODY_ANSWER = (
+    b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
+    b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(LATE_BODY), LATE_BODY)
+)
 # Larger than any head gunicorn accepts with its default limits (request
 # line 4094, 100 fields of 8190): such a head goes to the parser, which
 # answers its usual error.
@@ -148,6 +160,12 @@ class HeadFirstWorker(gthread.ThreadWorker):
         # all of them, at most worker_connections, once a second.
         now = time.monotonic()
         for conn in [c for c in self.pending_conns if c.timeout <= now]:
+            if conn.reading.wanted is not None:
+                # The head is in, the body late.
+                try:
+                    conn.sock.send(_LATE_BODY_ANSWER)
+                except OSError:
+                    pass
             self._drop(conn)
 
     def murder_keepalived(self, force=False):

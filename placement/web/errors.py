@@ -183,6 +183,16 @@ def error_body(
     return orjson.dumps({"errors": [item]})
 
 
+def server_answer(status: int, message: str) -> bytes:
+    """The ``{"errors": [...]}`` document of a request the HTTP server
+    answers before the app has it (a head it cannot parse, a body that
+    came too late): no request id, no microversion."""
+    error = PlacementError(message, vary=False)
+    error.status = status
+    error.versioned = False
+    return error_body(error, None, None)
+
+
 # What accepts() answered, by (Accept header, media type): clients send
 # the same one or two headers on every request, and webob's parse was a
 # tenth of a small request's own CPU. Forgotten all at once past

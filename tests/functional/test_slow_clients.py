@@ -5,6 +5,7 @@ before the server drops its first attacking connection (a worker whose
 threads the attack held would answer none until then).
 """
 
+import json
 import socket
 import threading
 import time
@@ -173,6 +174,43 @@ def test_slow_bodies_do_not_take_the_workers_turns(tmp_path, api_server):
     for answer in answers:
         # Created, at the default microversion 1.0.
         assert answer.startswith(b"HTTP/1.1 201 "), answer[:300]
+
+
+def test_late_bodies_hold_no_thread_and_are_answered_408(tmp_path, api_server):
+    """Ten clients each send a request head and 1 byte of a 100-byte body,
+    then nothing more: a normal request to the same worker (one worker,
+    four threads) is answered meanwhile, and each late one is answered a
+    408 with the API's JSON error document once its body is 30 s late
+    (cmd/worker.BODY_TIMEOUT, which cmd/rsgi shares), and closed."""
+    with live_server.placement_api(
+        str(tmp_path), "--workers", "1", "--threads", "4", server=api_server
+    ) as url:
+        port = int(url.rsplit(":", 1)[1])
+        late = []
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=PROBE_TIMEOUT)
+            sock.sendall(
+                b"POST /resource_providers HTTP/1.1\r\nHost: x\r\n"
+                b"x-auth-token: admin\r\ncontent-type: application/json\r\n"
+                b"content-length: 100\r\n\r\n{"
+            )
+            late.append(sock)
+        time.sleep(1)  # the server has the heads and the first bytes
+        probe = requests.get(
+            url + "/resource_providers", headers=HEADERS, timeout=PROBE_TIMEOUT
+        )
+        answers = []
+        for sock in late:
+            with sock:
+                answers.append(_read_to_end(sock))
+    assert probe.status_code == 200
+    for answer in answers:
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 "), answer[:300]
+        assert b"application/json" in head.lower()
+        (error,) = json.loads(body)["errors"]
+        assert error["status"] == 408
+        assert "did not arrive within 30 seconds" in error["detail"]
 
 
 def _read_to_end(sock):

@@ -1,0 +1,167 @@
+"""The WSGI app behind granian's RSGI interface (``placement-api
+--server granian``).
+
+Under granian's WSGI interface the app is called once a request's head
+is in, and a read of the body blocks the app's thread until all of it
+has arrived, with no time limit: a few clients sending bodies slowly
+hold every thread of a worker. Here the body is read in granian's event
+loop, where a waiting request costs a coroutine, not a thread, and must
+arrive within ``BODY_TIMEOUT`` seconds after the head, else it is
+answered 408 (as by placement's gunicorn worker, ``cmd/worker``). Only
+complete requests go to the worker's ``threads`` threads, which run the
+WSGI app and write its answer. A body announced over ``limit`` bytes, or
+sent without ``Content-Length`` (chunked), is not read: the app answers
+the first 413 unread and never reads the second (``api/sizelimit``).
+
+An answer the app returns as a list is written in one piece; one it
+returns as an iterator (a streamed candidate answer) is produced in the
+thread as it is written, a piece at a time, and closed when it ends or
+the client goes away.
+"""
+
+import asyncio
+import io
+import queue
+import sys
+import threading
+
+from granian.rsgi import ProtocolClosed
+
+from placement.cmd.worker import BODY_TIMEOUT
+from placement.cmd.worker import LATE_BODY
+
+_EMPTY = b""
+_LATE_HEADERS = [("content-type", "application/json"), ("connection", "close")]
+# The environ key of each header name seen (PEP 3333's CGI names).
+_KEYS = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
+
+
+class App:
+    """granian's RSGI target around the WSGI ``app``, mounted at
+    ``script_name``: ``threads`` threads run it (started in the worker
+    process, by ``__rsgi_init__``)."""
+
+    def __init__(self, app, threads, limit, script_name=""):
+        self.app = app
+        self.threads = threads
+        self.limit = limit
+        self.script_name = script_name
+        self.loop = None
+        # (environ, granian's protocol, future done when answered)
+        self.requests = queue.SimpleQueue()
+        self.base = {
+            "SCRIPT_NAME": script_name,
+            "SERVER_SOFTWARE": "granian",
+            "wsgi.errors": sys.stderr,
+            "wsgi.input_terminated": True,
+            "wsgi.multiprocess": True,
+            "wsgi.multithread": True,
+            "wsgi.run_once": False,
+            "wsgi.version": (1, 0),
+        }
+
+    def __rsgi_init__(self, loop):
+        self.loop = loop
+        for number in range(self.threads):
+            threading.Thread(
+                target=self.serve, name="placement-%d" % number, daemon=True
+            ).start()
+
+    def __rsgi_del__(self, loop):
+        for _ in range(self.threads):
+            self.requests.put(None)
+
+    async def __rsgi__(self, scope, proto):
+        environ = self.environ(scope)
+        length = environ.get("CONTENT_LENGTH")
+        body = _EMPTY
+        if length and length.isdigit() and 0 < int(length) <= self.limit:
+            try:
+                body = await asyncio.wait_for(proto(), BODY_TIMEOUT)
+            except TimeoutError:
+                proto.response_bytes(408, _LATE_HEADERS, LATE_BODY)
+                return
+            except ProtocolClosed:  # the client went away
+                return
+        environ["wsgi.input"] = io.BytesIO(body)
+        done = self.loop.create_future()
+        self.requests.put((environ, proto, done))
+        await done
+
+    def environ(self, scope):
+        """The WSGI environ of a request (PEP 3333: the path as latin-1
+        of its bytes, repeated headers joined by commas)."""
+        environ = self.base.copy()
+        path = scope.path
+        if not path.isascii():
+            path = path.encode().decode("latin-1")
+        if self.script_name and path.startswith(self.script_name):
+            path = path[len(self.script_name) :]
+        host, _, port = scope.server.rpartition(":")
+        environ["REQUEST_METHOD"] = scope.method
+        environ["PATH_INFO"] = path
+        environ["QUERY_STRING"] = scope.query_string
+        environ["SERVER_NAME"] = host
+        environ["SERVER_PORT"] = port
+        environ["SERVER_PROTOCOL"] = "HTTP/" + scope.http_version
+        environ["REMOTE_ADDR"] = scope.client.rpartition(":")[0]
+        environ["wsgi.url_scheme"] = scope.scheme
+        for name, value in scope.headers.items():
+            key = _KEYS.get(name)
+            if key is None:
+                key = _KEYS[name] = "HTTP_" + name.upper().replace("-", "_")
+            if key in environ:
+                value = environ[key] + "," + value
+            environ[key] = value
+        return environ
+
+    def serve(self):
+        """A thread's work: requests, one after another, until told to
+        stop."""
+        call_soon = self.loop.call_soon_threadsafe
+        while (request := self.requests.get()) is not None:
+            environ, proto, done = request
+            try:
+                self.call(environ, proto)
+            except BaseException as e:
+                call_soon(done.set_exception, e)
+            else:
+                call_soon(done.set_result, None)
+
+    def call(self, environ, proto):
+        """The app's answer to a request, written."""
+        started = []
+
+        def start_response(status, headers, exc_info=None):
+            started[:] = (status, headers)
+
+        answer = self.app(environ, start_response)
+        if type(answer) is list:
+            status, headers = started
+            proto.response_bytes(int(status[:3]), headers, _EMPTY.join(answer))
+            return
+        try:
+            pieces = iter(answer)
+            first = next(pieces, _EMPTY)
+            status, headers = started
+            transport = proto.response_stream(int(status[:3]), headers)
+            self.send(transport, first)
+            for piece in pieces:
+                self.send(transport, piece)
+        except ProtocolClosed:  # the client went away
+            pass
+        finally:
+            if hasattr(answer, "close"):
+                answer.close()
+
+    def send(self, transport, piece):
+        """A piece of a streamed answer, written by the event loop; back
+        once it is."""
+        if piece:
+            sent = asyncio.run_coroutine_threadsafe(_send(transport, piece), self.loop)
+            sent.result()
+
+
+async def _send(transport, piece):
+    # granian's send_bytes is an awaitable, not a coroutine.
+    await transport.send_bytes(piece)

@@ -1,0 +1,131 @@
+"""What a WSGI app behind placement's RSGI adapter (cmd/rsgi) is given
+and what granian is told to answer: PEP 3333's environ (the path as
+latin-1 of its UTF-8 bytes, repeated headers joined, the mount prefix
+taken off), the body read before the app runs, its answer written once,
+a streamed answer piece by piece and closed."""
+
+import asyncio
+import types
+
+from placement.cmd import rsgi
+
+
+class Headers:
+    def __init__(self, items):
+        self._items = items
+
+    def items(self):
+        return self._items
+
+
+class Proto:
+    """granian's protocol of one request, as the adapter uses it."""
+
+    def __init__(self, body=b""):
+        self.body = body
+        self.answers = []
+        self.pieces = []
+
+    async def __call__(self):
+        return self.body
+
+    def response_bytes(self, status, headers, body):
+        self.answers.append((status, headers, body))
+
+    def response_stream(self, status, headers):
+        self.answers.append((status, headers, None))
+        return self
+
+    async def send_bytes(self, piece):
+        self.pieces.append(piece)
+
+
+def _scope(path, headers, method="GET"):
+    return types.SimpleNamespace(
+        path=path,
+        method=method,
+        query_string="a=1",
+        server="127.0.0.1:8778",
+        client="10.0.0.9:40000",
+        http_version="1.1",
+        scheme="http",
+        headers=Headers(headers),
+    )
+
+
+def _serve(app, scope, proto):
+    async def run():
+        served.__rsgi_init__(asyncio.get_running_loop())
+        try:
+            await served.__rsgi__(scope, proto)
+        finally:
+            served.__rsgi_del__(None)
+
+    served = rsgi.App(app, 2, 1000, "/placement")
+    asyncio.run(run())
+
+
+def test_the_app_gets_the_environ_and_the_whole_body():
+    seen = {}
+
+    def app(environ, start_response):
+        seen.update(environ)
+        seen["body"] = environ["wsgi.input"].read()
+        start_response("201 Created", [("x-a", "b")])
+        return [b"do", b"ne"]
+
+    proto = Proto(b'{"name": "x"}')
+    scope = _scope(
+        "/placement/x/\u00e9",
+        [
+            ("content-type", "application/json"),
+            ("content-length", "13"),
+            ("x-many", "1"),
+            ("x-many", "2"),
+        ],
+        method="POST",
+    )
+    _serve(app, scope, proto)
+    assert seen["body"] == b'{"name": "x"}'
+    assert seen["PATH_INFO"] == "/x/\u00c3\u00a9"
+    assert seen["SCRIPT_NAME"] == "/placement"
+    assert seen["QUERY_STRING"] == "a=1"
+    assert seen["REQUEST_METHOD"] == "POST"
+    assert seen["CONTENT_TYPE"] == "application/json"
+    assert seen["CONTENT_LENGTH"] == "13"
+    assert seen["HTTP_X_MANY"] == "1,2"
+    assert (seen["SERVER_NAME"], seen["SERVER_PORT"]) == ("127.0.0.1", "8778")
+    assert seen["REMOTE_ADDR"] == "10.0.0.9"
+    assert proto.answers == [(201, [("x-a", "b")], b"done")]
+
+
+def test_a_body_over_the_limit_is_not_read():
+    def app(environ, start_response):
+        assert environ["wsgi.input"].read() == b""
+        start_response("413 Request Entity Too Large", [])
+        return [b""]
+
+    proto = Proto(b"x" * 2000)
+    _serve(app, _scope("/placement/", [("content-length", "2000")], "POST"), proto)
+    assert proto.answers == [(413, [], b"")]
+
+
+def test_a_streamed_answer_goes_piece_by_piece_and_is_closed():
+    closed = []
+
+    class Pieces:
+        def __iter__(self):
+            return iter([b"a", b"", b"b"])
+
+        def close(self):
+            closed.append(True)
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return Pieces()
+
+    proto = Proto()
+    _serve(app, _scope("/placement/allocation_candidates", []), proto)
+    assert proto.answers == [(200, [], None)]
+    assert proto.pieces == [b"a", b"b"]
+    assert closed == [True]
