@@ -259,7 +259,7 @@ def from_memory(monkeypatch):
     for name, module, function in (
         ("consumer", allocation_reads, "_consumer_in"),
         ("provider", allocation_reads, "_provider_in"),
-        ("rp", rp_obj, "_held"),
+        ("rp", rp_obj, "held"),
     ):
         answer = getattr(module, function)
 
