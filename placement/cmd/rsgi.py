@@ -32,8 +32,10 @@ from placement.cmd.worker import LATE_BODY
 
 _EMPTY = b""
 _LATE_HEADERS = [("content-type", "application/json"), ("connection", "close")]
-# The environ key of each header name seen (PEP 3333's CGI names).
+# The environ key of each header name seen (PEP 3333's CGI names), up to
+# _KEYS_MAX names: a client choosing names freely does not grow it past.
 _KEYS = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
+_KEYS_MAX = 512
 
 
 class App:
@@ -109,7 +111,9 @@ class App:
         for name, value in scope.headers.items():
             key = _KEYS.get(name)
             if key is None:
-                key = _KEYS[name] = "HTTP_" + name.upper().replace("-", "_")
+                key = "HTTP_" + name.upper().replace("-", "_")
+                if len(_KEYS) < _KEYS_MAX:
+                    _KEYS[name] = key
             if key in environ:
                 value = environ[key] + "," + value
             environ[key] = value

@@ -129,3 +129,12 @@ def test_a_streamed_answer_goes_piece_by_piece_and_is_closed():
     assert proto.answers == [(200, [], None)]
     assert proto.pieces == [b"a", b"b"]
     assert closed == [True]
+
+
+def test_header_names_a_client_makes_up_do_not_grow_the_adapter():
+    served = rsgi.App(None, 1, 1000)
+    names = ["x-made-up-%d" % n for n in range(2 * rsgi._KEYS_MAX)]
+    environ = served.environ(_scope("/", [(name, "v") for name in names]))
+    assert len(rsgi._KEYS) <= rsgi._KEYS_MAX
+    # Past the bound the names are still given to the app.
+    assert environ["HTTP_X_MADE_UP_%d" % (2 * rsgi._KEYS_MAX - 1)] == "v"

@@ -409,7 +409,7 @@ def usage_columns(
     rp = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     return {
         rc: columns.aligned(
-            stock[rc],
+            stock[rc].rp,
             rp,
             np.fromiter((r[at] or 0 for r in rows), dtype=np.int64, count=len(rows)),
         )

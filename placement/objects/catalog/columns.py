@@ -340,13 +340,12 @@ def fits(stock: Stock, used: np.ndarray, amount: int) -> np.ndarray:
     return np.where(allowed, n, 0)
 
 
-def aligned(stock: Stock, rp: np.ndarray, amounts: np.ndarray) -> np.ndarray:
-    """``amounts`` of providers ``rp`` as a column of ``stock`` (0 where a
-    provider has none; usage of a provider without the class is left
-    out, as the engine leaves it out)."""
-    used = np.zeros(len(stock.rp), dtype=np.int64)
-    at = np.searchsorted(stock.rp, rp)
-    found = at < len(stock.rp)
-    found[found] = stock.rp[at[found]] == rp[found]
-    used[at[found]] = amounts[found]
-    return used
+def aligned(keys: np.ndarray, rp: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """``amounts`` of providers ``rp`` put at their rows of ``keys`` (ids,
+    ascending: a ``Stock``'s ``rp``, a class's holders), 0 elsewhere; a
+    provider not in ``keys`` is left out (usage of a provider without the
+    class, as the engine leaves it out)."""
+    out = np.zeros(len(keys), dtype=np.int64)
+    at, found = find(keys, None, rp)
+    out[at[found]] = amounts[found]
+    return out

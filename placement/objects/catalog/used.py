@@ -107,7 +107,7 @@ class Used:
         amount = {}
         for rc, rp in holders.items():
             mine = rows[rows[:, 1] == rc]
-            amount[rc] = _frozen(_aligned(rp, mine[:, 0], mine[:, 2]))
+            amount[rc] = _frozen(catalog_columns.aligned(rp, mine[:, 0], mine[:, 2]))
         generations = np.array(
             conn.execute(WHOLE_GENERATIONS).all(), dtype=np.int64
         ).reshape(-1, 3)
@@ -292,15 +292,6 @@ class Used:
         return None
 
 
-def _aligned(keys: np.ndarray, rp: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values`` of providers ``rp`` put at their rows of ``keys`` (ids,
-    ascending; 0 elsewhere; a provider not in ``keys`` left out)."""
-    out = np.zeros(len(keys), dtype=np.int64)
-    at, found = catalog_columns.find(keys, None, rp)
-    out[at[found]] = values[found]
-    return out
-
-
 def _lookup(keys: np.ndarray, values: np.ndarray, rp: np.ndarray) -> np.ndarray:
     """``values`` at ``rp``'s rows of ``keys`` (0 where not in them)."""
     out = np.zeros(len(rp), dtype=np.int64)
@@ -322,10 +313,7 @@ def _merged(
     the named ids keep their rows, the keys are shared and the values
     copied only if one changed."""
     ids = np.fromiter(named, dtype=np.int64, count=len(named))
-    at = np.searchsorted(keys, ids)
-    inside = at < len(keys)
-    present = np.zeros(len(ids), dtype=bool)
-    present[inside] = keys[at[inside]] == ids[inside]
+    at, present = catalog_columns.find(keys, None, ids)
     if all(bool(p) == (rp in now) for rp, p in zip(ids.tolist(), present.tolist())):
         rows = at[present]
         wanted = np.fromiter(
