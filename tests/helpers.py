@@ -2,6 +2,7 @@
 moment, child processes that see only the configuration a test gives
 them, and providers written directly to a database."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -140,3 +141,18 @@ def over_capacity_from_rows(engine):
         for uuid_, rp, rc, total, reserved, ratio in inventories
         if used.get((rp, rc), 0) > (total - reserved) * ratio
     }
+
+
+@contextlib.contextmanager
+def statements(db):
+    """Collects every SQL statement the engine runs meanwhile."""
+    seen = []
+
+    def record(conn, cursor, statement, *args):
+        seen.append(statement)
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", record)

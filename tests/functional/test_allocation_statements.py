@@ -18,9 +18,9 @@ from tests.functional.test_allocation_retry import _claim
 from tests.functional.test_allocation_retry import _new_provider
 from tests.functional.test_allocation_retry import db  # noqa: F401
 from tests.functional.test_resource_provider_objects import _queries
-from tests.functional.test_resource_provider_objects import statements
 from tests.functional.test_write_round_trips import trips  # noqa: F401
 from tests.functional.test_write_round_trips import watched
+from tests.helpers import statements
 
 
 def _write(rp_uuid, consumer_uuid=None, amount=2, generation=None):

@@ -21,7 +21,7 @@ from placement.objects.catalog import verify
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
-from tests.functional.test_resource_provider_objects import statements
+from tests.helpers import statements
 
 HEADERS = {"x_auth_token": "admin", "openstack_api_version": "placement latest"}
 

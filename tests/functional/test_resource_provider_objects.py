@@ -4,10 +4,7 @@ number of providers, and concurrent creates of one name leave exactly one
 winner.
 """
 
-import contextlib
 import uuid
-
-from sqlalchemy import event
 
 from placement import exception
 from placement import versions
@@ -17,23 +14,9 @@ from placement.objects import provider_list
 from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
 from tests import helpers
+from tests.helpers import statements
 
 LATEST = versions.MAX
-
-
-@contextlib.contextmanager
-def statements(db):
-    """Collects every SQL statement the engine runs meanwhile."""
-    seen = []
-
-    def record(conn, cursor, statement, *args):
-        seen.append(statement)
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
 
 
 def _queries(seen):

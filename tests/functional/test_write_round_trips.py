@@ -20,7 +20,7 @@ from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
 from placement.objects.catalog import changes
 from tests.functional.test_resource_provider_objects import _queries
-from tests.functional.test_resource_provider_objects import statements
+from tests.helpers import statements
 
 AGGREGATE = str(uuid.uuid4())
 INVENTORY = {
