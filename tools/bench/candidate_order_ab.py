@@ -188,6 +188,7 @@ def run(url, args):
             mine[variant] = {
                 "cpu_ms": round(statistics.median(cpu[t, variant]), 2),
                 "wall_ms": round(statistics.median(wall[t, variant]), 2),
+                "cpu_each": [round(v, 2) for v in cpu[t, variant]],
             }
         for variant in VARIANTS:
             mine[variant]["cpu_over_id"] = round(

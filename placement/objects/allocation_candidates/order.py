@@ -260,6 +260,9 @@ def _followed(columns, index, order, amounts, classes, made):
     if memory is None or before.usage is None:
         return None
     used_of = index.usage_columns(tuple(made.used), columns.stock)
+    # The rows a claim changed, as the usage in memory followed them;
+    # else found by comparing the columns.
+    since = memory.changed_since(before.usage)
     changed = {}
     for rc, used in used_of.items():
         old = made.used[rc]
@@ -267,7 +270,10 @@ def _followed(columns, index, order, amounts, classes, made):
             continue
         if len(used) != len(old):
             return None
-        rows = np.flatnonzero(used != old)
+        if since is not None and used is memory.amount.get(rc):
+            rows = since.get(rc, np.empty(0, dtype=np.int64))
+        else:
+            rows = np.flatnonzero(used != old)
         if len(rows):
             changed[rc] = rows
     if not changed:
@@ -291,7 +297,8 @@ def _followed(columns, index, order, amounts, classes, made):
                 return None
             totals[rc] = total
             trees.append(stock.root[rows])
-    moved = np.unique(np.concatenate(trees))
+    # (np.unique costs more than this for the few trees of a claim.)
+    moved = np.array(sorted(set(np.concatenate(trees).tolist())), dtype=np.int64)
     keys = _shares(columns, classes, totals, moved, len(moved))
     if order != "spread":
         keys = -keys
@@ -341,16 +348,23 @@ def _repaired(reserves, keys, moved):
     index outside one was past its bound and still is where it did not
     move, so a reserve with the moved indexes now within the bound put in
     (those past it taken out) still holds the ``count`` best while it
-    holds ``count`` indexes."""
+    holds ``count`` indexes. The moved are few: each is put in its place
+    by binary searches, the reserve not sorted again."""
     heads, kept = {}, {}
     for count, (reserve, key, index) in reserves.items():
-        stays = reserve[~np.isin(reserve, moved)]
+        stays = reserve[(reserve[:, np.newaxis] != moved).all(axis=1)]
         now = keys[moved]
         comes = moved[(now < key) | ((now == key) & (moved <= index))]
-        some = np.concatenate((stays, comes))
-        if len(some) < count:
+        if len(stays) + len(comes) < count:
             continue
-        some = some[np.lexsort((some, keys[some]))]
+        comes = comes[np.lexsort((comes, keys[comes]))]
+        ordered = keys[stays]
+        places = []
+        for tree, value in zip(comes.tolist(), keys[comes].tolist()):
+            low = int(np.searchsorted(ordered, value, "left"))
+            high = int(np.searchsorted(ordered, value, "right"))
+            places.append(low + int(np.searchsorted(stays[low:high], tree)))
+        some = np.insert(stays, places, comes)
         heads[count], kept[count] = some[:count], (some, key, index)
     return heads, kept
 
