@@ -300,3 +300,22 @@ def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
         cloud.take(first)
         full, free = (("h1", 4), ("h5", 6), ("n1-0", 4), ("h6", 8))[step]
         cloud.allocate(str(uuid.uuid4()), {full: {"VCPU": free}})
+
+
+def test_rankings_followed_across_claims_are_sql_s(cloud):
+    """Rankings made again after claims (only the claimed trees' keys,
+    the first page repaired from the ranking before: 60 trees, pages of
+    17; at step 3 a tree fills, so the ranked trees change) answer as
+    SQL's index does, every tree read, for both orders."""
+    for i in range(60):
+        cloud.provider("h%02d" % i, inventories=dict(HOST, VCPU=32))
+        if i % 3:
+            cloud.allocate(str(uuid.uuid4()), {"h%02d" % i: {"VCPU": i % 7 + 1}})
+    query = FLAVOR + "&limit=1"
+    for step in range(6):
+        if step == 3:
+            cloud.allocate(str(uuid.uuid4()), {"h07": {"VCPU": 31}})
+        for order in ("spread", "pack"):
+            sql = cloud.answer(query, order, catalog=False)
+            assert cloud.answer(query, order) == sql, (step, order)
+            cloud.take(sql["allocation_requests"][0])

@@ -30,3 +30,33 @@ def test_best_is_a_stable_sort_s_head(kind, n, count):
     keys = _keys(kind, n, np.random.default_rng(47))
     expected = np.argsort(keys, kind="stable")[:count]
     assert order._best(keys, count).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("kind", ["distinct", "few values", "half empty"])
+def test_a_repaired_first_page_is_the_best_of_the_keys_now(kind):
+    """A first page repaired from the reserve of the ranking before, as
+    keys move (a claim's trees: better for pack, worse for spread, some
+    past the reserve's bound), is the stable sort's head of the keys now,
+    step after step; a reserve that no longer holds enough is dropped."""
+    rng = np.random.default_rng(47)
+    keys, count = _keys(kind, 5000, rng), 100
+    reserves: dict = {}
+    head = order._head(keys, count, reserves)
+    assert head.tolist() == np.argsort(keys, kind="stable")[:count].tolist()
+    repaired = 0
+    for step in range(300):
+        keys = keys.copy()
+        moved = np.unique(rng.integers(0, len(keys), 1 + step % 5))
+        if step % 3:  # into the first page or within it
+            keys[moved] = np.minimum(keys[moved], -rng.random(len(moved)))
+        else:  # out of it
+            keys[moved] = rng.random(len(moved)) * 2 - 1
+        heads, reserves = order._repaired(reserves, keys, moved)
+        expected = np.argsort(keys, kind="stable")[:count].tolist()
+        if count in heads:
+            repaired += 1
+            assert heads[count].tolist() == expected, step
+        else:
+            reserves = {}
+            assert order._head(keys, count, reserves).tolist() == expected
+    assert repaired > 200

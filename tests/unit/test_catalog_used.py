@@ -2,6 +2,8 @@
 that follows the log, sharing what did not change and never writing an
 array a catalog holds."""
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -137,3 +139,19 @@ def test_table_by_id_and_by_search():
     ]
     assert mine.rows[1][1] is not None and mine.rows[3][1] is None
     assert mine.table([1], np.array([], dtype=np.int64)).shape == (0, 1)
+
+
+def test_changed_since_walks_the_advances_back():
+    first, second, third = _used(), _used(), _used()
+    second.before, second.changed = weakref.ref(first), {1: _array(1)}
+    third.before, third.changed = weakref.ref(second), {1: _array(2), 3: _array()}
+    found = third.changed_since(first)
+    assert {rc: rows.tolist() for rc, rows in found.items()} == {1: [2, 1], 3: []}
+    assert third.changed_since(third) == {}
+    assert third.changed_since(first, steps=1) is None  # too far back
+    assert third.changed_since(_used()) is None  # not one it came from
+    second.changed[3] = None  # holders came or went there
+    assert third.changed_since(first) is None
+    del first  # a Used between is gone: not known
+    assert third.changed_since(second) is not None
+    assert second.before() is None

@@ -110,9 +110,25 @@ class Ranked(typing.NamedTuple):
     # The catalog's usage in memory (catalog.used.Used) the keys were
     # made at, where they are exactly ``key``'s at that usage; else None.
     usage: object = None
-    # {count: indexes of the ``count`` best}: a kept ranking's first
-    # page, partitioned once (``pages``)
+    # {count: indexes of the ``count`` best}: a ranking's first page,
+    # partitioned once (``pages``)
     heads: dict | None = None
+    # {count: (indexes of the 2 x ``count`` best in order, the last's key,
+    # its index)}: every other index's (key, index) is past the last's,
+    # so a ranking followed from this one repairs its first page from
+    # them (``_followed``)
+    reserves: dict | None = None
+
+
+class _Made(typing.NamedTuple):
+    """A ranking and what following it to another usage needs."""
+
+    ranked: Ranked
+    used: dict  # {class: its usage column the keys were made at}
+    totals: dict  # {class: per tree, its usage (exact ints)}
+    rooms: list  # per amount: per tree, its rows with room; None per tree
+    fitting: np.ndarray  # per tree (bool): in ``ranked``
+    allowed: np.ndarray | None  # per tree (bool): of the asked roots
 
 
 def ranked(
@@ -131,7 +147,9 @@ def ranked(
     all). From the catalog's columns and the usage of every provider of
     the requested classes (``index.usage_columns``: one statement, or
     none where the catalog holds usage), or the ranking of a request of
-    the same shape made less than ``age`` seconds ago. None where the
+    the same shape made less than ``age`` seconds ago. An older one made
+    at the usage in memory is followed to the usage now: only the trees
+    whose usage changed are ranked again (``_followed``). None where the
     columns cannot judge (an amount past int64: the snapshot's way then).
     ``classes``: the requested classes in the order ``positions`` is
     given them (the shares are summed in it, as ``used_share`` sums).
@@ -152,58 +170,203 @@ def ranked(
     now = time.monotonic()
     made = columns.rankings.get(shape)
     if made is not None and now - made[0] < age:
-        return made[1]
-    found = _ranked(columns, index, order, amounts, roots, classes)
-    if age > 0:
+        return made[1].ranked
+    found = None
+    if made is not None:
+        found = _followed(columns, index, order, amounts, classes, made[1])
+    if found is None:
+        found = _ranked(columns, index, order, amounts, roots, classes)
+    if age > 0 or found.ranked.usage is not None:
         if len(columns.rankings) >= MOST_RANKINGS:
             columns.rankings.clear()
         columns.rankings[shape] = (now, found)
-    return found
+    return found.ranked
 
 
 def _ranked(columns, index, order, amounts, roots, classes):
     size = len(columns.roots)
     wanted = tuple(sorted({rc for rc, _ in amounts}))
     if any(rc not in columns.stock for rc in wanted):
-        return Ranked(np.empty(0, dtype=np.int64), np.empty(0), None, {})
+        none = np.empty(0, dtype=np.int64)
+        return _Made(Ranked(none, np.empty(0), None, {}), {}, {}, [], none, None)
     used_of = index.usage_columns(wanted, columns.stock)
     memory = getattr(index, "used", None)
-    shares = np.zeros(size)
-    counted = np.zeros(size)
+    totals = {}
     exact = True
     for rc in classes:
         used = used_of[rc]
-        capacity = columns.capacity(rc)
-        held = capacity > 0
         # A class with one row per tree (flat clouds): its usage column
         # is the trees' (a float64 sum of one value is that value); else
         # the sums per tree the usage in memory keeps.
         per_tree = columns.per_tree(rc)
         total = used if per_tree else _totals(columns.stock[rc], used, memory, rc, size)
-        # Adding 0.0 where a tree holds none leaves its sum as it was.
-        shares += np.divide(total, capacity, out=np.zeros(size), where=held)
-        counted += held
+        totals[rc] = total
         exact = exact and _exact(columns, rc, used, None if per_tree else total)
+    share = _shares(columns, classes, totals, slice(None), size)
     fitting = None
+    rooms = []
     for rc, amount in amounts:
         # catalog_columns.fits(...) > 0, one comparison per row
         room = used_of[rc] <= columns.most_used(rc, amount)
         if columns.per_tree(rc):
             tree = room
+            rooms.append(None)
         else:
-            tree = np.zeros(size, dtype=bool)
-            tree[columns.stock[rc].root[room]] = True
+            # How many of each tree's rows have room: followed by the
+            # rows a claim changes (``_followed``).
+            count = np.bincount(columns.stock[rc].root[room], minlength=size)
+            tree = count > 0
+            rooms.append(count)
         fitting = tree if fitting is None else fitting & tree
+    allowed = None
     if roots is not None:
-        fitting &= np.isin(columns.roots, roots)
-    share = np.divide(shares, counted, out=np.zeros(size), where=counted > 0)
+        allowed = np.isin(columns.roots, roots)
+        fitting &= allowed
     at = np.flatnonzero(fitting)
-    return Ranked(
+    ranked = Ranked(
         columns.roots[at],
         share[at] if order == "spread" else -share[at],
         memory if exact else None,
         {},
+        {},
     )
+    return _Made(ranked, used_of, totals, rooms, fitting, allowed)
+
+
+def _shares(columns, classes, totals, trees, size):
+    """The mean used share of ``trees`` (tree indexes, or a slice; ``size``
+    of them) over ``classes`` they hold, from ``totals`` {class: per tree,
+    its usage}: summed in ``classes``' order, as ``used_share`` sums."""
+    shares = np.zeros(size)
+    counted = np.zeros(size)
+    for rc in classes:
+        capacity = columns.capacity(rc)[trees]
+        held = capacity > 0
+        # Adding 0.0 where a tree holds none leaves its sum as it was.
+        shares += np.divide(totals[rc][trees], capacity, out=np.zeros(size), where=held)
+        counted += held
+    return np.divide(shares, counted, out=np.zeros(size), where=counted > 0)
+
+
+def _followed(columns, index, order, amounts, classes, made):
+    """``made`` (a ranking at the usage in memory) followed to the usage
+    in memory now, the same as ``_ranked`` would make it: the keys and
+    room of the trees whose usage of the requested classes changed made
+    again, the first pages repaired from the reserves (``_repaired``).
+    None where it cannot be followed (no usage in memory, sums no longer
+    exact)."""
+    before = made.ranked
+    memory = getattr(index, "used", None)
+    if memory is None or before.usage is None:
+        return None
+    used_of = index.usage_columns(tuple(made.used), columns.stock)
+    # The rows a claim changed, as the usage in memory followed them;
+    # else found by comparing the columns.
+    since = memory.changed_since(before.usage)
+    changed = {}
+    for rc, used in used_of.items():
+        old = made.used[rc]
+        if used is old:
+            continue
+        if len(used) != len(old):
+            return None
+        if since is not None and used is memory.amount.get(rc):
+            rows = since.get(rc, np.empty(0, dtype=np.int64))
+        else:
+            rows = np.flatnonzero(used != old)
+        if len(rows):
+            changed[rc] = rows
+    if not changed:
+        return made._replace(ranked=before._replace(usage=memory), used=used_of)
+    size = len(columns.roots)
+    totals = dict(made.totals)
+    trees = []
+    for rc, rows in changed.items():
+        used = used_of[rc]
+        if columns.per_tree(rc):
+            values = used[rows]
+            if values.min() < 0 or values.max() >= catalog_columns.FLOAT_EXACT:
+                return None
+            totals[rc] = used
+            trees.append(rows)
+        else:
+            stock = columns.stock[rc]
+            # Kept as int64 only while exact (catalog.used.Used).
+            total = memory.tree_totals(rc, stock.rp, stock.root, size)
+            if total is None or total.dtype != np.int64:
+                return None
+            totals[rc] = total
+            trees.append(stock.root[rows])
+    # (np.unique costs more than this for the few trees of a claim.)
+    moved = np.array(sorted(set(np.concatenate(trees).tolist())), dtype=np.int64)
+    keys = _shares(columns, classes, totals, moved, len(moved))
+    if order != "spread":
+        keys = -keys
+    fit = np.ones(len(moved), dtype=bool)
+    if made.allowed is not None:
+        fit &= made.allowed[moved]
+    rooms = list(made.rooms)
+    for i, (rc, amount) in enumerate(amounts):
+        most = columns.most_used(rc, amount)
+        if rooms[i] is None:
+            fit &= used_of[rc][moved] <= most[moved]
+            continue
+        rows = changed.get(rc)
+        if rows is not None:
+            now = (used_of[rc][rows] <= most[rows]).astype(rooms[i].dtype)
+            count = rooms[i].copy()
+            np.add.at(
+                count,
+                columns.stock[rc].root[rows],
+                now - (made.used[rc][rows] <= most[rows]),
+            )
+            rooms[i] = count
+        fit &= rooms[i][moved] > 0
+    if np.array_equal(fit, made.fitting[moved]):
+        fitting = made.fitting
+        places = np.searchsorted(before.roots, columns.roots[moved[fit]])
+        new = before.keys.copy()
+        new[places] = keys[fit]
+        heads, reserves = _repaired(before.reserves or {}, new, places)
+    else:
+        # Trees came into the ranking or left it: its positions move.
+        fitting = made.fitting.copy()
+        fitting[moved] = fit
+        every = np.zeros(size)
+        every[np.flatnonzero(made.fitting)] = before.keys
+        every[moved] = keys
+        at = np.flatnonzero(fitting)
+        before = before._replace(roots=columns.roots[at])
+        new, heads, reserves = every[at], {}, {}
+    ranked = Ranked(before.roots, new, memory, heads, reserves)
+    return _Made(ranked, used_of, totals, rooms, fitting, made.allowed)
+
+
+def _repaired(reserves, keys, moved):
+    """({count: first page}, reserves) of a ranking whose ``keys`` at
+    indexes ``moved`` changed, from the ``reserves`` made before: every
+    index outside one was past its bound and still is where it did not
+    move, so a reserve with the moved indexes now within the bound put in
+    (those past it taken out) still holds the ``count`` best while it
+    holds ``count`` indexes. The moved are few: each is put in its place
+    by binary searches, the reserve not sorted again."""
+    heads, kept = {}, {}
+    for count, (reserve, key, index) in reserves.items():
+        stays = reserve[(reserve[:, np.newaxis] != moved).all(axis=1)]
+        now = keys[moved]
+        comes = moved[(now < key) | ((now == key) & (moved <= index))]
+        if len(stays) + len(comes) < count:
+            continue
+        comes = comes[np.lexsort((comes, keys[comes]))]
+        ordered = keys[stays]
+        places = []
+        for tree, value in zip(comes.tolist(), keys[comes].tolist()):
+            low = int(np.searchsorted(ordered, value, "left"))
+            high = int(np.searchsorted(ordered, value, "right"))
+            places.append(low + int(np.searchsorted(stays[low:high], tree)))
+        some = np.insert(stays, places, comes)
+        heads[count], kept[count] = some[:count], (some, key, index)
+    return heads, kept
 
 
 def _totals(stock, used, memory, rc, size):
@@ -232,12 +395,12 @@ def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
     """The ranked trees' root ids in order, in pages growing from
     ``first``. The first page is a partial sort (the trees past it are
     sorted only if the search goes on to them)."""
-    roots, keys, _, heads = trees
+    roots, keys, _, heads, reserves = trees
     if not len(roots):
         return
     head = None if heads is None else heads.get(first)
     if head is None:
-        head = _best(keys, first)
+        head = _head(keys, first, reserves)
         if heads is not None:
             heads[first] = head  # read only from now on
     yield roots[head].tolist()
@@ -250,6 +413,16 @@ def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
         yield roots[at[start : start + size]].tolist()
         start += size
         size = min(2 * size, providers.CHUNK)
+
+
+def _head(keys: np.ndarray, count: int, reserves: dict | None) -> np.ndarray:
+    """``_best(keys, count)``; where ``reserves`` is given, the twice as
+    many best kept in it for the rankings followed from this one."""
+    if reserves is None or 2 * count >= len(keys):
+        return _best(keys, count)
+    reserve = _best(keys, 2 * count)
+    reserves[count] = (reserve, keys[reserve[-1]], reserve[-1])
+    return reserve[:count]
 
 
 def _best(keys: np.ndarray, count: int) -> np.ndarray:

@@ -17,6 +17,7 @@ shares the others, so a catalog read before the fork keeps its pages
 shared with the workers until a claim changes a class."""
 
 import typing
+import weakref
 from collections.abc import Collection
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -73,7 +74,18 @@ class Used:
     since the epoch, NO_TIME for none), aligned; per class, what each tree
     uses of it, where asked (``tree_totals``) and followed since."""
 
-    __slots__ = ("rp", "amount", "ids", "generation", "modified", "totals", "rows")
+    __slots__ = (
+        "rp",
+        "amount",
+        "ids",
+        "generation",
+        "modified",
+        "totals",
+        "rows",
+        "before",
+        "changed",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -93,6 +105,11 @@ class Used:
         # {class: (its holders' ids, columns.rows_by_id of them)}, shared
         # by the Used that follow: good while the holders are the same
         self.rows: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
+        # The Used this one advanced from (weakly: nothing kept alive for
+        # it) and, per class it read again, the rows whose usage changed
+        # (None where holders came or went): ``changed_since``.
+        self.before: weakref.ref | None = None
+        self.changed: dict[int, np.ndarray | None] = {}
 
     @classmethod
     def read(
@@ -148,6 +165,7 @@ class Used:
             dict(self.rp), dict(self.amount), self.ids, self.generation, self.modified
         )
         new.totals, new.rows = dict(self.totals), self.rows
+        new.before = weakref.ref(self)
         by_class: dict[int, set[int]] = {}
         for rp in used:
             for rc in (*held(rp), *had(rp)):
@@ -157,6 +175,14 @@ class Used:
             rp_of, amount_of = _merged(
                 self.rp.get(rc, _EMPTY), self.amount.get(rc, _EMPTY), rps, holding
             )
+            new.changed[rc] = None
+            if rp_of is self.rp.get(rc) and amount_of is not self.amount.get(rc):
+                ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
+                at, present = catalog_columns.find(rp_of, None, ids)
+                rows = at[present]
+                new.changed[rc] = rows[amount_of[rows] != self.amount[rc][rows]]
+            elif rp_of is self.rp.get(rc):
+                new.changed[rc] = _EMPTY
             if len(rp_of):
                 new.rp[rc], new.amount[rc] = rp_of, amount_of
             else:
@@ -169,6 +195,27 @@ class Used:
             # The same ids come and go: the same keys.
             _, new.modified = _merged(self.ids, self.modified, named, modified)
         return new
+
+    def changed_since(
+        self, older: "Used", steps: int = 8
+    ) -> dict[int, np.ndarray] | None:
+        """{class: the rows (of its holders, the same since) whose usage
+        changed} from ``older`` to this one, through at most ``steps``
+        advances; None where that is not known (holders came or went,
+        or a Used between is gone)."""
+        found: dict[int, list[np.ndarray]] = {}
+        now: Used | None = self
+        for _ in range(steps):
+            if now is older:
+                return {rc: np.concatenate(rows) for rc, rows in found.items()}
+            if now is None or now.before is None:
+                return None
+            for rc, rows in now.changed.items():
+                if rows is None:
+                    return None
+                found.setdefault(rc, []).append(rows)
+            now = now.before()
+        return None
 
     def tree_totals(
         self, rc: int, holders: np.ndarray, root: np.ndarray, size: int
