@@ -3,6 +3,7 @@
 claim, whoever wrote it (a worker of another host, SQL by hand), and the
 others read neither the log nor the claimed rows again."""
 
+import decimal
 import multiprocessing
 import types
 import uuid
@@ -160,3 +161,10 @@ def test_a_move_too_large_for_a_slot_is_not_shared():
     big = MOVE._replace(fresh=Fresh(None, [(rp, 1, 1, None) for rp in range(100)]))
     assert not ring.put(big)
     assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
+
+
+def test_a_look_summed_by_the_database_finds_its_move():
+    ring = host_deltas.HostDeltas()
+    assert ring.put(MOVE)
+    at = _at({0: 4, 1: 2}, {0: 10, 1: 20})
+    assert ring.get(at, decimal.Decimal(7), decimal.Decimal(31)) == MOVE

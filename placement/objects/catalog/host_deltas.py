@@ -76,6 +76,7 @@ class HostDeltas:
         """The move of a catalog at ``catalog``'s counts and tokens to the
         look (``stamp``, ``tokens``) that a worker of this host shared,
         if the ring still has it, whole."""
+        stamp, tokens = int(stamp), int(tokens)  # MySQL's sums: Decimal
         at = self._at(stamp, tokens)
         *key, length, digest = _HEAD.unpack_from(self._map, at)
         if tuple(key) != (catalog.stamp, catalog.token_sum, stamp, tokens):
