@@ -61,8 +61,10 @@ class Holder:
         # The last look of this host's followers (shared with the workers
         # forked after this was made).
         self.host_look = host_look.HostLook()
-        # What its workers read to follow claims, for the others.
+        # What its workers read to follow claims, for the others, and the
+        # look whose move this process's follower last waited for.
         self.host_deltas = host_deltas.HostDeltas()
+        self.awaited: tuple[int, int] | None = None
 
     def _lock(self, wait):
         if self.reading.acquire(blocking=False):
@@ -190,7 +192,9 @@ class Holder:
         already (None). What it did (``_refresh``'s answer); without a
         look where another worker of this host looked in the last
         ``told`` seconds and found this catalog's stamp and tokens
-        ("none") or where this host's ring has the move there ("host")."""
+        ("none") or where this host's ring has the move there ("host");
+        None also the first time that look found another stamp and the
+        ring lacks the move (its looker is likely following it)."""
         if not self.reading.acquire(blocking=False):
             return None
         try:
@@ -201,9 +205,16 @@ class Holder:
                     return "none"
                 # Another worker of this host looked a moment ago and
                 # found where a claim took the counts: what it read to
-                # follow is in the ring if it followed already.
+                # follow is in the ring if it followed already. If not,
+                # it is likely still reading (its workers' followers wake
+                # within a period of each other, and a catch-up takes a
+                # loaded host longer): this one waits one period for it
+                # before reading the database itself.
                 if self._by_host(db, catalog, *seen):
                     return "host"
+                if self.awaited != seen:
+                    self.awaited = seen
+                    return None
             return self._up_to_date(db)
         finally:
             self.reading.release()

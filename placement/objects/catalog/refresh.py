@@ -249,7 +249,8 @@ def catch_up(db: db_api.Database, told: float = 0.0) -> str | None:
     "deltas", "full", "host" (by what another worker of this host read:
     ``host_deltas``) or "none" (it was current, or another worker of this
     host found it so in the last ``told`` seconds: ``host_look``); None
-    when the catalog is off or busy."""
+    when the catalog is off or busy, or it waits a period for the move
+    another worker of this host is likely reading (``Holder.catch_up``)."""
     if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).catch_up(db, told)
