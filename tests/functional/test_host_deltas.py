@@ -168,3 +168,14 @@ def test_a_look_summed_by_the_database_finds_its_move():
     assert ring.put(MOVE)
     at = _at({0: 4, 1: 2}, {0: 10, 1: 20})
     assert ring.get(at, decimal.Decimal(7), decimal.Decimal(31)) == MOVE
+
+
+def test_a_catalog_past_the_move_s_start_on_some_shards_follows_by_it():
+    """A worker that followed one claim (shard 0) before another worker
+    read both (shards 0 and 1) follows the second by what it read."""
+    ring = host_deltas.HostDeltas()
+    both = MOVE._replace(seqs={0: 5, 1: 3}, tokens={0: 11, 1: 21})
+    assert ring.put(both)
+    assert ring.get(_at({0: 5, 1: 2}, {0: 11, 1: 20}), 8, 32) == both
+    # Shard 0 at the end's count with another token: another history.
+    assert ring.get(_at({0: 5, 1: 2}, {0: 12, 1: 20}), 8, 32) is None

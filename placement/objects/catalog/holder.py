@@ -62,7 +62,7 @@ class Holder:
         # forked after this was made).
         self.host_look = host_look.HostLook()
         # What its workers read to follow claims, for the others, and the
-        # look whose move this process's follower last waited for.
+        # catalog (stamp, tokens) this process's follower last waited at.
         self.host_deltas = host_deltas.HostDeltas()
         self.awaited: tuple[int, int] | None = None
 
@@ -212,8 +212,10 @@ class Holder:
                 # before reading the database itself.
                 if self._by_host(db, catalog, *seen):
                     return "host"
-                if self.awaited != seen:
-                    self.awaited = seen
+                if self.awaited != (catalog.stamp, catalog.token_sum):
+                    # Once per catalog: under a claim every period the
+                    # looks move on each period.
+                    self.awaited = (catalog.stamp, catalog.token_sum)
                     return None
             return self._up_to_date(db)
         finally:

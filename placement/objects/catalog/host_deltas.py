@@ -13,9 +13,10 @@ went. Writers take no lock: a record carries a digest of itself, and one
 torn by two writers at once (or read while written) matches nothing, so
 the worker reads the database as it would have. A record names the
 catalog's counts and tokens shard by shard at both ends, so only a
-catalog at exactly those counts follows by it, to exactly the counts and
-tokens its look found: what a request answers is what the same catch-up
-from the database would have made of rows read no earlier.
+catalog at those counts (each shard at the start's or the end's) follows
+by it, to exactly the counts and tokens its look found: what a request
+answers is what the same catch-up from the database would have made of
+rows read no earlier.
 """
 
 import hashlib
@@ -53,6 +54,22 @@ def _digest(key: tuple, body: bytes) -> bytes:
     return hashlib.blake2b(repr(key).encode() + body, digest_size=16).digest()
 
 
+def _on_the_way(catalog: Catalog, move: Move) -> bool:
+    """Whether ``catalog``'s counts are, shard by shard, those of the
+    move's start or of its end, with their tokens: the move read again
+    everything the log named past them (and, for the shards it had
+    already followed, more, whose rows it read no earlier: as a catalog
+    further behind would have read them)."""
+    for shard in move.then.keys() | move.seqs.keys() | catalog.seqs.keys():
+        mine = (catalog.seqs.get(shard, 0), catalog.tokens.get(shard))
+        if mine not in (
+            (move.then.get(shard, 0), move.then_tokens.get(shard)),
+            (move.seqs.get(shard, 0), move.tokens.get(shard)),
+        ):
+            return False
+    return True
+
+
 class HostDeltas:
     def __init__(self, slots: int = SLOTS, slot_bytes: int = SLOT_BYTES) -> None:
         self._slots, self._size = slots, slot_bytes
@@ -73,13 +90,14 @@ class HostDeltas:
         return True
 
     def get(self, catalog: Catalog, stamp: int, tokens: int) -> Move | None:
-        """The move of a catalog at ``catalog``'s counts and tokens to the
-        look (``stamp``, ``tokens``) that a worker of this host shared,
-        if the ring still has it, whole."""
+        """A move that a worker of this host shared to the look
+        (``stamp``, ``tokens``) from ``catalog``'s counts and tokens (or
+        from counts it has passed on some shards: ``_on_the_way``), if
+        the ring still has it, whole."""
         stamp, tokens = int(stamp), int(tokens)  # MySQL's sums: Decimal
         at = self._at(stamp, tokens)
         *key, length, digest = _HEAD.unpack_from(self._map, at)
-        if tuple(key) != (catalog.stamp, catalog.token_sum, stamp, tokens):
+        if (key[2], key[3]) != (stamp, tokens) or key[0] > catalog.stamp:
             return None
         if not 0 < length <= self._size - _HEAD.size:
             return None
@@ -87,7 +105,7 @@ class HostDeltas:
         if _digest(tuple(key), body) != digest:
             return None
         move = Move(*pickle.loads(body))
-        if (move.then, move.then_tokens) != (catalog.seqs, catalog.tokens):
+        if not _on_the_way(catalog, move):
             return None
         if _sums(move.seqs, move.tokens) != (stamp, tokens):
             return None
