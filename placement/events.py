@@ -68,7 +68,8 @@ def catalog_used(outcome: str) -> None:
 
 
 def catalog_updated(how: str) -> None:
-    """A worker brought its provider catalog up to date: ``deltas``,
+    """A worker brought its provider catalog up to date: ``counts``,
+    ``host`` (by what another worker of its host read), ``deltas``,
     ``full`` or ``foreign``."""
     CATALOG_UPDATES.labels(how).inc()
 

@@ -157,7 +157,7 @@ def test_followed_equals_a_fresh_read(db, fold_at, monkeypatch):
         with db.engine.begin() as conn:
             uuids = writes.step(conn)
         with db.reader() as conn:
-            followed = followed.advanced(conn, uuids)
+            followed = followed.advanced(consumers.consumers_of(conn, uuids), uuids)
             fresh = consumers.read(conn)
         assert followed == fresh
         for consumer in writes.uuids:

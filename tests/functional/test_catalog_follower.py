@@ -132,9 +132,14 @@ def test_an_idle_host_looks_once_per_period_not_once_per_worker(cloud):
         assert watcher.step() == "none"
     assert seen == []  # the other worker's look told it
     # After a write, the other worker's look found a stamp past the
-    # catalog's: this one looks itself and follows the write.
+    # catalog's: this one waits one period for that worker's move
+    # (host_deltas: none comes for a new host), then looks itself and
+    # follows the write.
     rp = _new_host(cloud)
     _looked_elsewhere(db)
+    with statements(db) as seen:
+        assert watcher.step() is None
+    assert seen == []
     assert watcher.step() == "deltas"
     assert rp in _catalog(db).uuids.values()
     # Its own look is no tell: the next step looks again.

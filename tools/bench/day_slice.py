@@ -55,6 +55,13 @@ def add_arguments(parser):
         "--servers", type=int, default=1, help="placement-api processes (hosts)"
     )
     parser.add_argument(
+        "--day-clients",
+        type=int,
+        default=CLIENTS,
+        help="clients looping over the four shapes (0: the scheduler's claims"
+        " alone, whose followers' cost a loaded machine otherwise starves)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="with --day: the database's time by statement (slow log)",
@@ -136,7 +143,7 @@ def _session():
     return s
 
 
-def run_slice(bases, paths, seconds):
+def run_slice(bases, paths, seconds, clients=CLIENTS):
     """The slice itself: {"a_c": [s...], "claims": n, "refused": n, ...}."""
     stop = threading.Event()
     times = collections.defaultdict(list)
@@ -195,8 +202,8 @@ def run_slice(bases, paths, seconds):
                 times["claim"].append(time.perf_counter() - start)
                 counts["claimed" if put.status_code == 204 else "refused"] += 1
 
-    with concurrent.futures.ThreadPoolExecutor(CLIENTS + 1) as pool:
-        futures = [pool.submit(client, n) for n in range(CLIENTS)]
+    with concurrent.futures.ThreadPoolExecutor(clients + 1) as pool:
+        futures = [pool.submit(client, n) for n in range(clients)]
         futures.append(pool.submit(scheduler))
         time.sleep(seconds)
         stop.set()
@@ -310,7 +317,7 @@ def day(url, args, paths, summary_ms):
             profile[0]()
         before = watch.sample()
         beat, rows = _server_figures(url, database)
-        times, counts = run_slice(bases, paths, args.day)
+        times, counts = run_slice(bases, paths, args.day, args.day_clients)
         figures["day_cores"] = cores(before, watch.sample())
         beat_after, rows_after = _server_figures(url, database)
         # Comparisons published by the lease holder (one per period for the
@@ -321,7 +328,7 @@ def day(url, args, paths, summary_ms):
         figures["counts"] = dict(counts)
         figures["claims_per_s"] = round(counts["claimed"] / args.day, 2)
         shapes = [v for name, v in times.items() if name in paths]
-        figures["a_c"] = summary_ms([t for v in shapes for t in v])
+        figures["a_c"] = summary_ms([t for v in shapes for t in v] or [0])
         figures["scheduler_a_c"] = summary_ms(times["scheduler"] or [0])
         figures["claim_put"] = summary_ms(times["claim"] or [0])
         if profile is not None:

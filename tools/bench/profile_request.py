@@ -452,7 +452,8 @@ def server(url, workers, threads, active, http_server=None):
     )
     base = "http://127.0.0.1:%d" % port
     try:
-        for _ in range(600):
+        # Up to about 5 minutes: 100,000 hosts' catalog on a loaded machine.
+        for _ in range(3000):
             try:
                 urllib.request.urlopen(base + "/", timeout=1).read()
                 break

@@ -46,6 +46,8 @@ One job per module, each importing only those before it:
     The one snapshot a catalog is read in.
 ``host_look``
     The last look of the host's idle followers, shared by its workers.
+``host_deltas``
+    What one worker of the host read to follow a claim, for the others.
 ``holder``
     The held catalog and its lock, brought up to date by the log or read
     whole; its fingerprints by counts; the triggers' look.

@@ -100,14 +100,13 @@ class Allocations:
             held.sort(key=lambda h: h.row.id)
         return held
 
-    def advanced(self, conn: sa.Connection, uuids: Iterable[str]) -> "Allocations":
-        """A new one: this one with consumers ``uuids`` read again in
-        ``conn``'s snapshot."""
+    def advanced(self, found: dict, uuids: Iterable[str]) -> "Allocations":
+        """A new one: this one with consumers ``uuids`` as ``found``
+        (``consumers_of`` them) has them."""
         uuids = set(uuids)
         if not uuids:
             return self
         new = Allocations(self.base, self.read_at)
-        found = consumers_of(conn, uuids)
         new.changed, new.overlay_on = self.changed, self.overlay_on
         new._consumers({uuid: found.get(uuid) for uuid in uuids})
         if len(new.changed) > FOLD_AT:

@@ -15,6 +15,7 @@ from placement.objects.catalog import changes
 from placement.objects.catalog import currency
 from placement.objects.catalog import deltas
 from placement.objects.catalog import history
+from placement.objects.catalog import host_deltas
 from placement.objects.catalog import host_look
 from placement.objects.catalog import snapshot
 from placement.objects.catalog.store import Catalog
@@ -60,20 +61,28 @@ class Holder:
         # The last look of this host's followers (shared with the workers
         # forked after this was made).
         self.host_look = host_look.HostLook()
+        # What its workers read to follow claims, for the others, and the
+        # catalog (stamp, tokens) this process's follower last waited at.
+        self.host_deltas = host_deltas.HostDeltas()
+        self.awaited: tuple[int, int] | None = None
 
     def _lock(self, wait):
         if self.reading.acquire(blocking=False):
             return True
         return wait and not self.reading_all and self.reading.acquire(timeout=WAIT_S)
 
-    def _refresh(self, db, conn, whole=False):
+    def _refresh(self, db, conn, whole=False, look=None):
         """Bring the catalog up to date: by its deltas, or read whole when
         there is none yet or the log cannot tell what changed (or
-        ``whole``: the look found the history diverged). Returns "counts"
-        (the log held no change of the structure: only the counts moved),
-        "deltas", "full" or "none" (nothing new)."""
+        ``whole``: the look found the history diverged). ``look``: the
+        (stamp, tokens) ``conn`` read, when the caller has read them.
+        Returns "counts" (the log held no change of the structure: only
+        the counts moved; "host" where another worker of the host had
+        read it), "deltas", "full" or "none" (nothing new)."""
         old = self.catalog
         if old is not None and not whole:
+            if look is not None and self._by_host(db, old, *look):
+                return "host"
             # Usage, consumers and generations (claims) need no snapshot:
             # the request's own transaction reads the counts, then the log
             # of the shards that moved.
@@ -81,7 +90,11 @@ class Holder:
             if changed == {}:
                 return "none"
             if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
-                self._install(db, old.advanced(conn, seqs, changed, marks))
+                fresh = old.fresh(conn, changed)
+                self._install(db, old.advanced(conn, seqs, changed, marks, fresh))
+                self.host_deltas.put(
+                    host_deltas.Move(old.seqs, old.tokens, seqs, marks, changed, fresh)
+                )
                 events.catalog_updated("counts")
                 return "counts"
         with snapshot.of(db, conn) as reading:
@@ -108,6 +121,21 @@ class Holder:
                 how = "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
         events.catalog_updated(how)
         return how
+
+    def _by_host(self, db, old, stamp, tokens):
+        """Whether the catalog ``old`` was brought to the look (``stamp``,
+        ``tokens``) by what another worker of this host read for the same
+        move (``host_deltas``), with no statement."""
+        if (old.stamp, old.token_sum) == (stamp, tokens):
+            return False
+        move = self.host_deltas.get(old, stamp, tokens)
+        if move is None or not old.covers(move.changed, move.fresh):
+            return False
+        self._install(
+            db, old.advanced(None, move.seqs, move.changed, move.tokens, move.fresh)
+        )
+        events.catalog_updated("host")
+        return True
 
     def _install(self, db, catalog, whole=False):
         """Hold ``catalog`` (made by following the log from the one held,
@@ -161,17 +189,34 @@ class Holder:
 
     def catch_up(self, db: db_api.Database, told: float = 0.0) -> str | None:
         """As ``warm``, unless a request is bringing the catalog up to date
-        already (None). What it did: "deltas", "full" or "none" (also
-        without a look: another worker of this host found this catalog's
-        stamp and tokens in the last ``told`` seconds)."""
+        already (None). What it did (``_refresh``'s answer); without a
+        look where another worker of this host looked in the last
+        ``told`` seconds and found this catalog's stamp and tokens
+        ("none") or where this host's ring has the move there ("host");
+        None also the first time that look found another stamp and the
+        ring lacks the move (its looker is likely following it)."""
         if not self.reading.acquire(blocking=False):
             return None
         try:
             catalog = self.catalog
-            if catalog is not None and self.host_look.told(
-                told, catalog.stamp, catalog.token_sum
-            ):
-                return "none"
+            seen = self.host_look.told(told)
+            if catalog is not None and seen is not None:
+                if seen == (catalog.stamp, catalog.token_sum):
+                    return "none"
+                # Another worker of this host looked a moment ago and
+                # found where a claim took the counts: what it read to
+                # follow is in the ring if it followed already. If not,
+                # it is likely still reading (its workers' followers wake
+                # within a period of each other, and a catch-up takes a
+                # loaded host longer): this one waits one period for it
+                # before reading the database itself.
+                if self._by_host(db, catalog, *seen):
+                    return "host"
+                if self.awaited != (catalog.stamp, catalog.token_sum):
+                    # Once per catalog: under a claim every period the
+                    # looks move on each period.
+                    self.awaited = (catalog.stamp, catalog.token_sum)
+                    return None
             return self._up_to_date(db)
         finally:
             self.reading.release()
@@ -189,7 +234,7 @@ class Holder:
                 return self._refresh(db, conn, whole=True)
             if catalog.stamp == stamp:
                 return "none"
-            return self._refresh(db, conn)
+            return self._refresh(db, conn, look=(stamp, tokens))
 
 
 # What each mode means, for the logs and the health check.

@@ -29,12 +29,10 @@ class HostLook:
         """This process has just looked and found ``stamp``, ``tokens``."""
         _RECORD.pack_into(self._map, 0, time.monotonic(), os.getpid(), stamp, tokens)
 
-    def told(self, within: float, stamp: int, tokens: int) -> bool:
-        """Whether another process of this host looked in the last
-        ``within`` seconds and found ``stamp`` and ``tokens``."""
+    def told(self, within: float) -> tuple[int, int] | None:
+        """The (stamp, tokens) another process of this host found in a
+        look in the last ``within`` seconds, if one did."""
         at, pid, seen, seen_tokens = _RECORD.unpack_from(self._map, 0)
-        return (
-            pid != os.getpid()
-            and time.monotonic() - at < within
-            and (seen, seen_tokens) == (stamp, tokens)
-        )
+        if pid == os.getpid() or time.monotonic() - at >= within:
+            return None
+        return seen, seen_tokens

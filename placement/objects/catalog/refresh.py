@@ -74,7 +74,8 @@ class Cache(verify.Verifier):
                 try:
                     held = self.catalog
                     if held is None or held.stamp < stamp:
-                        if self._refresh(db, conn) == "full":
+                        look = None if tokens is None else (stamp, tokens)
+                        if self._refresh(db, conn, look=look) == "full":
                             outcome = "read"
                     elif history.diverged(held, stamp, tokens):
                         if self._refresh(db, conn, whole=True) == "full":
@@ -244,10 +245,12 @@ def follow(db: db_api.Database, followed: bool) -> None:
 def catch_up(db: db_api.Database, told: float = 0.0) -> str | None:
     """Bring the catalog of ``db`` up to date now, if it is on and no
     request is at it: what an idle worker's follower calls, so that the
-    next request finds it current (``cmd/follower.py``). "deltas", "full"
-    or "none" (it was current, or another worker of this host found it so
-    in the last ``told`` seconds: ``host_look``); None when the catalog
-    is off or busy."""
+    next request finds it current (``cmd/follower.py``). "counts",
+    "deltas", "full", "host" (by what another worker of this host read:
+    ``host_deltas``) or "none" (it was current, or another worker of this
+    host found it so in the last ``told`` seconds: ``host_look``); None
+    when the catalog is off or busy, or it waits a period for the move
+    another worker of this host is likely reading (``Holder.catch_up``)."""
     if not db.conf.placement.provider_catalog:
         return None
     return _cache(db).catch_up(db, told)

@@ -5,6 +5,7 @@ older catalog and the rows of what changed since (``advanced``)."""
 
 import collections
 import copy
+import dataclasses
 
 import sqlalchemy as sa
 
@@ -20,6 +21,16 @@ from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
 
 RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
+
+
+@dataclasses.dataclass(frozen=True)
+class Fresh:
+    """What following the log reads of usage and consumers
+    (``Catalog.fresh``): plain values, so that another worker of the host
+    can follow by them (``host_deltas``). None: nothing named to read."""
+
+    consumers: dict | None  # {uuid: Consumer} of those holding allocations
+    usage: list | None  # used.fresh's rows
 
 
 class Catalog(maps.Maps):
@@ -203,26 +214,64 @@ class Catalog(maps.Maps):
             self.value_roots[key] = found
         return found
 
+    def fresh(self, conn: sa.Connection, changed: dict) -> "Fresh":
+        """What ``advanced`` reads of the ``changed`` ({kind: ids}, from
+        the log) where it follows usage and consumers: the named
+        consumers' allocations, then the named providers' usage and
+        generations (those named for their rows too), in ``conn``'s
+        snapshot, a statement each."""
+        uuids, usage, generations = self._named(changed)
+        return Fresh(
+            consumers.consumers_of(conn, uuids) if uuids else None,
+            used_.fresh(conn, usage, generations) if usage or generations else None,
+        )
+
+    def _named(self, changed):
+        """(consumers, providers' usage, providers' generations) ``changed``
+        names that this catalog follows."""
+        uuids = changed.get(changes.CONSUMER, set())
+        if self.used is None:
+            return uuids if self.allocations is not None else set(), set(), set()
+        named = changed.get(changes.PROVIDER, set())
+        return (
+            uuids if self.allocations is not None else set(),
+            named | changed.get(changes.USAGE, set()),
+            named | changed.get(changes.GENERATION, set()),
+        )
+
     def advanced(
-        self, conn: sa.Connection, seqs: dict, changed: dict, tokens: dict
+        self,
+        conn: sa.Connection | None,
+        seqs: dict,
+        changed: dict,
+        tokens: dict,
+        fresh: "Fresh | None" = None,
     ) -> "Catalog":
         """A new catalog: this one with the ``changed`` ({kind: ids}, read
         from the log up to ``seqs``, whose tokens are ``tokens``) read again
-        in ``conn``'s snapshot.
+        in ``conn``'s snapshot, their usage and consumers as ``fresh`` has
+        them (read first otherwise; a ``Fresh`` that ``covers`` them:
+        another worker of this host read it, ``host_deltas``).
         Where none of them changes the structure (usage, consumers,
         generations: ``changes.UNSTRUCTURED``), only the counts move:
         everything derived from it (columns, per-tree answers, the
-        fingerprint, the provider list's body) stays good."""
+        fingerprint, the provider list's body) stays good, and nothing
+        but ``fresh`` is read."""
+        if fresh is None:
+            assert conn is not None
+            fresh = self.fresh(conn, changed)
+        uuids, usage, generations = self._named(changed)
         catalog = copy.copy(self)
         catalog._counted(seqs, tokens)
         if self.allocations is not None:
             catalog.allocations = self.allocations.advanced(
-                conn, changed.get(changes.CONSUMER, ())
+                fresh.consumers or {}, uuids
             )
         if changed.keys() <= changes.UNSTRUCTURED:
             if self.used is not None:
-                catalog._follow_usage(conn, self, changed)
+                catalog._follow_usage(self, usage, generations, fresh.usage)
             return catalog
+        assert conn is not None
         catalog.structure = object()
         catalog.columns = None
         if self.content is not None:
@@ -239,21 +288,26 @@ class Catalog(maps.Maps):
         if changed.get(changes.PROVIDER):
             catalog._read_providers(conn, changed[changes.PROVIDER])
         if self.used is not None:
-            catalog._follow_usage(conn, self, changed)
+            catalog._follow_usage(self, usage, generations, fresh.usage)
         return catalog
 
-    def _follow_usage(self, conn, old, changed):
-        """The usage of the providers the log names (their allocations, or
-        their rows: a new holder of a class) and the generations of those
-        named for them (or their rows) read again, in one statement."""
-        named = changed.get(changes.PROVIDER, set())
-        usage = named | changed.get(changes.USAGE, set())
-        generations = named | changed.get(changes.GENERATION, set())
+    def covers(self, changed: dict, fresh: "Fresh") -> bool:
+        """Whether ``fresh`` has what following ``changed`` reads for
+        this catalog (read by a catalog that follows the same)."""
+        uuids, usage, generations = self._named(changed)
+        return (not uuids or fresh.consumers is not None) and (
+            not (usage or generations) or fresh.usage is not None
+        )
+
+    def _follow_usage(self, old, usage, generations, fresh_rows):
+        """The usage of the providers ``usage`` (named by the log for
+        their allocations, or their rows: a new holder of a class) and
+        the generations of ``generations`` as ``fresh_rows`` has them."""
         if not (usage or generations):
             return
         now, then = self.by_provider, old.by_provider
         self.used = old.used.advanced(
-            conn,
+            fresh_rows or (),
             usage,
             generations,
             held=lambda rp: [rc for rc, _ in now.get(rp, ())],

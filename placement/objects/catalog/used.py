@@ -136,31 +136,25 @@ class Used:
 
     def advanced(
         self,
-        conn: sa.Connection,
+        rows: Iterable[tuple],
         used: Collection[int],
         generations: Collection[int],
         held: typing.Callable[[int], Iterable[int]],
         had: typing.Callable[[int], Iterable[int]],
     ) -> "Used":
         """A new Used: this one with the usage of the providers ``used``
-        and the generations of ``generations`` read again in ``conn``'s
-        snapshot. ``held(rp)``/``had(rp)``: the classes a provider holds
+        and the generations of ``generations`` as ``rows`` (``fresh``'s)
+        have them. ``held(rp)``/``had(rp)``: the classes a provider holds
         inventory of in the new catalog/held in the old one (a provider
         named by the log for its rows is in both lists)."""
-        fresh: dict[tuple[int, int], int] = {}
+        amounts: dict[tuple[int, int], int] = {}
         born: dict[int, int] = {}
         modified: dict[int, int] = {}
-        used_ids, generation_ids = sorted(used), sorted(generations)
-        for start in range(0, max(len(used_ids), len(generation_ids)), CHUNK):
-            params = {
-                "used": used_ids[start : start + CHUNK],
-                "generations": generation_ids[start : start + CHUNK],
-            }
-            for rp, rc, value, seconds in db_api.plain_rows(conn, OF_PROVIDERS, params):
-                if rc is None:
-                    born[rp], modified[rp] = value, seconds
-                else:
-                    fresh[rp, rc] = value
+        for rp, rc, value, seconds in rows:
+            if rc is None:
+                born[rp], modified[rp] = value, seconds
+            else:
+                amounts[rp, rc] = value
         new = Used(
             dict(self.rp), dict(self.amount), self.ids, self.generation, self.modified
         )
@@ -171,7 +165,7 @@ class Used:
             for rc in (*held(rp), *had(rp)):
                 by_class.setdefault(rc, set()).add(rp)
         for rc, rps in by_class.items():
-            holding = {rp: fresh.get((rp, rc), 0) for rp in rps if rc in held(rp)}
+            holding = {rp: amounts.get((rp, rc), 0) for rp in rps if rc in held(rp)}
             rp_of, amount_of = _merged(
                 self.rp.get(rc, _EMPTY), self.amount.get(rc, _EMPTY), rps, holding
             )
@@ -337,6 +331,23 @@ class Used:
             seconds = int(self.modified[at])
             return int(self.generation[at]), None if seconds == NO_TIME else seconds
         return None
+
+
+def fresh(
+    conn: sa.Connection, used: Collection[int], generations: Collection[int]
+) -> list[tuple]:
+    """The rows ``Used.advanced`` takes: the usage of the providers
+    ``used`` and the generations of ``generations``, in ``conn``'s
+    snapshot, one statement per CHUNK ids."""
+    rows: list[tuple] = []
+    used_ids, generation_ids = sorted(used), sorted(generations)
+    for start in range(0, max(len(used_ids), len(generation_ids)), CHUNK):
+        params = {
+            "used": used_ids[start : start + CHUNK],
+            "generations": generation_ids[start : start + CHUNK],
+        }
+        rows.extend(tuple(row) for row in db_api.plain_rows(conn, OF_PROVIDERS, params))
+    return rows
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, rp: np.ndarray) -> np.ndarray:
