@@ -173,8 +173,8 @@ class Used:
             if rp_of is self.rp.get(rc) and amount_of is not self.amount.get(rc):
                 ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
                 at, present = catalog_columns.find(rp_of, None, ids)
-                rows = at[present]
-                new.changed[rc] = rows[amount_of[rows] != self.amount[rc][rows]]
+                moved = at[present]
+                new.changed[rc] = moved[amount_of[moved] != self.amount[rc][moved]]
             elif rp_of is self.rp.get(rc):
                 new.changed[rc] = _EMPTY
             if len(rp_of):
