@@ -506,7 +506,7 @@ def server(command, label, log_dir):
         os.environ,
         PORT=str(port),
         OS_PLACEMENT_DATABASE__CONNECTION=(
-            "mysql+pymysql://root@127.0.0.1:3306/%s?charset=utf8" % name
+            "mysql+pymysql://root@127.0.0.1:%d/%s?charset=utf8" % (MYSQL["port"], name)
         ),
         OS_API__AUTH_STRATEGY="noauth2",
     )
@@ -706,8 +706,16 @@ def main():
         required=True,
         help="label=command (repeat for each server, run in turn)",
     )
+    parser.add_argument(
+        "--mysql-port",
+        type=int,
+        default=MYSQL["port"],
+        help="MariaDB on 127.0.0.1 to make the databases in, e.g. a private "
+        "one (python -m tests.private_mariadb start DIR)",
+    )
     add_day_arguments(parser, duration=120)
     args = parser.parse_args()
+    MYSQL["port"] = args.mysql_port
     if args.log_dir is None:
         args.log_dir = tempfile.mkdtemp(prefix="cloud-day-logs-")
     results = {"args": vars(args), "runs": []}

@@ -148,6 +148,9 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-lines", type=int, default=60)
+    parser.add_argument(
+        "--profile-out", help="also write the raw profile here (for pstats' callees)"
+    )
     args = parser.parse_args()
     if args.profile and args.threads != 1:
         parser.error("--profile profiles one thread: --threads 1")
@@ -186,6 +189,8 @@ def main():
             % (claims.outcome["ok"] / wall, retries["internal"])
         )
         if profiler is not None:
+            if args.profile_out:
+                profiler.dump_stats(args.profile_out)
             stats = pstats.Stats(profiler).strip_dirs()
             stats.sort_stats("cumulative").print_stats(args.profile_lines)
             stats.sort_stats("tottime").print_stats(args.profile_lines)
