@@ -158,6 +158,17 @@ class Cloud:
             # So are the roots it kept per trait and aggregate.
             for (field, value), roots in catalog.value_roots.items():
                 assert roots == afresh.roots_of(field, value), (field, value)
+            # A whole read made every one (from the columns): each the
+            # roots of its holders.
+            every = afresh.providers
+            for field, holders in (
+                ("traits", afresh.trait_holders),
+                ("aggregates", afresh.aggregate_members),
+            ):
+                for value, rps in holders.items():
+                    assert afresh.value_roots[field, value] == {
+                        every[rp].root_id for rp in rps
+                    }, (field, value)
         assert _contents(catalog) == _contents(afresh)
         assert catalog.aggregate_uuids() == afresh.aggregate_uuids()
         # Usage and generations followed through the changes (where the

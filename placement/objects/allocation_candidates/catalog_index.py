@@ -150,7 +150,8 @@ class CatalogIndex:
         providers: Mapping[int, Provider],
         roots: list[int] | None,
     ) -> dict[int, frozenset[int]]:
-        return _having(self.catalog.trait_holders, wanted, providers)
+        catalog = self.catalog
+        return _having(catalog.trait_holders, catalog.traits, wanted, providers)
 
     def aggregates(
         self,
@@ -158,7 +159,8 @@ class CatalogIndex:
         providers: Mapping[int, Provider],
         roots: list[int] | None,
     ) -> dict[int, frozenset[int]]:
-        return _having(self.catalog.aggregate_members, wanted, providers)
+        catalog = self.catalog
+        return _having(catalog.aggregate_members, catalog.aggregates, wanted, providers)
 
     def sharing(self, providers: Mapping[int, Provider]) -> list[int]:
         return [rp for rp in self._sharing if rp in providers]
@@ -324,11 +326,23 @@ def _ids(known, names, lookup):
 
 def _having(
     holders: Mapping[int, list[int]],
+    values: Mapping[int, frozenset[int]],
     wanted: Collection[int],
     providers: Mapping[int, Provider],
 ) -> dict[int, frozenset[int]]:
     """{provider: frozenset of the ``wanted`` values it has} for
-    ``providers``: a set intersection per wanted value (usually one)."""
+    ``providers`` (``holders``: {value: providers}, ``values`` its
+    inversion): a set intersection per wanted value (usually one), or,
+    where the values' holders outnumber the providers (a page of 1,000
+    trees and a trait of 83,000 providers), a lookup per provider."""
+    wanted = frozenset(wanted)
+    if sum(len(holders.get(value, ())) for value in wanted) > len(providers):
+        get = values.get
+        return {
+            rp: having
+            for rp in providers
+            if (had := get(rp)) is not None and (having := had & wanted)
+        }
     into: dict[int, frozenset[int]] = {}
     for value in wanted:
         one = frozenset((value,))

@@ -7,6 +7,7 @@ import collections
 import copy
 import dataclasses
 
+import numpy as np
 import sqlalchemy as sa
 
 from placement.db import tables
@@ -161,12 +162,13 @@ class Catalog(maps.Maps):
         # per worker at start and made each its own copy of every page it
         # touched.
         catalog.fingerprint(conn.dialect.name)
-        stock = columns.of(catalog).stock
+        stock = columns.of(catalog).prepare().stock
+        catalog._every_value_roots()
         if followed:
             # Aligned with the columns, sharing their holders' ids.
             catalog.used = used_.Used.read(
                 conn, {rc: held.rp for rc, held in stock.items()}
-            )
+            ).prepare()
         return catalog
 
     def _whole(self, fresh):
@@ -199,6 +201,23 @@ class Catalog(maps.Maps):
             rp: tuple(name_of[t] for t in sorted(ids))
             for rp, ids in self.traits.items()
         }
+
+    def _every_value_roots(self) -> None:
+        """``roots_of`` every trait and aggregate, from the columns (one
+        vector lookup each, not a provider each): where the catalog is
+        read whole, in placement-api's master, so that no worker's first
+        request of a shape naming a trait or an aggregate finds them (17
+        ms for a trait of 83,000 providers)."""
+        by_root = columns.of(self).roots_of
+        for field, holders in (
+            ("traits", self.trait_holders),
+            ("aggregates", self.aggregate_members),
+        ):
+            for value, rps in holders.items():
+                ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
+                self.value_roots[field, value] = frozenset(
+                    np.unique(by_root(ids)).tolist()
+                )
 
     def roots_of(self, field: str, value: int) -> frozenset:
         """The roots of the trees where some provider has trait or

@@ -275,6 +275,13 @@ class Used:
             return self.amount[rc]
         return self.of(rc, rp)
 
+    def prepare(self) -> "Used":
+        """``table``'s rows by id of every class's holders, made now:
+        where the catalog is read whole (placement-api's master, before
+        the fork), not by each worker's first request."""
+        self.table(list(self.rp), _EMPTY)
+        return self
+
     def table(self, classes: Sequence[int], rps: np.ndarray) -> np.ndarray:
         """What providers ``rps`` (ids, any order; a row each) use of each
         of ``classes`` (a column each): -1 where a provider holds no
