@@ -17,9 +17,9 @@ SEPARATOR = ","
 
 class _Joined(sa.sql.expression.FunctionElement):
     """A column's values in a group, as text joined by SEPARATOR, in the
-    same order for every column of the group (on PostgreSQL by the key,
-    the second argument). NULL values would be skipped: callers give
-    none."""
+    same order for every column of the group (on PostgreSQL by the
+    arguments after the first, which together are unique). NULL values
+    would be skipped: callers give none."""
 
     type = sa.Text()
     inherit_cache = True
@@ -44,8 +44,12 @@ def _joined_mysql(element, compiler_, **kw):
 @compiler.compiles(_Joined, "postgresql")
 def _joined_postgresql(element, compiler_, **kw):
     # Ordered: a parallel plan combines partial aggregates.
-    value, key = (compiler_.process(c, **kw) for c in element.clauses)
-    return "string_agg(CAST(%s AS TEXT), '%s' ORDER BY %s)" % (value, SEPARATOR, key)
+    value, *order = (compiler_.process(c, **kw) for c in element.clauses)
+    return "string_agg(CAST(%s AS TEXT), '%s' ORDER BY %s)" % (
+        value,
+        SEPARATOR,
+        ", ".join(order),
+    )
 
 
 class _Chunk(sa.sql.expression.FunctionElement):
@@ -104,16 +108,18 @@ def columns(
     key: sa.ColumnElement,
     values: list,
     text: tuple = (),
+    unique: tuple = (),
 ) -> list:
     """The ``values`` (SQL expressions, none NULL) of every row of
     ``source``, each as an int64 array, or as a list of str for the
     positions in ``text`` (read row by row where a text value holds
-    SEPARATOR)."""
+    SEPARATOR). ``key`` chunks the rows; where it is not unique,
+    ``unique``: columns that make it so (PostgreSQL orders by them)."""
     if conn.dialect.name == "mysql":
         # GROUP_CONCAT's limit is 1 MB on MariaDB, 1 KB on MySQL.
         conn.exec_driver_sql("SET SESSION group_concat_max_len = %d" % (1 << 26))
     query = (
-        sa.select(*(_Joined(value, key) for value in values))
+        sa.select(*(_Joined(value, key, *unique) for value in values))
         .select_from(source)
         .group_by(_Chunk(key))
     )
