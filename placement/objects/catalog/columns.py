@@ -102,6 +102,20 @@ class Columns:
         self._roots_by_id: np.ndarray | None = None
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
 
+    def prepare(self) -> "Columns":
+        """What requests make on first use, made now: in placement-api's
+        master, before the fork, their pages are shared by every worker,
+        and no worker walks the catalog's objects to make its own (each
+        object it reads gets a reference count written, so a walk over
+        every tree copied most of the catalog's pages into the worker)."""
+        self.positions(self.roots[:0])
+        self.roots_of(self.roots[:0])
+        for rc in self.stock:
+            self.holds(rc)
+            self.exact_limits(rc)
+            self.per_tree(rc)
+        return self
+
     def positions(self, page: np.ndarray) -> np.ndarray:
         """The indexes in ``roots`` of the root ids ``page`` (roots of the
         catalog): by ``rows_by_id`` of the roots, made on first use."""

@@ -150,7 +150,7 @@ class Catalog(maps.Maps):
         # per worker at start and made each its own copy of every page it
         # touched.
         catalog.fingerprint(conn.dialect.name)
-        stock = columns.of(catalog).stock
+        stock = columns.of(catalog).prepare().stock
         if followed:
             # Aligned with the columns, sharing their holders' ids.
             base = allocations.base
