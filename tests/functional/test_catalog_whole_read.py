@@ -128,6 +128,18 @@ def test_ratios_of_any_text_read_as_the_driver_reads_them(db, ratio):
     assert whole.providers[1][2] == ""
 
 
+def test_ids_far_apart_are_read_past_the_empty_windows(db):
+    far = [1, 2, bulk.WINDOW * 3 + 5, bulk.WINDOW * 40]
+    _write(
+        db,
+        [_provider(rp, rp, name="rp%d" % rp) for rp in far],
+        [_inventory(rp, 0, rp, 1.0) for rp in far],
+    )
+    whole = _same_rows(db)
+    assert list(whole.providers) == far
+    assert [whole.inventories[rp][0].total for rp in far] == far
+
+
 def test_usage_summed_from_the_allocations_is_the_databases_sum(db):
     providers = [_provider(rp, rp) for rp in range(1, 40)]
     _write(
