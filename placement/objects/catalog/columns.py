@@ -103,17 +103,20 @@ class Columns:
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
 
     def prepare(self) -> "Columns":
-        """Everything made on first use that does not depend on a
-        request, made now: called where the catalog is read whole
-        (placement-api's master, before the fork), so that each worker's
-        first candidate request does not make its own (the tree members'
-        rows took 50-100 ms of a worker's first request at 1,000,000
-        providers) and every worker shares their pages."""
+        """What requests make on first use, made now: in placement-api's
+        master, before the fork, their pages are shared by every worker,
+        and no worker walks the catalog's objects to make its own (each
+        object it reads gets a reference count written, so a walk over
+        every tree copied most of the catalog's pages into the worker; the
+        tree members' rows took 50-100 ms of a worker's first request at
+        1,000,000 providers)."""
         self._rows()
         self.positions(self.roots[:0])
         self.roots_of(self.roots[:0])
         for rc in self.stock:
             self.holds(rc)
+            self.exact_limits(rc)
+            self.per_tree(rc)
         return self
 
     def positions(self, page: np.ndarray) -> np.ndarray:

@@ -152,10 +152,10 @@ class Catalog(maps.Maps):
         # The counts first, in the same snapshot as everything below.
         catalog._counted(*changes.marks(conn))
         if followed:
-            catalog.allocations = consumers.read(conn)
+            allocations = catalog.allocations = consumers.read(conn)
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
-        catalog._whole(Rows(conn, None))
+        catalog._whole(Rows.whole(conn))
         # Both computed with the read (in placement-api's master, before
         # the fork; columns.py) rather than by each worker on first use:
         # the fingerprint's walk over every provider took a second of CPU
@@ -166,8 +166,11 @@ class Catalog(maps.Maps):
         catalog._every_value_roots()
         if followed:
             # Aligned with the columns, sharing their holders' ids.
+            base = allocations.base
             catalog.used = used_.Used.read(
-                conn, {rc: held.rp for rc, held in stock.items()}
+                conn,
+                {rc: held.rp for rc, held in stock.items()},
+                (base.provider, base.rc, base.used),
             ).prepare()
         return catalog
 

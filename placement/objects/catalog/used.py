@@ -36,15 +36,11 @@ ALLOC, RP = tables.allocations, tables.resource_providers
 _EMPTY = np.empty(0, dtype=np.int64)
 # CAST: MySQL sums integers into DECIMAL.
 _SUM = sa.cast(sa.func.sum(ALLOC.c.used), sa.BigInteger)
-WHOLE_USAGE = sa.select(
-    ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, _SUM
-).group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
 # A provider's last change in seconds; NO_TIME when it has neither time.
 NO_TIME = -1
 _MODIFIED = sa.func.coalesce(
     bulk.Seconds(sa.func.coalesce(RP.c.updated_at, RP.c.created_at)), NO_TIME
 )
-WHOLE_GENERATIONS = sa.select(RP.c.id, RP.c.generation, _MODIFIED).order_by(RP.c.id)
 # The usage of some providers (``used``) and the generations and last
 # changes of some (``generations``) in one round trip: a generation's row
 # has class NULL.
@@ -116,22 +112,31 @@ class Used:
         cls,
         conn: sa.Connection,
         holders: Mapping[int, np.ndarray],
+        allocations: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> "Used":
         """Everything, in ``conn``'s snapshot (the catalog's): ``holders``
         {class: holder ids, ascending} as the catalog has them (its
-        columns' ``Stock.rp``, shared with them)."""
-        rows = np.array(conn.execute(WHOLE_USAGE).all(), dtype=np.int64).reshape(-1, 3)
+        columns' ``Stock.rp``, shared with them); ``allocations``: every
+        allocation row's provider, class and amount, read in the same
+        snapshot (summed here rather than read summed again)."""
+        provider, classes, used = allocations
         amount = {}
         for rc, rp in holders.items():
-            mine = rows[rows[:, 1] == rc]
-            amount[rc] = _frozen(catalog_columns.aligned(rp, mine[:, 0], mine[:, 2]))
-        generations = np.array(
-            conn.execute(WHOLE_GENERATIONS).all(), dtype=np.int64
-        ).reshape(-1, 3)
+            mine = classes == rc
+            ids, at = np.unique(provider[mine], return_inverse=True)
+            sums = np.zeros(len(ids), dtype=np.int64)
+            np.add.at(sums, at, used[mine].astype(np.int64))
+            amount[rc] = _frozen(catalog_columns.aligned(rp, ids, sums))
+        # Joined columns (``bulk``): a million providers' rows one value
+        # at a time were seconds of the driver's CPU.
+        ids, generation, modified = bulk.columns(
+            conn, RP, RP.c.id, [RP.c.id, RP.c.generation, _MODIFIED]
+        )
+        order = np.argsort(ids, kind="stable")
         return cls(
             dict(holders),
             amount,
-            *(_frozen(np.ascontiguousarray(generations[:, i])) for i in range(3)),
+            *(_frozen(column[order]) for column in (ids, generation, modified)),
         )
 
     def advanced(

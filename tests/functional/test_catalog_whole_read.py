@@ -1,0 +1,178 @@
+"""A catalog's whole read as joined columns (``Rows.whole``,
+``Used.read``) on SQLite, MySQL and PostgreSQL: the same rows as read one
+by one (``Rows(conn, None)``), also for the values the joined text could
+get wrong (a name holding the separator, a NULL name or parent, ratios
+whose text is not exact), and usage summed from the allocations as the
+database sums it."""
+
+import uuid
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from placement.db import tables
+from placement.objects.catalog import bulk
+from placement.objects.catalog import rows
+from placement.objects.catalog import used
+from tests import fixtures
+
+RP, INV, ALLOC = tables.resource_providers, tables.inventories, tables.allocations
+RPT, RPA = tables.resource_provider_traits, tables.resource_provider_aggregates
+
+
+def _provider(rp, root, parent=None, name=None):
+    return {
+        "id": rp,
+        "uuid": str(uuid.UUID(int=rp)),
+        "name": name,
+        "generation": rp % 3,
+        "root_provider_id": root,
+        "parent_provider_id": parent,
+    }
+
+
+def _inventory(rp, rc, total, ratio):
+    return {
+        "resource_provider_id": rp,
+        "resource_class_id": rc,
+        "total": total,
+        "reserved": 1,
+        "min_unit": 1,
+        "max_unit": total,
+        "step_size": 1,
+        "allocation_ratio": ratio,
+    }
+
+
+def _allocation(rp, rc, used, consumer):
+    return {
+        "resource_provider_id": rp,
+        "resource_class_id": rc,
+        "used": used,
+        "consumer_id": str(uuid.UUID(int=1000 + consumer)),
+    }
+
+
+@pytest.fixture(params=fixtures.BACKENDS)
+def db(request):
+    fixtures.require_backend(request.param)
+    with fixtures.database(request.param) as db:
+        yield db
+
+
+def _write(db, providers, inventories, allocations=()):
+    with db.engine.begin() as conn:
+        conn.execute(RP.insert(), providers)
+        conn.execute(INV.insert(), inventories)
+        conn.execute(
+            RPT.insert(),
+            [
+                {"resource_provider_id": p["id"], "trait_id": t}
+                for p in providers
+                for t in (1, 2)
+            ],
+        )
+        conn.execute(
+            tables.placement_aggregates.insert(),
+            [{"id": 7, "uuid": str(uuid.uuid4())}],
+        )
+        conn.execute(
+            RPA.insert(),
+            [
+                {"resource_provider_id": p["id"], "aggregate_id": 7}
+                for p in providers[::2]
+            ],
+        )
+        if allocations:
+            conn.execute(ALLOC.insert(), allocations)
+
+
+def _same_rows(db):
+    with db.engine.connect() as conn:
+        whole, one_by_one = rows.Rows.whole(conn), rows.Rows(conn, None)
+    assert list(whole.providers.items()) == list(one_by_one.providers.items())
+    assert dict(whole.inventories) == dict(one_by_one.inventories)
+    assert whole.traits == one_by_one.traits
+    assert whole.aggregates == one_by_one.aggregates
+    return whole
+
+
+def test_a_cloud_read_as_joined_columns_is_the_rows_read_one_by_one(db):
+    providers = [_provider(1, 1, name="host, with a comma")]
+    providers += [_provider(rp, 1, parent=1) for rp in range(2, 5000)]
+    _write(
+        db,
+        providers,
+        [_inventory(rp, rp % 3, 10 + rp % 7, 1.5) for rp in range(1, 5000)],
+    )
+    whole = _same_rows(db)
+    assert whole.providers[1][2] == "host, with a comma"
+    assert whole.providers[2] == (rows.Provider(2, 1, 1), str(uuid.UUID(int=2)), None)
+    assert whole.inventories[3][0].allocation_ratio == 1.5
+
+
+@pytest.mark.parametrize("ratio", [1 / 3, 0.1, 16.0, 2.0**-30])
+def test_ratios_of_any_text_read_as_the_driver_reads_them(db, ratio):
+    _write(
+        db,
+        [_provider(1, 1, name=""), _provider(2, 1, parent=1, name="b")],
+        [_inventory(1, 0, 8, ratio), _inventory(2, 1, 8, 1.0)],
+    )
+    with db.engine.connect() as conn:
+        (driver,) = conn.execute(
+            sa.select(INV.c.allocation_ratio).where(INV.c.resource_provider_id == 1)
+        ).one()
+    whole = _same_rows(db)
+    assert whole.inventories[1][0].allocation_ratio == driver
+    assert whole.providers[1][2] == ""
+
+
+def test_ids_far_apart_are_read_past_the_empty_windows(db):
+    far = [1, 2, bulk.WINDOW * 3 + 5, bulk.WINDOW * 40]
+    _write(
+        db,
+        [_provider(rp, rp, name="rp%d" % rp) for rp in far],
+        [_inventory(rp, 0, rp, 1.0) for rp in far],
+    )
+    whole = _same_rows(db)
+    assert list(whole.providers) == far
+    assert [whole.inventories[rp][0].total for rp in far] == far
+
+
+def test_usage_summed_from_the_allocations_is_the_databases_sum(db):
+    providers = [_provider(rp, rp) for rp in range(1, 40)]
+    _write(
+        db,
+        providers,
+        [_inventory(rp, rc, 100, 1.0) for rp in range(1, 40) for rc in (0, 1)],
+        [
+            _allocation(rp % 39 + 1, i % 3, 1 + i % 5, i)
+            for i, rp in enumerate(range(300))
+        ],
+    )
+    with db.engine.connect() as conn:
+        summed = dict(
+            ((rp, rc), int(total))
+            for rp, rc, total in conn.execute(
+                sa.select(
+                    ALLOC.c.resource_provider_id,
+                    ALLOC.c.resource_class_id,
+                    sa.func.sum(ALLOC.c.used),
+                ).group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
+            )
+        )
+        provider, rc, amount = bulk.columns(
+            conn,
+            ALLOC,
+            ALLOC.c.id,
+            [ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id, ALLOC.c.used],
+        )
+        holders = {rc: np.arange(1, 40) for rc in (0, 1)}
+        read = used.Used.read(conn, holders, (provider, rc, amount))
+    for rc in (0, 1):
+        assert read.amount[rc].tolist() == [
+            summed.get((rp, rc), 0) for rp in range(1, 40)
+        ]
+    assert read.ids.tolist() == list(range(1, 40))
+    assert read.generation.tolist() == [rp % 3 for rp in range(1, 40)]
