@@ -19,6 +19,30 @@ def stats():
             continue  # gone since the listing
 
 
+def switches(pids):
+    """Context switches so far of every thread of the processes ``pids``:
+    (voluntary, involuntary). A thread waiting for another (a lock, a
+    queue, a socket) switches voluntarily; a preempted one involuntarily.
+    Threads that ended are not counted."""
+    found = [0, 0]
+    for pid in pids:
+        try:
+            tasks = os.listdir("/proc/%s/task" % pid)
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open("/proc/%s/task/%s/status" % (pid, task)) as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches"):
+                            found[0] += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches"):
+                            found[1] += int(line.split()[1])
+            except OSError:
+                continue  # gone since the listing
+    return tuple(found)
+
+
 def machine_busy():
     """CPU seconds every process on the machine has used (/proc/stat)."""
     with open("/proc/stat") as f:

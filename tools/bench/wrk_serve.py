@@ -8,8 +8,12 @@ runs ``wrk -t1 -c4 -d<duration>s`` (4 kept-alive connections) and reads
 the server's CPU time from /proc (its process group): CPU per request,
 requests/s and wrk's latency. A claim is its candidate GET and its PUT of
 a new consumer's allocations (wrk alternates them; CPU per claim counts
-both). Each round runs every server once, in turn; medians over the
-rounds. The machine's other load during each run (CPU time of every
+both), and the server's context switches per request (its threads'
+voluntary ones count its hand-offs between threads). Each round runs
+every server once, in turn, for each code tree given (``--tree
+LABEL=DIR``: placement imported from DIR, e.g. ``git archive`` of
+another commit, alternated with this one in the same run); medians over
+the rounds. The machine's other load during each run (CPU time of every
 process outside the server and wrk) is recorded beside it.
 
     apt-get install -y wrk
@@ -19,6 +23,7 @@ process outside the server and wrk) is recorded beside it.
 
 import argparse
 import json
+import operator
 import os
 import re
 import statistics
@@ -130,6 +135,8 @@ def run_wrk(base, pgid, path, duration, script=None):
         for name, value in HEADERS.items():
             argv += ["-H", "%s: %s" % (name, value)]
     started = time.monotonic()
+    pids = [pid for pid, _ in profile_request._group(pgid)]
+    switched = procfs.switches(pids)
     cpu, busy = profile_request._group_cpu(pgid), procfs.machine_busy()
     argv.append(base + path)
     if script:
@@ -138,6 +145,7 @@ def run_wrk(base, pgid, path, duration, script=None):
     wrk = subprocess.run(argv, capture_output=True, text=True)
     server_cpu = profile_request._group_cpu(pgid) - cpu
     others = procfs.machine_busy() - busy - server_cpu
+    voluntary, involuntary = map(operator.sub, procfs.switches(pids), switched)
     wall = time.monotonic() - started
     out = wrk.stdout
     total = int(re.search(r"(\d+) requests in", out).group(1))
@@ -147,6 +155,8 @@ def run_wrk(base, pgid, path, duration, script=None):
         "non_2xx": int(errors.group(1)) if errors else 0,
         "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
         "server_cpu_ms": server_cpu * 1000 / total,
+        "voluntary_switches": voluntary / total,
+        "involuntary_switches": involuntary / total,
         "p50_ms": _latency(out, "50%"),
         "p99_ms": _latency(out, "99%"),
         # wrk itself and everyone else on the machine, in cores.
@@ -168,10 +178,19 @@ def one_server(url, name, duration, claim_script):
             found[label] = run_wrk(base, pgid, path, duration)
         claim = run_wrk(base, pgid, "/", duration, claim_script)
         # Two requests a claim.
-        claim["server_cpu_ms"] *= 2
+        for key in ("server_cpu_ms", "voluntary_switches", "involuntary_switches"):
+            claim[key] *= 2
         claim["requests_per_s"] /= 2
         found["claim (candidates GET + PUT)"] = claim
     return found
+
+
+def _python_path(path):
+    """The servers started next import placement from ``path``."""
+    if path:
+        os.environ["PYTHONPATH"] = path
+    else:
+        os.environ.pop("PYTHONPATH", None)
 
 
 def main():
@@ -180,11 +199,23 @@ def main():
     parser.add_argument(
         "--server", action="append", help="placement-api --server (default: all)"
     )
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="LABEL=DIR: also run placement from DIR, as SERVER@LABEL",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=8, help="seconds per run")
     parser.add_argument("--out", help="write the raw results here (JSON)")
     args = parser.parse_args()
-    servers = args.server or ["gunicorn", "granian"]
+    trees = [("", os.environ.get("PYTHONPATH"))]
+    trees += [tuple(tree.split("=", 1)) for tree in args.tree]
+    runs = {}  # what each run is named: its server and PYTHONPATH
+    for label, path in trees:
+        for server in args.server or ["gunicorn", "granian"]:
+            runs[server + ("@" + label if label else "")] = (server, path)
+    servers = list(runs)
     conf = placement_conf.command_conf()
     placement_conf.parse_args(conf, [], default_config_files=[])
     lua_headers = "{%s}" % ", ".join('["%s"] = "%s"' % kv for kv in HEADERS.items())
@@ -206,12 +237,11 @@ def main():
             seed(base)
         rounds = []
         for number in range(args.rounds):
-            rounds.append(
-                {
-                    name: one_server(url, name, args.duration, script.name)
-                    for name in servers
-                }
-            )
+            found = {}
+            for name, (server, path) in runs.items():
+                _python_path(path)
+                found[name] = one_server(url, server, args.duration, script.name)
+            rounds.append(found)
             print("round %d: %s" % (number + 1, json.dumps(rounds[-1])), flush=True)
     medians = {
         name: {
@@ -223,15 +253,20 @@ def main():
         }
         for name in servers
     }
-    print("medians over %d rounds (server CPU ms per request, req/s):" % args.rounds)
+    print(
+        "medians over %d rounds (server CPU ms and voluntary switches per"
+        " request, req/s):" % args.rounds
+    )
     for name in servers:
         for label, m in medians[name].items():
             print(
-                "  %-9s %-46s %.3f ms  %7.0f/s  p99 %.1f ms  others %.2f cores"
+                "  %-14s %-46s %.3f ms  %4.1f sw  %7.0f/s  p99 %.1f ms"
+                "  others %.2f cores"
                 % (
                     name,
                     label,
                     m["server_cpu_ms"],
+                    m["voluntary_switches"],
                     m["requests_per_s"],
                     m["p99_ms"],
                     m["other_cpu_cores"],
@@ -243,6 +278,7 @@ def main():
                 {
                     "db": args.db,
                     "duration_s": args.duration,
+                    "trees": dict(trees),
                     "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
                     "rounds": rounds,
                     "medians": medians,
