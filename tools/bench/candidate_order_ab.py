@@ -15,7 +15,7 @@ median ms per variant and over id's; every body's sha256 compared between
 the two (they see the same database in the same state).
 
     .venv/bin/python tools/bench/candidate_order_ab.py --url URL \\
-        --base /work/main --new . --hosts 20000 100000 --rounds 20 \\
+        --base <a git archive of main> --new . --hosts 20000 100000 --rounds 20 \\
         --out tools/bench/results/candidate-order-ab-<commit>.json
 
 The child (``--child TREE URL``) imports ``placement`` from TREE and
@@ -203,7 +203,7 @@ def main():
     parser.add_argument("--url", help="the MariaDB server's URL (no database)")
     parser.add_argument("--prefix", default="order_cost")
     parser.add_argument("--reuse", action="store_true")
-    parser.add_argument("--base", default="/work/main")
+    parser.add_argument("--base", help="the code tree to compare with")
     parser.add_argument("--new", default=".")
     parser.add_argument("--hosts", type=int, nargs="+", default=[20000, 100000])
     parser.add_argument("--rounds", type=int, default=20)
@@ -213,6 +213,8 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(*args.child)
+    if not args.base:
+        parser.error("--base is needed")
     args.base, args.new = os.path.abspath(args.base), os.path.abspath(args.new)
     figures = {"args": vars(args), "load_average": os.getloadavg()}
     for hosts in args.hosts:
