@@ -5,15 +5,14 @@ microversion and mount prefix, after every kind of change made through the
 other worker (generations, names, parents, providers coming and going),
 and without reading every generation again while none moved."""
 
-import contextlib
 import uuid
 
 import pytest
-import sqlalchemy as sa
 
 from tests import fixtures
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
+from tests.helpers import statements
 
 VERSIONS = ["1.%d" % minor for minor in range(40)]
 
@@ -44,21 +43,6 @@ def _same_as_sql(cloud, version="1.39", script_name=""):
     assert _get(cloud, True, version, script_name) == uncached
     assert _get(cloud, True, version, script_name) == uncached
     return uncached[0]
-
-
-@contextlib.contextmanager
-def _statements(db):
-    """The statements run on ``db`` in the block."""
-    seen = []
-
-    def note(conn, cursor, statement, *args):
-        seen.append(statement)
-
-    sa.event.listen(db.engine, "before_cursor_execute", note)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(db.engine, "before_cursor_execute", note)
 
 
 def _allocate(cloud, rp, vcpu):
@@ -115,7 +99,7 @@ def test_generations_are_read_again_only_when_they_moved(cloud):
     _same_as_sql(cloud)
 
     def read_generations():
-        with _statements(cloud.reader_db) as seen:
+        with statements(cloud.reader_db) as seen:
             _get(cloud, True)
         return any(
             "resource_providers.generation" in s and "sum(" not in s.lower()
