@@ -20,7 +20,8 @@
    - **latency** of nova's ``limit=1000`` request on four shapes (flat, a
      required trait, a forbidden trait, member_of one aggregate): p50/p99
      from one client, then from ``--clients`` clients at once, each
-     sending every shape in turn;
+     sending every shape in turn (each client a process of its own, its
+     time to the answer's last byte);
    - **ready** also as the CPU the server's processes used until then;
    - **memory**: every server process's RSS, peak RSS and PSS (/proc) at
      the end, and the PSS of the whole process group;
@@ -52,11 +53,12 @@ import argparse
 import collections
 import concurrent.futures
 import contextlib
+import gc
 import json
+import multiprocessing
 import os
 import random
 import sys
-import threading
 import time
 import urllib.parse
 import uuid
@@ -309,30 +311,29 @@ def latency(base, pgid, paths, samples, clients):
     """{shape: summary} of ``samples`` requests per shape from each of
     ``clients`` clients at once (and "all", with the server's CPU per
     request: steadier than latency on a busy machine), and the last
-    answer of each shape."""
-    last = {}
+    answer of each shape.
+
+    Each client is a process of its own, as nova's schedulers are: the
+    threads of one process took turns on its GIL, and its full
+    collections (75-105 ms of CPU each over this script's imports and the
+    decoded answers, about one every ten answers) stopped every client at
+    once; at 100,000 hosts, 4 clients' p99 was 195-214 ms from threads
+    against 49-57 ms from processes, the server the same
+    (tools/bench/README, issue 44, "The 4-client tail"). A client keeps
+    its answers' bodies; they are decoded here, after the clock."""
+    pids = [pid for pid, _ in _group(pgid)]
+    jobs = [(base, pids, paths, samples, n, clients == 1) for n in range(clients)]
+    cpu = group_cpu(pids)
+    with multiprocessing.get_context("fork").Pool(clients) as pool:
+        results = pool.map(_client, jobs)
     times = collections.defaultdict(list)
     cpu_by_shape = collections.Counter()  # one client: server CPU per shape
-    lock = threading.Lock()
-    pids = [pid for pid, _ in _group(pgid)]
-
-    def client(n):
-        s = session()
-        order = list(paths.items())
-        random.Random(n).shuffle(order)
-        for _ in range(samples):
-            for name, path in order:
-                before = group_cpu(pids) if clients == 1 else 0
-                elapsed, response = timed(s, base + path)
-                if clients == 1:
-                    cpu_by_shape[name] += group_cpu(pids) - before
-                with lock:
-                    times[name].append(elapsed)
-                    last[name] = response.json()
-
-    cpu = group_cpu(pids)
-    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        list(pool.map(client, range(clients)))
+    last = {}
+    for client_times, client_cpu, client_last in results:
+        for name, values in client_times.items():
+            times[name].extend(values)
+        cpu_by_shape.update(client_cpu)
+        last.update(client_last)
     out = {name: summary_ms(values) for name, values in times.items()}
     for name, seconds in cpu_by_shape.items():
         out[name]["server_cpu_ms"] = round(seconds * 1000 / len(times[name]), 1)
@@ -340,7 +341,31 @@ def latency(base, pgid, paths, samples, clients):
     out["all"]["server_cpu_ms"] = round(
         (group_cpu(pids) - cpu) * 1000 / out["all"]["n"], 1
     )
-    return out, last
+    return out, {name: json.loads(body) for name, body in last.items()}
+
+
+def _client(job):
+    """One client's ``samples`` rounds of every shape, in a shuffled
+    order: ({shape: [seconds]}, {shape: server CPU seconds} (measured
+    only when it is the one client), {shape: its last answer's body})."""
+    base, pids, paths, samples, n, measure_cpu = job
+    # What this process inherited stays out of its collections.
+    gc.freeze()
+    s = session()
+    order = list(paths.items())
+    random.Random(n).shuffle(order)
+    times = collections.defaultdict(list)
+    cpu_by_shape = collections.Counter()
+    last = {}
+    for _ in range(samples):
+        for name, path in order:
+            before = group_cpu(pids) if measure_cpu else 0
+            elapsed, response = timed(s, base + path)
+            if measure_cpu:
+                cpu_by_shape[name] += group_cpu(pids) - before
+            times[name].append(elapsed)
+            last[name] = response.content
+    return dict(times), dict(cpu_by_shape), last
 
 
 def console_first_page(base):
