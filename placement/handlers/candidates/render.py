@@ -57,25 +57,30 @@ def _quoted(text):
 _QUOTED: dict[str, bytes] = {}
 
 
-# (dict_allocations, mappings) -> {id(candidate): (candidate, its JSON
-# object)}, across requests. Candidates kept per tree (engine's ``kept``)
-# are the same objects request after request while their tree's usage
-# holds, so a page of them is written by one lookup each, by identity: no
-# hash of their nested tuples, no uuid or fragment of their scattered
-# providers looked at (a packed page's trees lie all over the catalog).
+# (dict_allocations, mappings, the requested classes' (id, name)) ->
+# {id(candidate): (candidate, its JSON object)}, across requests.
+# Candidates kept per tree (engine's ``kept``) are the same objects
+# request after request while their tree's usage holds, so a page of
+# them is written by one lookup each, by identity: no hash of their
+# nested tuples, no uuid or fragment of their scattered providers looked
+# at (a packed page's trees lie all over the catalog).
 # An entry holds its candidate, so no other object takes its id while it
-# is kept; a provider's uuid never changes.
+# is kept; a provider's uuid never changes, and a class renamed (its id
+# kept) is written under another key.
 _CANDIDATES: dict[tuple, dict[int, tuple[Any, bytes]]] = {}
 CANDIDATES_KEPT = 50_000  # candidate objects, in all: past them all go
 
 
-def _kept_candidates(form: "Form", answer: int) -> dict[int, tuple[Any, bytes]]:
-    """The kept candidates' JSON of ``form``, for an answer of ``answer``
-    candidates (all of them dropped first when they would pass
-    CANDIDATES_KEPT)."""
+def _kept_candidates(
+    form: "Form", class_names: dict, answer: int
+) -> dict[int, tuple[Any, bytes]]:
+    """The kept candidates' JSON of ``form`` and ``class_names``, for an
+    answer of ``answer`` candidates (all of them dropped first when they
+    would pass CANDIDATES_KEPT)."""
     if sum(map(len, _CANDIDATES.values())) + answer > CANDIDATES_KEPT:
         _CANDIDATES.clear()
-    return _CANDIDATES.setdefault((form.dict_allocations, form.mappings), {})
+    key = (form.dict_allocations, form.mappings, tuple(sorted(class_names.items())))
+    return _CANDIDATES.setdefault(key, {})
 
 
 class _Writer:
@@ -248,7 +253,7 @@ def document_json(result: engine.Result, form: Form) -> bytes:
     candidates = result.candidates
     if len(candidates) <= CANDIDATES_KEPT:
         written = writer.kept_candidates(
-            candidates, _kept_candidates(form, len(candidates))
+            candidates, _kept_candidates(form, result.class_names, len(candidates))
         )
     else:
         written = writer.candidates(candidates)
