@@ -319,3 +319,30 @@ def test_rankings_followed_across_claims_are_sql_s(cloud):
             sql = cloud.answer(query, order, catalog=False)
             assert cloud.answer(query, order) == sql, (step, order)
             cloud.take(sql["allocation_requests"][0])
+
+
+@pytest.mark.parametrize("order", ["id", "pack"])
+def test_a_renamed_class_is_answered_by_its_new_name(cloud, order):
+    """Candidates kept per tree, and their JSON kept by the renderer, are
+    by class id: a custom class renamed (1.2-1.6) keeps its id, and the
+    next answer names it by its new name, as SQL's index does."""
+    cloud.call("/resource_classes/CUSTOM_OLD", "PUT")
+    for name, used in (("h1", 1), ("h2", 0)):
+        cloud.provider(name, inventories={"VCPU": 8, "CUSTOM_OLD": 4})
+        if used:
+            cloud.allocate(str(uuid.uuid4()), {name: {"CUSTOM_OLD": used}})
+    query = "resources=VCPU:1,CUSTOM_%s:1&limit=2"
+    for _ in range(2):  # the second from what the first kept
+        before = cloud.answer(query % "OLD", order)
+    assert "CUSTOM_OLD" in str(before)
+    resp = cloud.call(
+        "/resource_classes/CUSTOM_OLD",
+        "PUT",
+        {"name": "CUSTOM_NEW"},
+        headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.2"},
+    )
+    assert resp.status == 200, resp.body
+    after = cloud.answer(query % "NEW", order)
+    assert after == cloud.answer(query % "NEW", order, catalog=False)
+    assert "CUSTOM_OLD" not in str(after)
+    assert str(after) == str(before).replace("CUSTOM_OLD", "CUSTOM_NEW")

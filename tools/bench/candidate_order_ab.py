@@ -24,6 +24,7 @@ answers one JSON line per command read from stdin.
 
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -50,13 +51,17 @@ PROJECT, USER = str(uuid.uuid4()), str(uuid.uuid4())
 def child(tree, url):
     """Serve commands from stdin with TREE's placement on database URL."""
     sys.path[:0] = [tree, HERE]
-    import scale  # noqa: E402
-
     from placement import conf as placement_conf
     from placement import deploy
     from placement.cmd import api
     from placement.db import api as db_api
     from tests import wsgi_client
+
+    # Only now: scale.py puts its own tree first on the path when
+    # imported, which made every child run the tree of this file.
+    scale = importlib.import_module("scale")
+    for module in (placement_conf, wsgi_client):
+        assert module.__file__.startswith(os.path.join(tree, "")), module.__file__
 
     conf = placement_conf.command_conf()
     placement_conf.parse_args(conf, [], default_config_files=[])

@@ -57,6 +57,32 @@ def _quoted(text):
 _QUOTED: dict[str, bytes] = {}
 
 
+# (dict_allocations, mappings, the requested classes' (id, name)) ->
+# {id(candidate): (candidate, its JSON object)}, across requests.
+# Candidates kept per tree (engine's ``kept``) are the same objects
+# request after request while their tree's usage holds, so a page of
+# them is written by one lookup each, by identity: no hash of their
+# nested tuples, no uuid or fragment of their scattered providers looked
+# at (a packed page's trees lie all over the catalog).
+# An entry holds its candidate, so no other object takes its id while it
+# is kept; a provider's uuid never changes, and a class renamed (its id
+# kept) is written under another key.
+_CANDIDATES: dict[tuple, dict[int, tuple[Any, bytes]]] = {}
+CANDIDATES_KEPT = 50_000  # candidate objects, in all: past them all go
+
+
+def _kept_candidates(
+    form: "Form", class_names: dict, answer: int
+) -> dict[int, tuple[Any, bytes]]:
+    """The kept candidates' JSON of ``form`` and ``class_names``, for an
+    answer of ``answer`` candidates (all of them dropped first when they
+    would pass CANDIDATES_KEPT)."""
+    if sum(map(len, _CANDIDATES.values())) + answer > CANDIDATES_KEPT:
+        _CANDIDATES.clear()
+    key = (form.dict_allocations, form.mappings, tuple(sorted(class_names.items())))
+    return _CANDIDATES.setdefault(key, {})
+
+
 class _Writer:
     """Candidates to JSON, one cached fragment per distinct piece."""
 
@@ -145,6 +171,23 @@ class _Writer:
             for c in candidates
         ]
 
+    def kept_candidates(self, candidates, kept):
+        """``candidates`` as by ``candidates``, each taken from ``kept``
+        (``_kept_candidates``) when it is the very object written before,
+        and kept there otherwise."""
+        found = kept.get
+        out = [
+            entry[1] if (entry := found(id(c))) is not None and entry[0] is c else None
+            for c in candidates
+        ]
+        missing = [at for at, fragment in enumerate(out) if fragment is None]
+        if missing:
+            fresh = [candidates[at] for at in missing]
+            for at, c, fragment in zip(missing, fresh, self.candidates(fresh)):
+                out[at] = fragment
+                kept[id(c)] = (c, fragment)
+        return out
+
 
 def _summary_body(summary: Any, form: Form, requested: frozenset | None) -> dict:
     """One provider's summary object (dict) for the ``form``."""
@@ -207,10 +250,17 @@ SUMMARIES = b'],"provider_summaries":'
 def document_json(result: engine.Result, form: Form) -> bytes:
     """The response body (bytes)."""
     writer = _Writer(result.uuids, result.class_names, form)
+    candidates = result.candidates
+    if len(candidates) <= CANDIDATES_KEPT:
+        written = writer.kept_candidates(
+            candidates, _kept_candidates(form, result.class_names, len(candidates))
+        )
+    else:
+        written = writer.candidates(candidates)
     return b"".join(
         (
             OPEN,
-            b",".join(writer.candidates(result.candidates)),
+            b",".join(written),
             SUMMARIES,
             summaries_json(result, form),
             b"}",

@@ -249,7 +249,10 @@ def _find(index, request, options):
     if seen.paging is not None:
         _learn_first_page(found, seen, limit)
     allocated = {rp for c in found for rp, _, _ in c.allocations}
-    mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
+    if all(g.resources for g in request.groups):
+        mapped = allocated  # every mapped provider allocates
+    else:
+        mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
     return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
 
 
@@ -313,10 +316,9 @@ def _search(index, request, options, build=True):
         pages = tree_order.pages(ranked, request.limit + FIRST_PAGE)
         if ranked.usage is not None and ranked.usage is getattr(index, "used", None):
             placed = (
-                (
-                    page if memory else load(roots=sorted(page), sparse=True),
-                    _places(page),
-                )
+                (page, None)
+                if memory
+                else (load(roots=sorted(page), sparse=True), _places(page))
                 for page in pages
             )
         else:
@@ -541,12 +543,13 @@ class _Memory:
 def _streams(placed, forest_of, engine_of, groups, kept_answers, seen, memory=None):
     """One lazy candidate stream per anchor, in anchor order: of each
     (snapshot, {root: place} or None), by place, or by root id without.
-    ``memory``: a ``_Memory``, where each is (a page's root ids, {root:
-    place} or None) instead (the kept path, its trees read as needed)."""
+    ``memory``: a ``_Memory``, where each is (a page's root ids in their
+    order, None) instead (the kept path, its trees read as needed)."""
     for snapshot, places in placed:
         place = None if places is None else places.__getitem__
         if memory is not None:
-            roots = sorted(memory.anchors(snapshot), key=place)
+            # A page's trees in their order already (ranked, or by id).
+            roots = memory.anchors(snapshot)
             yield from _kept_streams(
                 roots,
                 memory.trees(roots),

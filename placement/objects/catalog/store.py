@@ -302,6 +302,14 @@ class Catalog(maps.Maps):
         traits = changed.get(changes.TRAIT)
         if classes or traits:
             catalog._readnames(conn, classes, traits)
+            before, now = self.class_names, catalog.class_names
+            if any(
+                rc in before and now.get(rc, before[rc]) != before[rc]
+                for rc in classes or ()
+            ):
+                # A custom class renamed (1.2-1.6; its id kept): the
+                # trees' idle summaries name their classes.
+                catalog.derived_by_tree = {}
         if changed.get(changes.AGGREGATE):
             catalog.aggregate_ids = {
                 **self.aggregate_ids,
