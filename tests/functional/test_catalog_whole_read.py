@@ -176,3 +176,26 @@ def test_usage_summed_from_the_allocations_is_the_databases_sum(db):
         ]
     assert read.ids.tolist() == list(range(1, 40))
     assert read.generation.tolist() == [rp % 3 for rp in range(1, 40)]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        [str(uuid.UUID(int=i)) for i in range(3000)],
+        ["n%d" % i for i in range(3000)],
+        ["é%d" % i for i in range(50)] + ["a, b", ""],
+        ["x"],
+    ],
+    ids=["one width", "widths", "separator", "one"],
+)
+def test_text_read_as_bytes_is_each_value_encoded(db, names):
+    _write(
+        db,
+        [_provider(rp, rp, name=name) for rp, name in enumerate(names, 1)],
+        [_inventory(1, 0, 8, 1.0)],
+    )
+    with db.engine.connect() as conn:
+        ids, encoded = bulk.columns(
+            conn, RP, RP.c.id, [RP.c.id, RP.c.name], text=(1,), encoded=(1,)
+        )
+    assert encoded.tolist() == [names[i - 1].encode() for i in ids.tolist()]
