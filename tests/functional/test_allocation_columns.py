@@ -166,21 +166,26 @@ def test_followed_equals_a_fresh_read(db, fold_at, monkeypatch):
             assert followed.on_provider(rp) == fresh.on_provider(rp)
 
 
+def _one_row_each(conn, uuids):
+    """An allocation row of each consumer of ``uuids`` on provider 1."""
+    conn.execute(
+        ALLOC.insert(),
+        [
+            {
+                "consumer_id": c,
+                "resource_provider_id": 1,
+                "resource_class_id": 0,
+                "used": 1 + i,
+            }
+            for i, c in enumerate(uuids)
+        ],
+    )
+
+
 def test_times_are_whole_seconds_of_updated_else_created(db):
     created = datetime.datetime(2001, 2, 3, 4, 5, 6, 999999)
     with db.engine.begin() as conn:
-        conn.execute(
-            ALLOC.insert(),
-            [
-                {
-                    "consumer_id": c,
-                    "resource_provider_id": 1,
-                    "resource_class_id": 0,
-                    "used": 1,
-                }
-                for c in ("a", "b", "c")
-            ],
-        )
+        _one_row_each(conn, ("a", "b", "c"))
         conn.execute(ALLOC.update().values(created_at=created, updated_at=None))
         conn.execute(
             ALLOC.update()
@@ -208,18 +213,7 @@ def test_records_match_as_the_database_compares_uuids(db):
     recorded = str(uuid.UUID(int=7))
     rows = [recorded.upper(), recorded, "d" * 36, "short"]
     with db.engine.begin() as conn:
-        conn.execute(
-            ALLOC.insert(),
-            [
-                {
-                    "consumer_id": c,
-                    "resource_provider_id": 1,
-                    "resource_class_id": 0,
-                    "used": 1 + i,
-                }
-                for i, c in enumerate(rows)
-            ],
-        )
+        _one_row_each(conn, rows)
         conn.execute(
             CONSUMERS.insert(),
             [
