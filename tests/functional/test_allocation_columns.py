@@ -166,21 +166,26 @@ def test_followed_equals_a_fresh_read(db, fold_at, monkeypatch):
             assert followed.on_provider(rp) == fresh.on_provider(rp)
 
 
+def _one_row_each(conn, uuids):
+    """An allocation row of each consumer of ``uuids`` on provider 1."""
+    conn.execute(
+        ALLOC.insert(),
+        [
+            {
+                "consumer_id": c,
+                "resource_provider_id": 1,
+                "resource_class_id": 0,
+                "used": 1 + i,
+            }
+            for i, c in enumerate(uuids)
+        ],
+    )
+
+
 def test_times_are_whole_seconds_of_updated_else_created(db):
     created = datetime.datetime(2001, 2, 3, 4, 5, 6, 999999)
     with db.engine.begin() as conn:
-        conn.execute(
-            ALLOC.insert(),
-            [
-                {
-                    "consumer_id": c,
-                    "resource_provider_id": 1,
-                    "resource_class_id": 0,
-                    "used": 1,
-                }
-                for c in ("a", "b", "c")
-            ],
-        )
+        _one_row_each(conn, ("a", "b", "c"))
         conn.execute(ALLOC.update().values(created_at=created, updated_at=None))
         conn.execute(
             ALLOC.update()
@@ -198,3 +203,41 @@ def test_times_are_whole_seconds_of_updated_else_created(db):
     assert consumer_columns.time_of(seconds["a"]) == created.replace(microsecond=0)
     assert seconds["b"] == seconds["a"] + 86400
     assert seconds["c"] is None
+
+
+def test_records_match_as_the_database_compares_uuids(db):
+    # The records are read apart from the rows and matched by uuid; one
+    # whose uuid differs only in case matches where the database's
+    # collation says so (MySQL's is case-insensitive), as the statement
+    # that reads named consumers again (a join) finds it.
+    recorded = str(uuid.UUID(int=7))
+    rows = [recorded.upper(), recorded, "d" * 36, "short"]
+    with db.engine.begin() as conn:
+        _one_row_each(conn, rows)
+        conn.execute(
+            CONSUMERS.insert(),
+            [
+                {
+                    "uuid": recorded,
+                    "project_id": 2,
+                    "user_id": 1,
+                    "generation": 4,
+                    "consumer_type_id": 1,
+                },
+                {
+                    "uuid": "short",
+                    "project_id": 1,
+                    "user_id": 1,
+                    "generation": 1,
+                    "consumer_type_id": None,
+                },
+            ],
+        )
+    with db.reader() as conn:
+        whole = consumers.read(conn)
+        joined = consumers.consumers_of(conn, rows)
+    for consumer in rows:
+        assert whole.consumer(consumer) == joined.get(consumer)
+    assert whole.consumer(recorded)[:4] == (4, "p2", "u1", "INSTANCE")
+    assert whole.consumer("short")[:4] == (1, "p1", "u1", None)
+    assert whole.consumer("d" * 36)[:4] == (None, None, None, None)

@@ -225,9 +225,14 @@ def test_requests_leave_comparing_to_the_follower_until_it_falls_behind(
     watcher = follower.Follower(db, gate.Gate(fallback_cloud.reader, 2), idle=60)
     refresh.follow(db, True)
     try:
-        watcher.step()  # the first comparison is due
-        assert len(compared) == 1
+        # The whole read at warm() counted as a comparison: none is due
+        # until VERIFY_EVERY_S later.
+        monkeypatch.setattr(verify, "VERIFY_EVERY_S", 60.0)
+        watcher.step()
+        assert compared == []
         monkeypatch.setattr(verify, "VERIFY_EVERY_S", 0.0)  # always due
+        watcher.step()
+        assert len(compared) == 1
         search()
         assert len(compared) == 1  # left to the follower
         watcher.step()
@@ -241,3 +246,30 @@ def test_requests_leave_comparing_to_the_follower_until_it_falls_behind(
     monkeypatch.setattr(verify, "FOLLOWED_VERIFY_S", 60.0)
     search()  # no follower: the request compares when due
     assert len(compared) == 4
+
+
+def test_a_catalog_read_whole_answers_at_once_without_a_comparison(cloud, monkeypatch):
+    """A worker forked after its master read the catalog whole (warm)
+    answers its first search from it without comparing it with the
+    database first: the whole read found it right."""
+    compared = []
+    real = fingerprint.of_database
+    monkeypatch.setattr(
+        fingerprint, "of_database", lambda conn: compared.append(conn) or real(conn)
+    )
+    rp = _new_host(cloud)
+    refresh._CACHES[cloud.reader_db].catalog = None
+    refresh.warm(cloud.reader_db)
+    watcher = follower.Follower(cloud.reader_db, gate.Gate(cloud.reader, 2))
+    refresh.follow(cloud.reader_db, True)
+    try:
+        watcher.step()
+        resp = wsgi_client.call(
+            cloud.reader, "/allocation_candidates?resources=VCPU:1", **HEADERS
+        )
+    finally:
+        refresh.follow(cloud.reader_db, False)
+    assert resp.status == 200
+    found = [list(r["allocations"]) for r in resp.json()["allocation_requests"]]
+    assert found == [[rp]]
+    assert compared == []

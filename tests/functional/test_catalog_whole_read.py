@@ -2,9 +2,11 @@
 ``Used.read``) on SQLite, MySQL and PostgreSQL: the same rows as read one
 by one (``Rows(conn, None)``), also for the values the joined text could
 get wrong (a name holding the separator, a NULL name or parent, ratios
-whose text is not exact), and usage summed from the allocations as the
-database sums it."""
+whose text is not exact), usage summed from the allocations as the
+database sums it, text read as bytes, and the fingerprint summed from
+the columns as the catalog's walk and the database sum it."""
 
+import copy
 import uuid
 
 import numpy as np
@@ -13,7 +15,9 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import bulk
+from placement.objects.catalog import fingerprint
 from placement.objects.catalog import rows
+from placement.objects.catalog import store
 from placement.objects.catalog import used
 from tests import fixtures
 
@@ -176,3 +180,46 @@ def test_usage_summed_from_the_allocations_is_the_databases_sum(db):
         ]
     assert read.ids.tolist() == list(range(1, 40))
     assert read.generation.tolist() == [rp % 3 for rp in range(1, 40)]
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        [str(uuid.UUID(int=i)) for i in range(3000)],
+        ["n%d" % i for i in range(3000)],
+        ["é%d" % i for i in range(50)] + ["a, b", ""],
+        ["x"],
+    ],
+    ids=["one width", "widths", "separator", "one"],
+)
+def test_text_read_as_bytes_is_each_value_encoded(db, names):
+    _write(
+        db,
+        [_provider(rp, rp, name=name) for rp, name in enumerate(names, 1)],
+        [_inventory(1, 0, 8, 1.0)],
+    )
+    with db.engine.connect() as conn:
+        ids, encoded = bulk.columns(
+            conn, RP, RP.c.id, [RP.c.id, RP.c.name], text=(1,), encoded=(1,)
+        )
+    assert encoded.tolist() == [names[i - 1].encode() for i in ids.tolist()]
+
+
+@pytest.mark.parametrize("ratio", [1.5, 1 / 3])
+def test_fingerprint_summed_from_the_columns_is_the_walks_and_the_databases(db, ratio):
+    # 1/3 has no exact text: the rows are read one by one, and walked.
+    providers = [_provider(1, 1, name="a, b"), _provider(2, 1, parent=1, name="")]
+    providers += [_provider(rp, rp, name="h%d" % rp) for rp in range(3, 300)]
+    _write(
+        db,
+        providers,
+        [_inventory(rp, rp % 3, 10 + rp, (ratio, 16.0)[rp % 2]) for rp in range(1, 300)]
+        + [_inventory(rp, 3, 2**31 - 1, 2.0**-30) for rp in range(1, 300, 7)],
+    )
+    with db.engine.connect() as conn:
+        read = store.Catalog.read(conn)
+        database = fingerprint.of_database(conn)
+    walked = copy.copy(read)
+    walked.content = None
+    assert read.fingerprint(db.dialect) == walked.fingerprint(db.dialect)
+    assert read.fingerprint(db.dialect) == database

@@ -5,6 +5,8 @@ CHUNK keys (``columns``). A driver pays per row and per value it decodes
 a busy 2-core machine, one row a chunk well under a second), and numpy
 parses the joined integers at C speed."""
 
+from collections.abc import Sequence
+
 import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.ext import compiler
@@ -114,10 +116,12 @@ def columns(
     values: list,
     text: tuple = (),
     unique: tuple = (),
+    encoded: tuple = (),
 ) -> list:
     """The ``values`` (SQL expressions, none NULL) of every row of
     ``source``, each as an int64 array, or as a list of str for the
-    positions in ``text`` (read row by row where a text value holds
+    positions in ``text``, or as a numpy array of their UTF-8 bytes for
+    those also in ``encoded`` (read row by row where a text value holds
     SEPARATOR). ``key`` chunks the rows; where it is not unique,
     ``unique``: columns that make it so (PostgreSQL orders by them)."""
     if conn.dialect.name == "mysql":
@@ -143,7 +147,9 @@ def columns(
     found: list = []
     for i, part in enumerate(parts):
         joined = SEPARATOR.join(part)
-        if i in text:
+        if i in encoded:
+            found.append(_encoded(joined, len(found[0]) if found else None))
+        elif i in text:
             found.append(joined.split(SEPARATOR) if joined else [])
         else:
             found.append(np.fromstring(joined, dtype=np.int64, sep=SEPARATOR))
@@ -152,10 +158,41 @@ def columns(
             () for _ in values
         ]
         found = [
-            list(column) if i in text else np.array(column, dtype=np.int64)
+            encode(column)
+            if i in encoded
+            else list(column)
+            if i in text
+            else np.array(column, dtype=np.int64)
             for i, column in enumerate(rows)
         ]
     return found
+
+
+def encode(texts: Sequence[str]) -> np.ndarray:
+    """``texts`` as a numpy array of their UTF-8 bytes."""
+    return np.array(
+        [t.encode("utf-8", "surrogatepass") for t in texts],
+        dtype=None if texts else "S36",
+    )
+
+
+def _encoded(joined: str, count: int | None) -> np.ndarray:
+    """The values joined in ``joined`` as ``encode`` makes them. Values of
+    one width (uuids), ``count`` of them where known, are cut from the
+    joined bytes at once rather than one by one (900,000 uuids: 1.4 s
+    of a 2-core machine's CPU)."""
+    data = joined.encode("utf-8", "surrogatepass")
+    width = data.find(SEPARATOR.encode())
+    width = len(data) if width < 0 else width
+    rows = (len(data) + 1) // (width + 1)
+    if data and width and (count is None or rows == count):
+        table = np.frombuffer(data + SEPARATOR.encode(), dtype=np.uint8)
+        if len(table) == rows * (width + 1):
+            table = table.reshape(rows, width + 1)
+            separators = table == ord(SEPARATOR)
+            if separators[:, width].all() and separators.sum() == rows:
+                return np.ascontiguousarray(table[:, :width]).view("S%d" % width)[:, 0]
+    return encode(joined.split(SEPARATOR) if joined else [])
 
 
 def _first(

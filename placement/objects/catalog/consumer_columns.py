@@ -188,14 +188,6 @@ def time_of(seconds: int) -> datetime.datetime:
     return EPOCH + datetime.timedelta(seconds=seconds)
 
 
-def encoded(uuids: typing.Sequence[str]) -> np.ndarray:
-    """``uuids`` (str) as a column of bytes."""
-    return np.array(
-        [u.encode("utf-8", "surrogatepass") for u in uuids],
-        dtype=None if uuids else "S36",
-    )
-
-
 def _positions(values, names):
     """Each of ``values``' position in ``names`` (a list, None first),
     new ones appended to it."""

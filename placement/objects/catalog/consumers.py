@@ -29,7 +29,6 @@ from placement.objects.catalog.consumer_columns import Columns
 from placement.objects.catalog.consumer_columns import Consumer
 from placement.objects.catalog.consumer_columns import Held
 from placement.objects.catalog.consumer_columns import Row
-from placement.objects.catalog.consumer_columns import encoded
 
 ALLOC, CONSUMERS = tables.allocations, tables.consumers
 PROJECTS, USERS, TYPES = tables.projects, tables.users, tables.consumer_types
@@ -179,20 +178,69 @@ class Allocations:
 
 def read(conn: sa.Connection) -> Allocations:
     """Every consumer holding allocations, in ``conn``'s snapshot: the
-    allocation rows with their consumer's record (``bulk``), and the
+    allocation rows and the consumers' records (``bulk``), and the
     names."""
     read_at = time.monotonic()
-    uuid, *numbers = bulk.columns(
-        conn, _WITH_RECORDS, ALLOC.c.id, list(_ALL), text=(0,)
+    uuids, *numbers = bulk.columns(
+        conn, ALLOC, ALLOC.c.id, list(_ALL), text=(0,), encoded=(0,)
     )
-    ids = numbers[6:]
+    ids = _records(conn, uuids)
     names: dict = {}
     for k, (field, table, name) in enumerate(_NAMES):
         found = sorted(conn.execute(sa.select(table.c.id, name)).all())
         names[field] = (None, *(value for _, value in found))
         known = np.array([id_ for id_, _ in found], dtype=np.int64)
-        ids[k] = _place(known, ids[k])
-    return Allocations(Base(Columns(encoded(uuid), *numbers[:6], *ids), names), read_at)
+        ids[k + 1] = _place(known, ids[k + 1])
+    return Allocations(Base(Columns(uuids, *numbers, *ids), names), read_at)
+
+
+def _records(conn, uuids):
+    """Per allocation row of consumer ``uuids`` (bytes), its consumer's
+    record: generation, project id, user id and type id (NO_RECORD
+    without a record or a type). The consumers are read apart and
+    matched here by uuid: joining them to 674,724 allocation rows in
+    the statement took MariaDB three times as long as reading both."""
+    record, *values = bulk.columns(
+        conn, CONSUMERS, CONSUMERS.c.id, list(_RECORD), text=(0,), encoded=(0,)
+    )
+    order = np.argsort(record, kind="stable")
+    record = record[order]
+    at = np.minimum(np.searchsorted(record, uuids), max(len(record) - 1, 0))
+    matched = record[at] == uuids if len(record) else np.zeros(len(uuids), bool)
+    found = [
+        np.where(matched, column[order][at], NO_RECORD)
+        if len(record)
+        else np.full(len(uuids), NO_RECORD, dtype=np.int64)
+        for column in values
+    ]
+    if not matched.all():
+        _collated(conn, uuids, matched, found)
+    return found
+
+
+def _collated(conn, uuids, matched, found):
+    """The records of rows whose consumer uuid matched none byte for
+    byte, as the database's own comparison finds them (on MySQL a
+    case-insensitive collation can match another case); none
+    otherwise."""
+    unmatched = sorted({u.decode("utf-8", "surrogatepass") for u in uuids[~matched]})
+    joined = sa.select(ALLOC.c.consumer_id, *_RECORD[1:]).select_from(
+        ALLOC.join(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
+    )
+    records = {
+        consumer: values
+        for consumer, *values in conn.execute(
+            joined.where(
+                ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True))
+            ).distinct(),
+            {"uuids": unmatched},
+        )
+    }
+    for i in np.flatnonzero(~matched).tolist():
+        values = records.get(uuids[i].decode("utf-8", "surrogatepass"))
+        if values is not None:
+            for column, value in zip(found, values):
+                column[i] = value
 
 
 def _place(sorted_ids, ids):
@@ -215,12 +263,14 @@ _ALL = (
     ALLOC.c.resource_class_id,
     ALLOC.c.used,
     _MODIFIED,
-    sa.func.coalesce(CONSUMERS.c.generation, NO_RECORD),
-    sa.func.coalesce(CONSUMERS.c.project_id, NO_RECORD),
-    sa.func.coalesce(CONSUMERS.c.user_id, NO_RECORD),
+)
+_RECORD = (
+    CONSUMERS.c.uuid,
+    CONSUMERS.c.generation,
+    CONSUMERS.c.project_id,
+    CONSUMERS.c.user_id,
     sa.func.coalesce(CONSUMERS.c.consumer_type_id, NO_RECORD),
 )
-_WITH_RECORDS = ALLOC.outerjoin(CONSUMERS, CONSUMERS.c.uuid == ALLOC.c.consumer_id)
 _NAMES = (
     ("project", PROJECTS, PROJECTS.c.external_id),
     ("user", USERS, USERS.c.external_id),

@@ -23,10 +23,12 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from placement.db import tables
+from placement.objects.catalog import rows
 
 # The hash of a row: (sum of column i times MULTIPLIERS[i]) mod PRIME.
 # Values stay below 2**32 and multipliers below 2**23, so a row's sum of
@@ -178,6 +180,52 @@ def add_provider(
         add(into, TRAIT_LINKS, row_hash(rp, trait), sign)
     for aggregate in state.aggregates:
         add(into, AGGREGATE_LINKS, row_hash(rp, aggregate), sign)
+
+
+def of_joined(
+    joined: rows.Joined, hashed: NameHash, ratio_term: Callable[[float], int]
+) -> list[int]:
+    """``add_provider`` of every provider a whole read found, summed over
+    the columns it was read from at once (``rows.Joined``): at 100,000
+    hosts 0.85 s of CPU provider by provider. Rows of a provider that is
+    not there are left out, as the catalog leaves them."""
+    into = empty()
+    rp, parent, root, nameless, uuids, names = joined.providers
+    uuid_hashes = np.fromiter(map(hashed, uuids), dtype=np.int64, count=len(uuids))
+    name_hashes = np.fromiter(
+        (0 if null else hashed(name) for null, name in zip(nameless.tolist(), names)),
+        dtype=np.int64,
+        count=len(names),
+    )
+    _summed(into, PROVIDERS, (rp, parent, root, uuid_hashes, name_hashes))
+    holder, *numbers, ratio = joined.inventories
+    ratios, at = np.unique(ratio, return_inverse=True)
+    terms = np.array([ratio_term(r) for r in ratios.tolist()], dtype=np.int64)
+    kept = np.isin(holder, rp)
+    _summed(
+        into,
+        INVENTORIES,
+        [column[kept] for column in (holder, *numbers, terms[at.reshape(-1)])],
+    )
+    for table, (holder, value) in (
+        (TRAIT_LINKS, joined.traits),
+        (AGGREGATE_LINKS, joined.aggregates),
+    ):
+        kept = np.isin(holder, rp)
+        _summed(into, table, (holder[kept], value[kept]))
+    return into
+
+
+def _summed(into: list[int], table: int, columns: Any) -> None:
+    """``add`` of every row of ``columns`` (int64 arrays, a row's values
+    across them), their ``row_hash`` computed at once: below 2**58 a
+    row, as in ``row_hash``, and numpy's remainder has the divisor's
+    sign, as Python's."""
+    hashes = np.zeros(len(columns[0]), dtype=np.int64)
+    for multiplier, column in zip(MULTIPLIERS, columns):
+        hashes += multiplier * column.astype(np.int64)
+    into[2 * table] += len(hashes)
+    into[2 * table + 1] += int((hashes % PRIME).sum())
 
 
 def names_part(into: list[int], table: int, names: dict, hashed: NameHash) -> None:

@@ -183,9 +183,12 @@ class Holder:
     def _wary(self) -> None:
         self.wary_until = time.monotonic() + WARY_S
 
-    def warm(self, db: db_api.Database) -> None:
+    def warm(self, db: db_api.Database) -> str:
+        """The catalog at the stamp a new read transaction sees: what
+        ``_refresh`` did ("full": read whole in a snapshot taken after
+        the call)."""
         with self.reading:
-            self._up_to_date(db)
+            return self._up_to_date(db)
 
     def catch_up(self, db: db_api.Database, told: float = 0.0) -> str | None:
         """As ``warm``, unless a request is bringing the catalog up to date

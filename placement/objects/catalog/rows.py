@@ -84,8 +84,22 @@ class State(typing.NamedTuple):
     name: str | None
 
 
+class Joined(typing.NamedTuple):
+    """The columns a whole read was made from (``Rows.whole``): numpy
+    arrays, a value per row of each table, for what is computed over
+    every row at once (``fingerprint.of_joined``)."""
+
+    providers: tuple  # id, parent (0: none), root (0: none), nameless, uuid, name
+    inventories: tuple  # provider, class, total, reserved, min, max, step, ratio
+    traits: tuple  # provider, trait
+    aggregates: tuple  # provider, aggregate
+
+
 class Rows:
     """Rows of some providers (ids; None: all), read in one snapshot."""
+
+    # The columns it was read from, where read whole as joined columns.
+    joined: Joined | None = None
 
     def __init__(self, conn, wanted):
         def where(column):
@@ -150,10 +164,11 @@ class Rows:
         if stock is None:
             return cls(conn, None)
         self = cls.__new__(cls)
-        self.providers = _whole_providers(conn)
+        provider_columns = _provider_columns(conn)
+        self.providers = _whole_providers(*provider_columns)
         one = Interned()
         self.inventories = collections.defaultdict(dict)
-        rp, rc, *numbers = stock
+        rp, rc, *numbers = (column.tolist() for column in stock)
         parsed: dict = {}
         for at, key in enumerate(zip(*numbers)):
             inventory = parsed.get(key)
@@ -163,8 +178,11 @@ class Rows:
                     Inventory(total, reserved, ratio, least, most, step, 0)
                 )
             self.inventories[rp[at]][rc[at]] = inventory
-        self.traits = _whole_grouped(conn, RPT.c.trait_id, one)
-        self.aggregates = _whole_grouped(conn, RPA.c.aggregate_id, one)
+        trait_links = _links(conn, RPT.c.trait_id)
+        aggregate_links = _links(conn, RPA.c.aggregate_id)
+        self.traits = _whole_grouped(trait_links, one)
+        self.aggregates = _whole_grouped(aggregate_links, one)
+        self.joined = Joined(provider_columns, stock, trait_links, aggregate_links)
         return self
 
     def state(self, rp: int) -> State:
@@ -216,13 +234,13 @@ def names(
     return names
 
 
-def _whole_providers(conn):
-    """{id: (Provider, uuid, name)} of every provider, in id order, from
-    joined columns."""
+def _provider_columns(conn):
+    """Every provider's id, parent, root, whether its name is NULL, uuid
+    and name, as joined columns."""
     # NULLs would be skipped by the join: 0 is no id, and a flag tells a
     # NULL name from an empty one.
     nameless = sa.case((RP.c.name.is_(None), 1), else_=0)
-    rp, parent, root, nulls, uuids, names = bulk.columns(
+    return bulk.columns(
         conn,
         RP,
         RP.c.id,
@@ -236,6 +254,11 @@ def _whole_providers(conn):
         ],
         text=(4, 5),
     )
+
+
+def _whole_providers(rp, parent, root, nulls, uuids, names):
+    """{id: (Provider, uuid, name)} of every provider, in id order, from
+    its joined columns (``_provider_columns``)."""
     order = np.argsort(rp, kind="stable")
     found = {}
     for at in order.tolist():
@@ -249,9 +272,9 @@ def _whole_providers(conn):
 
 
 def _whole_inventories(conn):
-    """Every inventory as lists: provider, class, total, reserved,
-    min_unit, max_unit, step_size, allocation_ratio; None where the
-    ratios' text is not exactly the driver's values."""
+    """Every inventory as arrays: provider, class, total, reserved,
+    min_unit, max_unit, step_size, allocation_ratio (float); None where
+    the ratios' text is not exactly the driver's values."""
     rp, rc, total, reserved, least, most, step, ratio = bulk.columns(
         conn,
         INV,
@@ -275,16 +298,23 @@ def _whole_inventories(conn):
     driver = {r for (r,) in conn.execute(sa.select(INV.c.allocation_ratio).distinct())}
     if len(texts) != len(driver) or not set(value.values()) <= driver:
         return None
-    numbers = (rp, rc, total, reserved, least, most, step)
-    return (*(column.tolist() for column in numbers), [value[t] for t in ratio])
+    ratios = np.array([value[t] for t in ratio], dtype=np.float64)
+    return rp, rc, total, reserved, least, most, step, ratios
 
 
-def _whole_grouped(conn, column, one):
-    """``_grouped`` of every provider, from joined columns."""
+def _links(conn, column):
+    """Every row of ``column``'s table (traits' or aggregates' links) as
+    joined columns: provider, ``column``."""
     rp_column = column.table.c.resource_provider_id
-    rp, values = bulk.columns(
+    return bulk.columns(
         conn, column.table, rp_column, [rp_column, column], unique=(column,)
     )
+
+
+def _whole_grouped(links, one):
+    """``_grouped`` of every provider, from its table's joined columns
+    (``_links``)."""
+    rp, values = links
     into = collections.defaultdict(set)
     for provider, value in zip(rp.tolist(), values.tolist()):
         into[provider].add(value)

@@ -107,17 +107,22 @@ class Catalog(maps.Maps):
         self.used: used_.Used | None = None
         self.allocations: consumers.Allocations | None = None
 
-    def fingerprint(self, dialect: str) -> list[int]:
+    def fingerprint(self, dialect: str, joined: rows.Joined | None = None) -> list[int]:
         """The fingerprint a database of ``dialect`` would show for this
-        catalog (``fingerprint.of_database``)."""
+        catalog (``fingerprint.of_database``); ``joined``: the columns it
+        was read whole from, summed at once rather than walked provider
+        by provider."""
         if self.content is None:
             hashed = fingerprint.name_hash(dialect)
             ratio_term = fingerprint.ratio_of(dialect)
-            content = fingerprint.empty()
-            for rp in self.providers:
-                fingerprint.add_provider(
-                    content, self._state(rp), hashed, ratio_term=ratio_term
-                )
+            if joined is not None:
+                content = fingerprint.of_joined(joined, hashed, ratio_term)
+            else:
+                content = fingerprint.empty()
+                for rp in self.providers:
+                    fingerprint.add_provider(
+                        content, self._state(rp), hashed, ratio_term=ratio_term
+                    )
             for table, names in (
                 (fingerprint.CLASSES, self.class_names),
                 (fingerprint.TRAITS, self.trait_names_by_id),
@@ -155,13 +160,14 @@ class Catalog(maps.Maps):
             allocations = catalog.allocations = consumers.read(conn)
         catalog._readnames(conn, None, None)
         catalog.aggregate_ids = rows.pairs(conn, AGG, "uuid", "id")
-        catalog._whole(Rows.whole(conn))
+        fresh = Rows.whole(conn)
+        catalog._whole(fresh)
         # Both computed with the read (in placement-api's master, before
         # the fork; columns.py) rather than by each worker on first use:
         # the fingerprint's walk over every provider took a second of CPU
         # per worker at start and made each its own copy of every page it
         # touched.
-        catalog.fingerprint(conn.dialect.name)
+        catalog.fingerprint(conn.dialect.name, fresh.joined)
         stock = columns.of(catalog).prepare().stock
         catalog._every_value_roots()
         if followed:
