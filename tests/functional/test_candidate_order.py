@@ -13,6 +13,8 @@ import pytest
 
 from placement import conf as placement_conf
 from placement import deploy
+from placement.objects.allocation_candidates import tree_summaries
+from placement.objects.catalog import refresh
 from tests import fixtures
 from tests.functional import drain_cloud
 
@@ -346,3 +348,85 @@ def test_a_renamed_class_is_answered_by_its_new_name(cloud, order):
     assert after == cloud.answer(query % "NEW", order, catalog=False)
     assert "CUSTOM_OLD" not in str(after)
     assert str(after) == str(before).replace("CUSTOM_OLD", "CUSTOM_NEW")
+
+
+def _interleaved_trees(cloud):
+    """Two NUMA host trees whose provider ids interleave (both roots
+    first, then their nodes in turn): no tree's providers follow on."""
+    for name in ("m0", "m1"):
+        cloud.provider(name, inventories={"DISK_GB": 100})
+    for node in (0, 1):
+        for name in ("m0", "m1"):
+            cloud.provider(
+                "%s-%d" % (name, node),
+                parent=name,
+                inventories={"VCPU": 4, "MEMORY_MB": 4096},
+            )
+
+
+def _inventory(cloud, name, inventories):
+    """Provider ``name``'s inventories become ``inventories``."""
+    base = "/resource_providers/%s" % cloud.names[name]
+    generation = cloud.ok(base, "GET", None)["generation"]
+    cloud.ok(
+        base + "/inventories",
+        "PUT",
+        {
+            "resource_provider_generation": generation,
+            "inventories": {rc: {"total": n} for rc, n in inventories.items()},
+        },
+    )
+
+
+def test_kept_tree_summaries_follow_every_usage_and_inventory(cloud):
+    """Summaries kept per tree with their JSON are answered again only
+    while the tree's usage of every class (asked or not) holds: after a
+    claim, an allocation deleted, usage of a class not asked for, and an
+    inventory changed, every order's limited answer, asked twice, is the
+    one read from SQL without the catalog; also for trees whose provider
+    ids interleave (their JSON written per provider)."""
+    _flat(cloud)
+    _interleaved_trees(cloud)
+    queries = [FLAVOR + "&limit=4", FLAVOR + "&limit=20", "resources=VCPU:1&limit=3"]
+    disk_user = str(uuid.uuid4())
+
+    def changed(step):
+        if step == 0:  # a claim on pack's first candidate
+            first = cloud.candidates(queries[0], "pack", catalog=False)[0]
+            cloud.take(first)
+        elif step == 1:  # usage of a class no query asks for
+            cloud.allocate(disk_user, {"h6": {"DISK_GB": 30}, "m1": {"DISK_GB": 5}})
+        elif step == 2:  # that allocation deleted
+            cloud.ok("/allocations/" + disk_user, "DELETE", None, status=204)
+        elif step == 3:  # an inventory changed under no usage change
+            _inventory(cloud, "h5", dict(HOST, DISK_GB=200))
+            _inventory(cloud, "m0-1", {"VCPU": 6, "MEMORY_MB": 4096})
+
+    for step in range(5):
+        for order in ("id", "spread", "pack"):
+            for query in queries:
+                sql = cloud.answer(query, order, catalog=False)
+                for age in (0.0, 3600.0):
+                    for _ in range(2):  # the second from what the first kept
+                        found = cloud.answer(query, order, age=age)
+                        assert found == sql, (step, order, query, age)
+        changed(step)
+
+
+def test_kept_tree_summaries_are_bounded(cloud, monkeypatch):
+    """Past TREES_KEPT trees every tree's kept summaries go: answers stay
+    SQL's, and no more trees than that keep theirs."""
+    monkeypatch.setattr(tree_summaries, "TREES_KEPT", 3)
+    _flat(cloud)
+    _interleaved_trees(cloud)
+    for query in (FLAVOR + "&limit=2", FLAVOR + "&limit=3", FLAVOR + "&limit=2"):
+        for order in ("id", "pack"):
+            sql = cloud.answer(query, order, catalog=False)
+            assert cloud.answer(query, order) == sql, (order, query)
+    catalog = refresh.held(cloud.db)
+    if catalog is not None:
+        kept = [d for d in catalog.derived_by_tree.values() if d.summaries]
+        assert 0 < len(kept) <= 3
+    # More trees than are kept: summarised as before, nothing kept.
+    sql = cloud.answer(FLAVOR + "&limit=20", "spread", catalog=False)
+    assert cloud.answer(FLAVOR + "&limit=20", "spread") == sql

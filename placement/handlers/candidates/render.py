@@ -12,12 +12,15 @@ handler works that out once and passes a ``Form``.
 """
 
 import dataclasses
+import itertools
+import operator
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from placement.objects import allocation_candidates as engine
+from placement.objects.allocation_candidates import tree_summaries
 from placement.web import request
 
 
@@ -215,6 +218,11 @@ def _summary_body(summary: Any, form: Form, requested: frozenset | None) -> dict
 _FRAGMENTS: dict[tuple, dict[int, tuple[Any, bytes]]] = {}
 FRAGMENTS_KEPT = 200_000  # fragments, in all
 FRAGMENT_FORMS = 64  # (form, requested classes) kept: past them all go
+# (Form, requested class names or None) -> a number never reused: the
+# key of a tree's kept JSON (tree_summaries.Kept.json), hashed per tree
+# as an int, not as a Form.
+_FORM_NUMBERS: dict[tuple, int] = {}
+_NUMBERS = itertools.count()
 
 
 def summaries_json(result: engine.Result, form: Form) -> bytes:
@@ -226,8 +234,33 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
         or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
     ):
         _FRAGMENTS.clear()
+        _FORM_NUMBERS.clear()
     fragments = _FRAGMENTS.setdefault((form, requested), {})
-    summaries = result.summaries
+    trees = _in_provider_order(result.trees)
+    if trees is None:
+        return b"{%s}" % b",".join(
+            _fragments(result.summaries, fragments, form, requested)
+        )
+    key = _FORM_NUMBERS.get((form, requested))
+    if key is None:
+        key = _FORM_NUMBERS[form, requested] = next(_NUMBERS)
+    parts = []
+    for tree in trees:
+        fragment = tree.json.get(key)
+        if fragment is None:
+            if len(tree.json) >= tree_summaries.FORMS_KEPT:
+                tree.json.clear()
+            fragment = tree.json[key] = b",".join(
+                _fragments(tree.summaries, fragments, form, requested)
+            )
+        parts.append(fragment)
+    return b"{%s}" % b",".join(parts)
+
+
+def _fragments(summaries, fragments, form, requested):
+    """The '"uuid":{...}' fragment of each of ``summaries`` ({provider:
+    Summary}) in provider id order, from ``fragments`` (the
+    ``_FRAGMENTS`` of ``form`` and ``requested``) or written there."""
     parts = []
     for rp in sorted(summaries):
         summary = summaries[rp]
@@ -240,7 +273,22 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
             )[1:-1]
             known = fragments[rp] = (summary, fragment)
         parts.append(known[1])
-    return b"{%s}" % b",".join(parts)
+    return parts
+
+
+def _in_provider_order(trees):
+    """``trees`` (tree_summaries.Kept) sorted so that their providers
+    follow in id order, when their id ranges do not interleave; else (or
+    without them) None."""
+    if trees is None:
+        return None
+    trees = sorted(trees, key=_FIRST)
+    if all(a.last < b.first for a, b in zip(trees, trees[1:])):
+        return trees
+    return None
+
+
+_FIRST = operator.attrgetter("first")
 
 
 OPEN = b'{"allocation_requests":['

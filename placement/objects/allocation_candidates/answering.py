@@ -24,6 +24,7 @@ from placement.objects.allocation_candidates import order as tree_order
 from placement.objects.allocation_candidates import providers
 from placement.objects.allocation_candidates import request as ac_request
 from placement.objects.allocation_candidates import search
+from placement.objects.allocation_candidates import tree_summaries
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import refresh
 
@@ -47,6 +48,9 @@ class Result:
     summaries: dict  # provider id -> providers.Summary
     uuids: dict  # provider id -> uuid
     class_names: dict  # class id -> name (requested classes)
+    # The summaries by tree (tree_summaries.Kept, with their JSON), where
+    # kept so: the same as ``summaries``
+    trees: list | None = None
 
 
 EMPTY = Result([], {}, {}, {})
@@ -246,14 +250,26 @@ def _find(index, request, options):
         functools.partial(_search, index, request, options), bound
     )
     found = _limit(found, limit, options.randomize)
+    allocated = None
+    if seen.whole or one_per_tree:
+        allocated = {rp for c in found for rp, _, _ in c.allocations}
+    if seen.whole:
+        roots = seen.roots(allocated)
+    else:
+        # Paged, so no sharing provider: a candidate's providers all lie
+        # in its anchor's tree, which its first allocation names.
+        roots = seen.roots({c.allocations[0][0] for c in found})
     if seen.paging is not None:
-        _learn_first_page(found, seen, limit)
-    allocated = {rp for c in found for rp, _, _ in c.allocations}
+        _learn_first_page(found, roots, seen, limit)
     if all(g.resources for g in request.groups):
-        mapped = allocated  # every mapped provider allocates
+        # Every mapped provider allocates; paged, all are in the
+        # summarised trees.
+        mapped = set() if allocated is None else allocated
     else:
         mapped = {rp for c in found for _, rps in c.mappings for rp in rps}
-    return _summaries(index, found, seen, class_ids, one_per_tree, allocated, mapped)
+    return _summaries(
+        index, found, seen, class_ids, one_per_tree, allocated, mapped, roots
+    )
 
 
 def _search(index, request, options, build=True):
@@ -637,19 +653,19 @@ def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen
             yield iter(candidates)
 
 
-def _learn_first_page(found, seen, limit):
+def _learn_first_page(found, roots, seen, limit):
     """Remember how many trees, in root id order, the answer of a limited
     search came from (all of them when it found fewer than its limit): the
     next request of its shape reads at least as many in its first page.
     When the first trees are full, as where schedulers pack hosts, the
     candidates lie further on with every claim, and each request would
-    otherwise read them in several growing pages, a statement each."""
-    roots, answers = seen.paging
+    otherwise read them in several growing pages, a statement each.
+    ``roots``: the root ids of the answer's trees."""
+    every, answers = seen.paging
     if len(found) < limit:
-        needed = len(roots)
+        needed = len(every)
     else:
-        last = max({seen.root(c.allocations[0][0]) for c in found})
-        needed = bisect.bisect_right(roots, last)
+        needed = bisect.bisect_right(every, max(roots))
     answers.remember_trees_needed(needed)
 
 
@@ -716,21 +732,31 @@ class _Uuids(dict):
         return self.summaries[rp].uuid
 
 
-def _summaries(index, found, seen, class_ids, allocated_only, allocated, mapped):
+def _summaries(
+    index, found, seen, class_ids, allocated_only, allocated, mapped, roots=None
+):
     """The Result of ``found``: ``allocated`` and ``mapped`` are the
-    providers its candidates allocate from and map."""
-    roots = seen.roots(allocated)
+    providers its candidates allocate from and map (``allocated`` may be
+    None with ``roots``, the root ids of their trees)."""
+    if roots is None:
+        roots = seen.roots(allocated)
     class_names = {i: n for n, i in class_ids.items()}
-    summaries = providers.load_summaries(
-        index,
-        roots,
-        seen.inventories(roots),
-        seen.used(roots),
-        class_names,
-        allocated if allocated_only else None,
-    )
+    kept = None if allocated_only else tree_summaries.of_trees(index, sorted(roots))
+    if kept is not None:
+        summaries = {}
+        for tree in kept:
+            summaries.update(tree.summaries)
+    else:
+        summaries = providers.load_summaries(
+            index,
+            roots,
+            seen.inventories(roots),
+            seen.used(roots),
+            class_names,
+            allocated if allocated_only else None,
+        )
     uuids = _Uuids(summaries)
     # Resourceless groups may map providers outside the summarised trees.
     if not mapped <= summaries.keys():
         uuids.update(index.uuids(mapped - summaries.keys()))
-    return Result(found, summaries, uuids, class_names)
+    return Result(found, summaries, uuids, class_names, kept)

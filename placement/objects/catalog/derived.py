@@ -8,13 +8,15 @@ import itertools
 
 class Derived:
     """What the candidate engine derived from one tree's rows: the idle
-    summaries of its providers, and the candidates found under it per
-    request shape (``allocation_candidates.kept``)."""
+    summaries of its providers, its summaries at its last usage
+    (``allocation_candidates.tree_summaries``), and the candidates found
+    under it per request shape (``allocation_candidates.kept``)."""
 
-    __slots__ = ("idle", "answers")
+    __slots__ = ("idle", "summaries", "answers")
 
     def __init__(self) -> None:
         self.idle: dict | None = None  # provider -> Idle, on first use
+        self.summaries = None  # tree_summaries.Kept, once asked
         self.answers: dict = {}  # shape id -> (usage, candidates)
 
 
@@ -29,6 +31,7 @@ class Shapes:
         self._ids: dict = {}
         self._next = itertools.count()
         self.kept = 0
+        self.trees_summarised = 0  # trees with their summaries kept
         # {shape id: trees the last limited answer of it came from}
         self.trees_needed: dict[int, int] = {}
 
