@@ -430,3 +430,32 @@ def test_kept_tree_summaries_are_bounded(cloud, monkeypatch):
     # More trees than are kept: summarised as before, nothing kept.
     sql = cloud.answer(FLAVOR + "&limit=20", "spread", catalog=False)
     assert cloud.answer(FLAVOR + "&limit=20", "spread") == sql
+
+
+def test_summaries_of_limits_ending_in_any_round_are_sql_s(cloud):
+    """A paged answer's summaries are of its candidates' trees only,
+    wherever its limit ends: within the first round of trees, in a later
+    one (trees of two nodes each), past every candidate, and with a tree
+    of ten nodes whose candidates are walked each time (more than are
+    kept per tree); as SQL's index answers, for each order, across
+    claims."""
+    for i, used in enumerate(((2, 2048), (0, 0), (4, 4096))):
+        _numa(cloud, "n%d" % i, used)
+    cloud.provider("wide", inventories={"DISK_GB": 100})
+    for node in range(10):
+        cloud.provider(
+            "wide-%d" % node, parent="wide", inventories={"VCPU": 4, "MEMORY_MB": 4096}
+        )
+    cloud.allocate(str(uuid.uuid4()), {"wide-0": {"VCPU": 1, "MEMORY_MB": 512}})
+    queries = [FLAVOR + "&limit=%d" % limit for limit in (2, 4, 7, 13, 40)]
+    for step in range(3):
+        for order in ("id", "spread", "pack"):
+            for query in queries:
+                sql = cloud.answer(query, order, catalog=False)
+                for age in (0.0, 3600.0):
+                    assert cloud.answer(query, order, age=age) == sql, (
+                        step,
+                        order,
+                        query,
+                    )
+        cloud.take(cloud.candidates(queries[0], "pack", catalog=False)[0])

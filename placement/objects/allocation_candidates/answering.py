@@ -255,6 +255,12 @@ def _find(index, request, options):
         allocated = {rp for c in found for rp, _, _ in c.allocations}
     if seen.whole:
         roots = seen.roots(allocated)
+    elif seen.streamed is not None and not one_per_tree:
+        # Every stream given held a candidate, and the next stream was
+        # asked for only once the answer took one from the last: the
+        # answer's trees are the streams' (no pass over its candidates,
+        # scattered in memory where the trees are ranked).
+        roots = set(seen.streamed)
     else:
         # Paged, so no sharing provider: a candidate's providers all lie
         # in its anchor's tree, which its first allocation names.
@@ -476,6 +482,9 @@ class _Seen:
         self.root_of = None  # root id of a provider of a tree whose
         # candidates were kept and not read (``_Memory``)
         self.roots_of = None  # the same for a set of providers, as a set
+        self.streamed = []  # root ids of the trees whose candidates were
+        # given as streams, each holding some (``_kept_streams``); None
+        # once a stream of a plan, maybe empty, was
 
     def most(self):
         """At most how many candidates the search gives, once known: a
@@ -585,6 +594,7 @@ def _streams(placed, forest_of, engine_of, groups, kept_answers, seen, memory=No
                 plans.sort(key=lambda plan: place(plan.anchor))
             seen.planned += _most(plans)
             seen.anchors += len(plans)
+            seen.streamed = None
             for plan in plans:
                 yield engine.candidates(plan)
         else:
@@ -635,6 +645,7 @@ def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen
         plans = {plan.anchor: plan for plan in forest.plans(groups)}
     seen.planned += sum(map(len, found.values())) + _most(plans.values())
     seen.anchors += sum(map(bool, found.values())) + len(plans)
+    streamed = seen.streamed  # noted before each stream is given
     for root in roots:
         candidates = found.get(root)
         if candidates is None:
@@ -645,11 +656,15 @@ def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen
             stream = engine.candidates(plan)
             first = tuple(itertools.islice(stream, kept.MOST_PER_ANCHOR + 1))
             if len(first) > kept.MOST_PER_ANCHOR:
+                if streamed is not None:
+                    streamed.append(root)
                 yield itertools.chain(first, stream)
                 continue
             kept_answers.keep(root, usage[root], first)
             candidates = first
         if candidates:
+            if streamed is not None:
+                streamed.append(root)
             yield iter(candidates)
 
 
