@@ -152,5 +152,8 @@ class Route:
 
 
 def add_routes(app: falcon.App) -> None:
-    for path, methods in ROUTES:
-        app.add_route(path, Route(methods))
+    last = len(ROUTES) - 1
+    for i, (path, methods) in enumerate(ROUTES):
+        # The router compiled with its last route, here (in placement-api's
+        # master, before the fork), not by each worker's first request.
+        app.add_route(path, Route(methods), compile=i == last)

@@ -133,8 +133,8 @@ class Roots(Sequence):
         # Each (count, limits) once: counts by their rank among the
         # counts (a count itself may be near 2**62).
         kinds = max(self.limited_by) + 1
-        counts, rank = np.unique(self.counts, return_inverse=True)
-        tails, which = np.unique(rank * kinds + self.keys, return_inverse=True)
+        counts, rank = _distinct(self.counts)
+        tails, which = _distinct(rank * kinds + self.keys)
         counts = counts.tolist()
         tail_rows = catalog_columns.padded(
             [
@@ -154,6 +154,21 @@ class Roots(Sequence):
         np.take(tail_rows, which, axis=0, out=rows[:, heads.shape[1] :], mode="clip")
         return memoryview(answer.translate(None, b"\0"))[:-1]
 
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)``, by a table of the
+    values where they are small (an answer's counts and tails: a few
+    hundred values over 100,000 roots): two passes, no sort."""
+    if not len(values) or values.min() < 0 or values.max() >= _TABLE_MAX:
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(int(values.max()) + 1, dtype=bool)
+    present[values] = True
+    rank = np.cumsum(present, dtype=np.int64) - 1
+    return np.flatnonzero(present), rank[values]
+
+
+# Values below this are ranked by a table (_distinct): 8 MB at most.
+_TABLE_MAX = 2**20
 
 EMPTY = Capacity(0, [], {}, True)
 
