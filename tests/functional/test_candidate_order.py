@@ -276,12 +276,9 @@ def test_unknown_order_is_refused(tmp_path):
     )
 
 
-def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
-    """Limited answers whole (candidates, and summaries with the usage of
-    every class, asked or not), with a kept ranking, kept candidates and
-    reused summaries from the catalog's usage in memory, are those read
-    from SQL without the catalog, for each order, as claims change the
-    usage of the trees between requests."""
+def _mixed(cloud):
+    """Flat hosts and NUMA trees made in ``cloud``; a function of (order,
+    catalog, age) giving the whole answers of three limited queries."""
     _flat(cloud)
     for i, used in enumerate(((2, 2048), (0, 0), (4, 4096))):
         _numa(cloud, "n%d" % i, used)
@@ -289,6 +286,17 @@ def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
 
     def answers(order, catalog, age):
         return [cloud.answer(query, order, catalog, age) for query in queries]
+
+    return answers
+
+
+def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
+    """Limited answers whole (candidates, and summaries with the usage of
+    every class, asked or not), with a kept ranking, kept candidates and
+    reused summaries from the catalog's usage in memory, are those read
+    from SQL without the catalog, for each order, as claims change the
+    usage of the trees between requests."""
+    answers = _mixed(cloud)
 
     for step in range(4):
         for order in ("id", "spread", "pack"):
@@ -302,6 +310,25 @@ def test_whole_answers_from_the_usage_in_memory_are_sql_s(cloud):
         cloud.take(first)
         full, free = (("h1", 4), ("h5", 6), ("n1-0", 4), ("h6", 8))[step]
         cloud.allocate(str(uuid.uuid4()), {full: {"VCPU": free}})
+
+
+def test_a_ranking_kept_across_claims_orders_at_the_usage_now(cloud):
+    """A ranking kept within its age, made before claims, orders the
+    trees it reads at the usage now (from the columns, their usage in
+    memory), not at the usage it was made at: where its first page holds
+    every tree that fits, the whole answers are SQL's without the
+    catalog, step after step of claims that reorder the trees and fill
+    some."""
+    answers = _mixed(cloud)
+
+    for order in ("spread", "pack"):
+        assert answers(order, True, 3600.0) == answers(order, False, 0.0)
+    claims = (("h6", 6), ("h2", 8), ("n1-1", 3), ("h1", 4))
+    for step, (name, vcpu) in enumerate(claims):
+        cloud.allocate(str(uuid.uuid4()), {name: {"VCPU": vcpu, "MEMORY_MB": 1024}})
+        for order in ("spread", "pack"):
+            sql = answers(order, False, 0.0)
+            assert answers(order, True, 3600.0) == sql, (step, order)
 
 
 def test_rankings_followed_across_claims_are_sql_s(cloud):

@@ -4,11 +4,13 @@ processes, every request alternated between them (issue 47).
 
 One database per ``--hosts`` size (scale.py's cloud, kept under the name
 ``<--prefix>_<hosts>`` for the next run: ``--reuse``), then per round:
-optionally a claim (``--claims``: the first candidate of a random page of
-id's answer, by the base process, untimed) and an untimed request each
-process follows the change log with, then scale.py's flavor with
-``limit=1000`` in each variant (``id``; spread and pack ranking the trees
-afresh, ``allocation_candidates_order_age = 0``, and with a kept ranking,
+optionally claims (``--claims [N]``, N per round: a random one of the
+first 1000 candidates of id's answer, or ``--claim-from``'s, by the base
+process, untimed) and an untimed request each process follows the
+change log with, then scale.py's flavor with ``limit=1000`` in each
+variant (``id``; spread and pack with the ranking kept from the round
+before, made before its claims, ``after claims``; ranking the trees
+afresh, ``allocation_candidates_order_age = 0``; and with a kept ranking,
 ``reused``), base and new alternated, which goes first swapped every
 round. CPU (process_time in the child, around the app's call) and wall
 median ms per variant and over id's; every body's sha256 compared between
@@ -38,6 +40,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 VARIANTS = {  # name -> (order, ranking age)
     "id": ("id", 0.0),
+    # First after the claims: the ranking kept from the last round, made
+    # at the usage before them (nova's common case: age 1 s, a claim
+    # between its requests).
+    "spread after claims": ("spread", 1e9),
+    "pack after claims": ("pack", 1e9),
     "spread": ("spread", 0.0),
     "spread reused": ("spread", 1e9),
     "pack": ("pack", 0.0),
@@ -170,8 +177,10 @@ def run(url, args):
     differ = 0
     try:
         for number in range(args.rounds + 1):  # the first warms both
-            if args.claims and number:
-                trees["base"].ask(do="claim", variant="id", pick=rnd.randrange(1000))
+            for _ in range(args.claims if number else 0):
+                trees["base"].ask(
+                    do="claim", variant=args.claim_from, pick=rnd.randrange(1000)
+                )
             for tree in trees.values():  # the change log followed, untimed
                 tree.ask(do="get", path=WARM)
             ordered = list(trees) if number % 2 else list(trees)[::-1]
@@ -212,7 +221,12 @@ def main():
     parser.add_argument("--new", default=".")
     parser.add_argument("--hosts", type=int, nargs="+", default=[20000, 100000])
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--claims", action="store_true")
+    parser.add_argument(
+        "--claims", type=int, nargs="?", const=1, default=0, help="per round"
+    )
+    parser.add_argument(
+        "--claim-from", default="id", choices=VARIANTS, help="whose answer"
+    )
     parser.add_argument("--load-only", action="store_true")
     parser.add_argument("--out")
     args = parser.parse_args()

@@ -334,9 +334,17 @@ def _search(index, request, options, build=True):
         seen.root_of, seen.roots_of = index.root, index.roots
     if ranked is not None:
         # Each page in its trees' order at the usage it reads: the
-        # ranking's own where it was made at that usage.
+        # ranking's own where it was made at that usage; a kept one's
+        # made at an older usage in memory ordered again at the usage now
+        # from the columns (reading it would search every tree afresh).
         pages = tree_order.pages(ranked, request.limit + FIRST_PAGE)
-        if ranked.usage is not None and ranked.usage is getattr(index, "used", None):
+        current = getattr(index, "used", None)
+        in_order = ranked.usage is not None and ranked.usage is current
+        if not in_order:
+            ordered = _ordered_now(index, groups, options, class_ids.values())
+            if ordered is not None:
+                pages, in_order = map(ordered, pages), True
+        if in_order:
             placed = (
                 (page, None)
                 if memory
@@ -406,6 +414,14 @@ def _ranked(index, groups, roots, options, classes):
         return None
     return tree_order.ranked(
         catalog, index, options.order, amounts, roots, options.order_age, list(classes)
+    )
+
+
+def _ordered_now(index, groups, options, classes):
+    """order.ordered_now for ``_ranked``'s request."""
+    amounts = [resource for group in groups for resource in group.resources]
+    return tree_order.ordered_now(
+        index.catalog, index, options.order, amounts, list(classes)
     )
 
 

@@ -15,7 +15,9 @@ provider of the requested classes, ``pages`` takes the best by a partial
 sort, and each page read is searched in ``positions``' order at the
 usage it read: the page's own order where the ranking was made at that
 usage (``Ranked.usage``, the catalog's usage in memory) with the keys
-``positions`` computes, bit for bit (``_exact``). A ranking may serve
+``positions`` computes, bit for bit (``_exact``); for a ranking kept
+from an older usage, the page ordered again from the columns at the
+usage in memory now (``ordered_now``). A ranking may serve
 the requests of the same shape for ``[placement]
 allocation_candidates_order_age`` seconds: which trees are read then
 lags that much behind the claims, their order and whether a candidate
@@ -157,10 +159,7 @@ def ranked(
     if any(not 0 < amount < _COLUMN_MAX for _, amount in amounts):
         return None
     columns = catalog_columns.of(catalog)
-    wanted = {rc for rc, _ in amounts}
-    classes = tuple(
-        rc for rc in dict.fromkeys((*classes, *sorted(wanted))) if rc in wanted
-    )
+    classes = _summed(amounts, classes)
     shape = (
         order,
         tuple(sorted(amounts)),
@@ -183,14 +182,54 @@ def ranked(
     return found.ranked
 
 
-def _ranked(columns, index, order, amounts, roots, classes):
-    size = len(columns.roots)
-    wanted = tuple(sorted({rc for rc, _ in amounts}))
-    if any(rc not in columns.stock for rc in wanted):
-        none = np.empty(0, dtype=np.int64)
-        return _Made(Ranked(none, np.empty(0), None, {}), {}, {}, [], none, None)
-    used_of = index.usage_columns(wanted, columns.stock)
+def _summed(amounts, classes):
+    """The requested classes of ``amounts`` in the order their shares are
+    summed: ``classes``' (as ``positions`` is given them), then by id."""
+    wanted = {rc for rc, _ in amounts}
+    return tuple(
+        rc for rc in dict.fromkeys((*classes, *sorted(wanted))) if rc in wanted
+    )
+
+
+def ordered_now(
+    catalog: "store.Catalog",
+    index: providers.Index,
+    order: str,
+    amounts: Sequence[tuple[int, int]],
+    classes: Sequence[int] = (),
+) -> typing.Callable[[list[int]], list[int]] | None:
+    """For a ranking kept from an older usage (``ranked`` within its
+    age): a page of its trees (root ids) in their order at the usage in
+    memory now, bit for bit ``positions``' order of the page's snapshot,
+    from the columns (no tree read). None without usage in memory or
+    where the columns cannot judge it exactly (the page's snapshot then
+    orders it)."""
     memory = getattr(index, "used", None)
+    columns = catalog_columns.of(catalog)
+    summed = _summed(amounts, classes)
+    if memory is None or any(rc not in columns.stock for rc in summed):
+        return None
+    totals, exact = _totals_at(
+        columns, summed, index.usage_columns(summed, columns.stock), memory
+    )
+    if not exact:
+        return None
+
+    def ordered(page: list[int]) -> list[int]:
+        roots = np.array(page, dtype=np.int64)
+        shares = _shares(columns, summed, totals, columns.positions(roots), len(roots))
+        return roots[
+            np.lexsort((roots, shares if order == "spread" else -shares))
+        ].tolist()
+
+    return ordered
+
+
+def _totals_at(columns, classes, used_of, memory):
+    """({class: per tree, its usage}, whether every class's shares are
+    ``used_share``'s to the bit, ``_exact``) at the usage columns
+    ``used_of``."""
+    size = len(columns.roots)
     totals = {}
     exact = True
     for rc in classes:
@@ -202,6 +241,18 @@ def _ranked(columns, index, order, amounts, roots, classes):
         total = used if per_tree else _totals(columns.stock[rc], used, memory, rc, size)
         totals[rc] = total
         exact = exact and _exact(columns, rc, used, None if per_tree else total)
+    return totals, exact
+
+
+def _ranked(columns, index, order, amounts, roots, classes):
+    size = len(columns.roots)
+    wanted = tuple(sorted({rc for rc, _ in amounts}))
+    if any(rc not in columns.stock for rc in wanted):
+        none = np.empty(0, dtype=np.int64)
+        return _Made(Ranked(none, np.empty(0), None, {}), {}, {}, [], none, None)
+    used_of = index.usage_columns(wanted, columns.stock)
+    memory = getattr(index, "used", None)
+    totals, exact = _totals_at(columns, classes, used_of, memory)
     share = _shares(columns, classes, totals, slice(None), size)
     fitting = None
     rooms = []
