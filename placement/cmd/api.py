@@ -31,9 +31,6 @@ from placement import deploy  # noqa: E402
 from placement.cmd import follower  # noqa: E402
 from placement.cmd import gate  # noqa: E402
 from placement.cmd import granian_server  # noqa: E402
-from placement.handlers.candidates import (  # noqa: E402
-    allocation_candidate_capacity as capacity_handler,
-)
 from placement.web import errors  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -181,12 +178,9 @@ def build_served_app(conf, db):
 def worker_ready(conf, db, served):
     """In each worker, before it accepts connections: the catalog up to
     date, and then kept so while the worker is idle (the gate tells when
-    it is; without one, requests alone keep it); a capacity answer made
-    once (its first one's set-up off the request path); the tracing
-    driver made (doc/operations.md "Tracing")."""
+    it is; without one, requests alone keep it); the tracing driver made
+    (doc/operations.md "Tracing")."""
     deploy.warm_catalog(db)
-    if conf.placement.provider_catalog:
-        capacity_handler.warm(db)
     if conf.profiler.enabled:
         from placement.api import tracing
 

@@ -22,9 +22,6 @@ from hypothesis import strategies as st
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
-from placement.handlers.candidates import (
-    allocation_candidate_capacity as capacity_handler,
-)
 from placement.objects import standard_names
 from tests import fixtures
 from tests import helpers
@@ -169,10 +166,8 @@ class Cloud:
 @pytest.fixture(params=fixtures.BACKENDS)
 def cloud(request):
     fixtures.require_backend(request.param)
-    with fixtures.app(request.param) as (app, db):
-        cloud = Cloud(app)
-        cloud.db = db
-        yield cloud
+    with fixtures.app(request.param) as (app, _):
+        yield Cloud(app)
 
 
 def _layout(cloud):
@@ -274,18 +269,6 @@ def test_answer_shape(cloud):
     assert answer["capacity"] == 8
     assert answer["aggregates"] == {AGG_A: 6, AGG_B: 6}
     assert [r["name"] for r in answer["roots"]] == ["numa", "flat1", "flat2"]
-
-
-def test_worker_warm_changes_no_answer(cloud):
-    """placement-api's workers answer a capacity query as they start
-    (allocation_candidate_capacity.warm): on an empty database and on a
-    loaded one, without error, and every answer after it is the same."""
-    capacity_handler.warm(cloud.db)
-    assert cloud.capacity("resources=VCPU:1")["capacity"] == 0
-    _layout(cloud)
-    before = [cloud.capacity(query) for query in EXACT + BOUNDS]
-    capacity_handler.warm(cloud.db)
-    assert [cloud.capacity(query) for query in EXACT + BOUNDS] == before
 
 
 def test_sharing_is_a_bound(cloud):
