@@ -332,6 +332,7 @@ def _search(index, request, options, build=True):
     if paged and (build or one_per_tree) and getattr(index, "used", None) is not None:
         memory = _Memory(index, class_ids.values(), load)
         seen.root_of, seen.roots_of = index.root, index.roots
+        seen.usage = memory.usage
     if ranked is not None:
         # Each page in its trees' order at the usage it reads: the
         # ranking's own where it was made at that usage; a kept one's
@@ -353,7 +354,7 @@ def _search(index, request, options, build=True):
             )
         else:
             memory = None  # ordered by the usage the pages read
-            seen.root_of = seen.roots_of = None
+            seen.root_of = seen.roots_of = seen.usage = None
             placed = _placed(
                 (load(roots=sorted(page), sparse=True) for page in pages), positions
             )
@@ -498,6 +499,8 @@ class _Seen:
         self.root_of = None  # root id of a provider of a tree whose
         # candidates were kept and not read (``_Memory``)
         self.roots_of = None  # the same for a set of providers, as a set
+        self.usage = None  # {root: its usage of every class} of the trees
+        # the kept path looked at, where it asks every class (``_Memory``)
         self.streamed = []  # root ids of the trees whose candidates were
         # given as streams, each holding some (``_kept_streams``); None
         # once a stream of a plan, maybe empty, was
@@ -572,13 +575,21 @@ class _Memory:
         self.index = index
         self.class_ids = tuple(sorted(class_ids))
         self.load = load
+        # Where the request asks every class the catalog holds usage of,
+        # its trees' usage is their summaries' too (``tree_summaries``):
+        # kept for them, not made again.
+        every = self.class_ids == tuple(sorted(index.used.rp))
+        self.usage = {} if every else None
 
     def anchors(self, page):
         return self.index.holding_trees(self.class_ids, page)
 
     def trees(self, roots):
         """{root: kept.Usage} of ``roots``."""
-        return self.index.tree_usage(self.class_ids, roots)
+        usage = self.index.tree_usage(self.class_ids, roots)
+        if self.usage is not None:
+            self.usage.update(usage)
+        return usage
 
 
 def _streams(placed, forest_of, engine_of, groups, kept_answers, seen, memory=None):
@@ -772,7 +783,11 @@ def _summaries(
     if roots is None:
         roots = seen.roots(allocated)
     class_names = {i: n for n, i in class_ids.items()}
-    kept = None if allocated_only else tree_summaries.of_trees(index, sorted(roots))
+    kept = (
+        None
+        if allocated_only
+        else tree_summaries.of_trees(index, sorted(roots), seen.usage)
+    )
     if kept is not None:
         summaries = {}
         for tree in kept:

@@ -11,6 +11,7 @@ lookup per tree, not a Summary, a usage row and a fragment looked at per
 provider. Only where the usage is in memory (a catalog's index).
 """
 
+from collections.abc import Mapping
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,15 +34,21 @@ class Kept:
         self.json: dict = {}  # the renderer's number of a form -> bytes
 
 
-def of_trees(index: Any, roots: Sequence[int]) -> list[Kept] | None:
+def of_trees(
+    index: Any, roots: Sequence[int], known: Mapping[int, bytes] | None = None
+) -> list[Kept] | None:
     """The kept summaries of the trees of ``roots`` (a Kept each, in
     their order), made and kept for those whose usage changed or that
     have none; None where the index holds no usage in memory, or for
-    more trees than are kept."""
+    more trees than are kept. ``known``: {root: usage of every class}
+    the request already made (``Index.tree_usage``), used where it holds
+    every tree of ``roots``."""
     catalog, used = getattr(index, "catalog", None), getattr(index, "used", None)
     if catalog is None or used is None or len(roots) > TREES_KEPT:
         return None
-    usage = index.tree_usage(sorted(used.rp), roots)
+    usage = known
+    if usage is None or not all(map(usage.__contains__, roots)):
+        usage = index.tree_usage(sorted(used.rp), roots)
     if usage is None:
         return None
     derived = catalog.derived_by_tree.get
