@@ -33,13 +33,17 @@ def test_best_is_a_stable_sort_s_head(kind, n, count):
 
 
 @pytest.mark.parametrize("kind", ["distinct", "few values", "half empty"])
-def test_a_repaired_first_page_is_the_best_of_the_keys_now(kind):
+def test_a_repaired_first_page_is_the_best_of_the_keys_now(kind, monkeypatch):
     """A first page repaired from the reserve of the ranking before, as
     keys move (a claim's trees: better for pack, worse for spread, some
     past the reserve's bound), is the stable sort's head of the keys now,
-    step after step; a reserve that no longer holds enough is dropped."""
+    step after step; a reserve that no longer holds enough is dropped.
+    The ranking's keys, followed as a patch over its first ones (written
+    in once it grows past its bound), are the keys now."""
+    monkeypatch.setattr(order, "MOST_PATCHED", 40)
     rng = np.random.default_rng(47)
     keys, count = _keys(kind, 5000, rng), 100
+    ranked = order.Ranked(np.arange(len(keys)), keys)
     reserves: dict = {}
     head = order._head(keys, count, reserves)
     assert head.tolist() == np.argsort(keys, kind="stable")[:count].tolist()
@@ -51,7 +55,10 @@ def test_a_repaired_first_page_is_the_best_of_the_keys_now(kind):
             keys[moved] = np.minimum(keys[moved], -rng.random(len(moved)))
         else:  # out of it
             keys[moved] = rng.random(len(moved)) * 2 - 1
-        heads, reserves = order._repaired(reserves, keys, moved)
+        heads, reserves = order._repaired(reserves, moved, keys[moved])
+        base, patch = order._patched(ranked, moved, keys[moved])
+        ranked = ranked._replace(keys=base, patch=patch)
+        assert order._keys(ranked).tolist() == keys.tolist(), step
         expected = np.argsort(keys, kind="stable")[:count].tolist()
         if count in heads:
             repaired += 1

@@ -49,6 +49,9 @@ MOST_RANKINGS = 32
 # The largest amount the int64 columns judge: a larger one is the
 # snapshot's (Python ints).
 _COLUMN_MAX = 2**62
+# Keys a followed ranking holds as changes over its base keys
+# (``Ranked.patch``) before it writes them into a copy of the base.
+MOST_PATCHED = 4096
 
 # {(root, class): [capacity, used]}
 Sums = dict[tuple[int, int], list[int]]
@@ -108,18 +111,50 @@ class Ranked(typing.NamedTuple):
     """Trees and their keys in ``order`` (smaller first), by root id."""
 
     roots: np.ndarray  # root ids, ascending
-    keys: np.ndarray  # aligned with ``roots``
+    keys: np.ndarray  # aligned with ``roots``, before ``patch`` (``_keys``)
     # The catalog's usage in memory (catalog.used.Used) the keys were
     # made at, where they are exactly ``key``'s at that usage; else None.
     usage: object = None
     # {count: indexes of the ``count`` best}: a ranking's first page,
     # partitioned once (``pages``)
     heads: dict | None = None
-    # {count: (indexes of the 2 x ``count`` best in order, the last's key,
-    # its index)}: every other index's (key, index) is past the last's,
-    # so a ranking followed from this one repairs its first page from
-    # them (``_followed``)
+    # {count: (indexes of the 2 x ``count`` best in order, their keys,
+    # the last's key, its index)}: every other index's (key, index) is
+    # past the last's, so a ranking followed from this one repairs its
+    # first page from them (``_followed``)
     reserves: dict | None = None
+    # (indexes, their keys now) of a ranking followed across claims: the
+    # keys that changed since ``keys``, kept apart so that following one
+    # does not copy every tree's key (a request's cold read and write of
+    # them cost more than the rest of following it)
+    patch: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _keys(ranked: Ranked) -> np.ndarray:
+    """``ranked``'s keys with its patch written in (a copy where it has
+    one)."""
+    if ranked.patch is None:
+        return ranked.keys
+    keys = ranked.keys.copy()
+    keys[ranked.patch[0]] = ranked.patch[1]
+    return keys
+
+
+def _patched(ranked: Ranked, moved: np.ndarray, keys: np.ndarray) -> tuple:
+    """(base keys, patch) of ``ranked`` with the keys at indexes ``moved``
+    now ``keys``: the patch grown (the latest key of each index), or,
+    past MOST_PATCHED, written into a copy of the base."""
+    if ranked.patch is not None:
+        at = np.concatenate((ranked.patch[0], moved))
+        now = np.concatenate((ranked.patch[1], keys))
+        # The last of each index's keys: the first of the reversed.
+        at, last = np.unique(at[::-1], return_index=True)
+        moved, keys = at, now[::-1][last]
+    if len(moved) <= MOST_PATCHED:
+        return ranked.keys, (moved, keys)
+    base = ranked.keys.copy()
+    base[moved] = keys
+    return base, None
 
 
 class _Made(typing.NamedTuple):
@@ -240,7 +275,7 @@ def _totals_at(columns, classes, used_of, memory):
         per_tree = columns.per_tree(rc)
         total = used if per_tree else _totals(columns.stock[rc], used, memory, rc, size)
         totals[rc] = total
-        exact = exact and _exact(columns, rc, used, None if per_tree else total)
+        exact = exact and _exact(columns, rc, used, None if per_tree else total, memory)
     return totals, exact
 
 
@@ -376,47 +411,49 @@ def _followed(columns, index, order, amounts, classes, made):
     if np.array_equal(fit, made.fitting[moved]):
         fitting = made.fitting
         places = np.searchsorted(before.roots, columns.roots[moved[fit]])
-        new = before.keys.copy()
-        new[places] = keys[fit]
-        heads, reserves = _repaired(before.reserves or {}, new, places)
+        new, patch = _patched(before, places, keys[fit])
+        heads, reserves = _repaired(before.reserves or {}, places, keys[fit])
     else:
         # Trees came into the ranking or left it: its positions move.
         fitting = made.fitting.copy()
         fitting[moved] = fit
         every = np.zeros(size)
-        every[np.flatnonzero(made.fitting)] = before.keys
+        every[np.flatnonzero(made.fitting)] = _keys(before)
         every[moved] = keys
         at = np.flatnonzero(fitting)
         before = before._replace(roots=columns.roots[at])
-        new, heads, reserves = every[at], {}, {}
-    ranked = Ranked(before.roots, new, memory, heads, reserves)
+        new, heads, reserves, patch = every[at], {}, {}, None
+    ranked = Ranked(before.roots, new, memory, heads, reserves, patch)
     return _Made(ranked, used_of, totals, rooms, fitting, made.allowed)
 
 
-def _repaired(reserves, keys, moved):
-    """({count: first page}, reserves) of a ranking whose ``keys`` at
-    indexes ``moved`` changed, from the ``reserves`` made before: every
-    index outside one was past its bound and still is where it did not
-    move, so a reserve with the moved indexes now within the bound put in
-    (those past it taken out) still holds the ``count`` best while it
-    holds ``count`` indexes. The moved are few: each is put in its place
-    by binary searches, the reserve not sorted again."""
+def _repaired(reserves, moved, now):
+    """({count: first page}, reserves) of a ranking whose keys at
+    indexes ``moved`` changed (to ``now``), from the ``reserves`` made
+    before: every index outside one was past its bound and still is where
+    it did not move, so a reserve with the moved indexes now within the
+    bound put in (those past it taken out) still holds the ``count`` best
+    while it holds ``count`` indexes. The moved are few: each is put in
+    its place by binary searches, the reserve not sorted again; the
+    reserve's keys are its own (no read of every tree's)."""
     heads, kept = {}, {}
-    for count, (reserve, key, index) in reserves.items():
-        stays = reserve[(reserve[:, np.newaxis] != moved).all(axis=1)]
-        now = keys[moved]
-        comes = moved[(now < key) | ((now == key) & (moved <= index))]
+    for count, (reserve, held, key, index) in reserves.items():
+        still = (reserve[:, np.newaxis] != moved).all(axis=1)
+        stays, ordered = reserve[still], held[still]
+        coming = (now < key) | ((now == key) & (moved <= index))
+        comes, values = moved[coming], now[coming]
         if len(stays) + len(comes) < count:
             continue
-        comes = comes[np.lexsort((comes, keys[comes]))]
-        ordered = keys[stays]
+        by = np.lexsort((comes, values))
+        comes, values = comes[by], values[by]
         places = []
-        for tree, value in zip(comes.tolist(), keys[comes].tolist()):
+        for tree, value in zip(comes.tolist(), values.tolist()):
             low = int(np.searchsorted(ordered, value, "left"))
             high = int(np.searchsorted(ordered, value, "right"))
             places.append(low + int(np.searchsorted(stays[low:high], tree)))
         some = np.insert(stays, places, comes)
-        heads[count], kept[count] = some[:count], (some, key, index)
+        kept[count] = (some, np.insert(ordered, places, values), key, index)
+        heads[count] = some[:count]
     return heads, kept
 
 
@@ -430,31 +467,66 @@ def _totals(stock, used, memory, rc, size):
     return np.bincount(stock.root, used, size)
 
 
-def _exact(columns, rc, used, total):
+def _exact(columns, rc, used, total, memory=None):
     """Whether a class's shares in the columns are ``used_share``'s to
     the bit: every limit Python's ``int`` of the same product (not
     clipped, not negative: floor and truncation agree), every tree's
     capacity and usage (``total``; None: ``used`` is the trees')
-    summed exactly in float64."""
-    if not columns.exact_limits(rc) or (len(used) and used.min() < 0):
-        return False
-    total = used if total is None else total
-    return bool(not len(total) or total.max() < catalog_columns.FLOAT_EXACT)
+    summed exactly in float64. The usage in memory's columns are read
+    only, a new array where the usage changed: the judgement is kept
+    with the arrays it was made on and ``memory`` (the usage in memory,
+    catalog.used.Used), taken again at the same arrays, and followed to
+    a later usage in memory by the rows that changed since (``used``
+    its column, one row per tree): two passes over every row per class
+    saved."""
+    found = columns.exact_usage.get(rc)
+    if found is not None and found[0] is used and found[1] is total:
+        return found[2]
+    exact = None
+    if (
+        found is not None
+        and found[2]
+        and total is None
+        and found[1] is None
+        and found[3] is not None
+        and memory is not None
+        and used is memory.amount.get(rc)
+        and len(used) == len(found[0])
+    ):
+        since = memory.changed_since(found[3])
+        if since is not None:
+            values = used[since.get(rc, np.empty(0, dtype=np.int64))]
+            exact = not len(values) or bool(
+                values.min() >= 0 and values.max() < catalog_columns.FLOAT_EXACT
+            )
+    if exact is None:
+        exact = columns.exact_limits(rc) and not (len(used) and used.min() < 0)
+        if exact:
+            every = used if total is None else total
+            exact = bool(not len(every) or every.max() < catalog_columns.FLOAT_EXACT)
+    if not used.flags.writeable and (total is None or not total.flags.writeable):
+        mine = memory is not None and used is memory.amount.get(rc)
+        columns.exact_usage[rc] = (used, total, exact, memory if mine else None)
+    return exact
 
 
 def pages(trees: Ranked, first: int) -> Iterator[list[int]]:
     """The ranked trees' root ids in order, in pages growing from
     ``first``. The first page is a partial sort (the trees past it are
     sorted only if the search goes on to them)."""
-    roots, keys, _, heads, reserves = trees
+    roots, _, _, heads, reserves, _ = trees
     if not len(roots):
         return
     head = None if heads is None else heads.get(first)
+    keys = None
     if head is None:
+        keys = _keys(trees)
         head = _head(keys, first, reserves)
         if heads is not None:
             heads[first] = head  # read only from now on
     yield roots[head].tolist()
+    if keys is None:
+        keys = _keys(trees)
     rest = np.ones(len(roots), dtype=bool)
     rest[head] = False
     at = np.flatnonzero(rest)
@@ -472,7 +544,8 @@ def _head(keys: np.ndarray, count: int, reserves: dict | None) -> np.ndarray:
     if reserves is None or 2 * count >= len(keys):
         return _best(keys, count)
     reserve = _best(keys, 2 * count)
-    reserves[count] = (reserve, keys[reserve[-1]], reserve[-1])
+    held = keys[reserve]
+    reserves[count] = (reserve, held, held[-1], reserve[-1])
     return reserve[:count]
 
 

@@ -92,6 +92,10 @@ class Columns:
         # The candidate order's recent rankings of the trees, by request
         # shape (allocation_candidates/order.py).
         self.rankings: dict = {}
+        # {class: (usage column, sums per tree or None, whether they are
+        # exact, the usage in memory)}: the order's last judgement of
+        # them (order.py ``_exact``)
+        self.exact_usage: dict = {}
         self._holds: dict[int, np.ndarray] = {}
         self._members = catalog.members
         self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
