@@ -240,11 +240,35 @@ class CatalogIndex:
         self.confirm()
         columns = catalog_columns.of(self.catalog)
         page = np.fromiter(roots, dtype=np.int64, count=len(roots))
-        rps, sizes = columns.members(columns.positions(page))
+        at = columns.positions(page)
+        flat = columns.flat()
+        if flat:
+            rps = page  # each tree its root alone
+        else:
+            rps, sizes = columns.members(at)
         # A row per provider, tree after tree: its id, then its usage.
         table = np.empty((len(rps), 1 + len(class_ids)), dtype=np.int64)
         table[:, 0] = rps
-        table[:, 1:] = used.table(class_ids, rps)
+        rest = []
+        for column, rc in enumerate(class_ids, 1):
+            stock = columns.stock.get(rc)
+            if (
+                flat
+                and stock is not None
+                and columns.per_tree(rc)
+                and used.rp.get(rc) is stock.rp
+            ):
+                # One row per tree (its root), in roots' order: the
+                # class's usage column is the trees' (no lookup by id).
+                table[:, column] = used.amount[rc][at]
+            else:
+                rest.append((column, rc))
+        if rest:
+            table[:, [c for c, _ in rest]] = used.table([rc for _, rc in rest], rps)
+        if flat:
+            # A tree's bytes are its row's.
+            row = np.dtype((np.void, table.itemsize * table.shape[1]))
+            return dict(zip(roots, table.view(row).ravel().tolist()))
         blob = table.tobytes()
         ends = (np.cumsum(sizes) * table.itemsize * table.shape[1]).tolist()
         return dict(zip(roots, map(blob.__getitem__, map(slice, [0, *ends], ends))))

@@ -99,6 +99,7 @@ class Columns:
         self._holds: dict[int, np.ndarray] = {}
         self._members = catalog.members
         self._member_rows: tuple[np.ndarray, np.ndarray] | None = None
+        self._flat: bool | None = None
         self._root_of: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
         self._capacity: dict[int, np.ndarray] = {}
         self._per_tree: dict[int, bool] = {}
@@ -115,6 +116,7 @@ class Columns:
         tree members' rows took 50-100 ms of a worker's first request at
         1,000,000 providers)."""
         self._rows()
+        self.flat()
         self.positions(self.roots[:0])
         self.roots_of(self.roots[:0])
         for rc in self.stock:
@@ -140,6 +142,14 @@ class Columns:
         # Each tree's rows: its start, then one more per member.
         first = np.repeat(starts[at] - (np.cumsum(sizes) - sizes), sizes)
         return ids[first + np.arange(len(first))], sizes
+
+    def flat(self) -> bool:
+        """Whether every tree is its root alone (``members`` of any trees
+        are their roots, one each; made on first use)."""
+        if self._flat is None:
+            starts, _ = self._rows()
+            self._flat = bool((np.diff(starts) == 1).all())
+        return self._flat
 
     def roots_of(self, rps: np.ndarray) -> np.ndarray:
         """The root id of each provider of ``rps`` (ids of the catalog's
