@@ -26,6 +26,7 @@ from placement.db.retry import retry_on_deadlock
 from placement.db.statements import insert_ignore
 from placement.db.statements import inserted_id
 from placement.db.statements import int_list
+from placement.db.statements import plain_count
 from placement.db.statements import plain_rows
 from placement.db.transaction import AFTER_COMMIT
 from placement.db.transaction import BEFORE_COMMIT
@@ -66,6 +67,7 @@ __all__ = [
     "inserted_id",
     "int_list",
     "known",
+    "plain_count",
     "plain_rows",
     "may_conflict",
     "maybe_committed",

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy import exc as sa_exc
 
 from placement import exception
+from placement.db import described
 from placement.db import held
 from placement.db import sqlite_file
 
@@ -249,6 +250,8 @@ def _mysql_session(engine, sql_mode, sync_wait, budget):
             cur.execute("SET SESSION sql_mode = %s", (sql_mode,))
         cur.close()
 
+    if engine.dialect.driver == "pymysql":
+        described.parse_once(engine)
     _ping_when_idle(engine)
 
 

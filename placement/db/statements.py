@@ -66,6 +66,27 @@ def plain_rows(
     DBAPIError, the connection invalidated when it was lost), though
     without the ``handle_error`` listeners. Reads only: nothing notes
     what it would write."""
+    return _plain(conn, statement, params, fetch=True)[0]
+
+
+def plain_count(
+    conn: sa.Connection,
+    statement: sa.Update | sa.Delete,
+    params: dict[str, Any] | None = None,
+) -> int:
+    """The rows ``statement`` (an UPDATE or DELETE) matched, run on the
+    driver's cursor as ``plain_rows`` runs a SELECT (its parameters the
+    same way: ``int_list``'s lists are written in, and lists of tuples of
+    integers too, for a row-value IN). For statements that change nothing
+    the catalog keeps (a generation swap): the listeners see it without
+    an execution context, as a read, so nothing notes what it wrote
+    (``catalog/changes.py``)."""
+    return _plain(conn, statement, params, fetch=False)[1]
+
+
+def _plain(conn, statement, params, fetch):
+    """(rows if ``fetch``, row count) of ``statement`` on the driver's
+    cursor."""
     dialect = conn.dialect
     template, written, listed, names, positional, fixed = _plain_text(
         dialect, statement
@@ -95,7 +116,8 @@ def plain_rows(
         for listener in dispatch.before_cursor_execute:
             listener(conn, cursor, text, bound, None, False)
         cursor.execute(text, bound)
-        rows = cursor.fetchall()
+        rows = cursor.fetchall() if fetch else ()
+        count = cursor.rowcount
         for listener in dispatch.after_cursor_execute:
             listener(conn, cursor, text, bound, None, False)
         cursor.close()
@@ -111,7 +133,7 @@ def plain_rows(
             connection_invalidated=lost,
             dialect=dialect,
         ) from e
-    return rows
+    return rows, count
 
 
 @functools.cache
@@ -148,11 +170,22 @@ def _plain_text(
 _WRITTEN = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
 
 
-def _int_text(value: int | Sequence[int] | None) -> str:
+def _int_text(value: int | Sequence[int | tuple[int, ...]] | None) -> str:
     """An integer, None or a list of integers (``int_list``'s, for IN:
-    an empty one as NULL, which no value is IN) as written in SQL."""
+    an empty one as NULL, which no value is IN) or of tuples of them (for
+    a row-value IN) as written in SQL."""
     if value is None:
         return "NULL"
     if isinstance(value, int):
         return str(int(value))
-    return ", ".join([str(int(v)) for v in value]) or "NULL"
+    return (
+        ", ".join(
+            [
+                "(%s)" % ", ".join([str(int(i)) for i in v])
+                if isinstance(v, tuple)
+                else str(int(v))
+                for v in value
+            ]
+        )
+        or "NULL"
+    )

@@ -139,6 +139,23 @@ class Database:
             yield conn
 
     @contextlib.contextmanager
+    def several_reads(self) -> Iterator[sa.Connection]:
+        """A connection for a read of several statements that need no
+        snapshot in common (READ COMMITTED's: each statement sees what
+        committed before it): on MySQL and PostgreSQL the autocommit twin
+        of ``single_read``, where each statement is its own snapshot as it
+        would be in a transaction there, without the COMMIT's round trip
+        (and psycopg's BEGIN); on SQLite, whose transaction reads one
+        snapshot, ``reader``. A read that needs one snapshot for all its
+        statements takes its own (``catalog/snapshot.py``)."""
+        if self.dialect == "sqlite":
+            with self.reader() as conn:
+                yield conn
+        else:
+            with self._single.connect() as conn:
+                yield conn
+
+    @contextlib.contextmanager
     def writer(self) -> Iterator[sa.Connection]:
         """A write transaction. The ``before_commit`` hooks run just before
         it commits (the objects layer's catalog log is one). When its

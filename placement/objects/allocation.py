@@ -438,15 +438,18 @@ def _existing_with_state_query():
 
 
 _EXISTING_WITH_STATE = _existing_with_state_query()
+_EXISTING_WITH_STATE_COLUMNS = tuple(_EXISTING_WITH_STATE.selected_columns.keys())
 
 
 def _existing_with_state(conn, uuids, named, class_ids):
     """``consumer.existing`` of ``uuids`` and ``named`` (provider uuids),
-    and ``_read_state`` of the named providers: one statement."""
+    and ``_read_state`` of the named providers: one statement, on the
+    driver's cursor (``db_api.plain_rows``: every claim's PUT reads it)."""
     found, held, providers = {}, {}, {}
     generations, capacity = {}, {}
     consumers = list(set(uuids))
-    rows = conn.execute(
+    rows = db_api.plain_rows(
+        conn,
         _EXISTING_WITH_STATE,
         {
             "uuids": consumers,
@@ -454,8 +457,9 @@ def _existing_with_state(conn, uuids, named, class_ids):
             "named": list(set(named)),
             "classes": list(set(class_ids)),
         },
-    ).mappings()
-    for row in rows:
+    )
+    for values in rows:
+        row = dict(zip(_EXISTING_WITH_STATE_COLUMNS, values))
         kind = row["kind"]
         if kind == 0:
             found[row["uuid"]] = row

@@ -172,8 +172,10 @@ SWAP_BUILT_ONCE = 100
 _SWAP = (
     RP.update()
     .where(
-        RP.c.id.in_(sa.bindparam("ids", expanding=True)),
-        sa.tuple_(RP.c.id, RP.c.generation).in_(sa.bindparam("seen", expanding=True)),
+        RP.c.id.in_(db_api.int_list("ids")),
+        sa.tuple_(RP.c.id, RP.c.generation).in_(
+            sa.bindparam("seen", expanding=True, literal_execute=True)
+        ),
     )
     .values(generation=RP.c.generation + 1, updated_at=RP.c.updated_at)
 )
@@ -186,12 +188,13 @@ def swap_count(conn: sa.Connection, seen: dict[int, int]) -> int:
     others first).
 
     ``updated_at`` is left alone: a generation bump is not an edit of the
-    provider itself. The statement is built once: building it per call
-    would compute its cache key on every write.
+    provider itself. The statement is built once, and run on the
+    driver's cursor, its integers written in (``db_api.plain_count``: the
+    catalog does not keep generations): every claim sends it.
     """
     if len(seen) <= SWAP_BUILT_ONCE:
         params = {"ids": list(seen), "seen": list(seen.items())}
-        return conn.execute(_SWAP, params).rowcount
+        return db_api.plain_count(conn, _SWAP, params)
     # Many providers: PostgreSQL parses a long row-value IN list as a chain
     # too deep for its stack ("stack depth limit exceeded"); a CASE is flat.
     return conn.execute(

@@ -10,8 +10,10 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import errors
 from placement.db import tables
+from placement.objects import common
 from placement.objects.catalog import changes
 from tests import fixtures
+from tests import helpers
 
 
 def test_rows_and_listeners(db):
@@ -112,3 +114,30 @@ def test_a_lost_connection_is_invalidated(backend):
         assert errors.is_unavailable(raised.value)
         with db.single_read() as conn:
             assert db_api.plain_rows(conn, changes.STAMP)
+
+
+def test_count_of_a_generation_swap(db):
+    """``plain_count``: the rows an UPDATE matched, its integers and row
+    values written in (the generation swap of every claim), seen by the
+    statement listeners."""
+    seen = []
+    sa.event.listen(
+        db.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *args: seen.append(statement),
+    )
+    rp = helpers.new_provider(db)
+    with db.reader() as conn:
+        rp_id, generation = conn.execute(
+            sa.select(
+                tables.resource_providers.c.id, tables.resource_providers.c.generation
+            ).where(tables.resource_providers.c.uuid == rp)
+        ).one()
+    with db.writer() as conn:
+        del seen[:]
+        assert common.swap_count(conn, {rp_id: generation + 1}) == 0
+        assert common.swap_count(conn, {rp_id: generation}) == 1
+        assert common.swap_count(conn, {rp_id: generation}) == 0
+    assert len(seen) == 3 and "(%d, %d)" % (rp_id, generation) in seen[1]
+    with db.reader() as conn:
+        assert common.get_provider(conn, rp)["generation"] == generation + 1

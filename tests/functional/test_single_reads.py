@@ -98,6 +98,27 @@ def test_a_transaction_is_more_round_trips(served, monkeypatch):
             assert len(trips) == (sent or {"mysql": 2, "postgresql": 3}[db.dialect])
 
 
+def test_a_candidate_read_sends_its_statements_alone(served):
+    """GET /allocation_candidates reads several statements (the look and,
+    after a claim, the catalog's catch-up) in autocommit
+    (``Database.several_reads``): no BEGIN nor COMMIT around them on MySQL
+    and PostgreSQL, each statement its own snapshot as at READ COMMITTED in
+    a transaction; and the claim acknowledged just before is in the
+    answer."""
+    client, read, _ = served
+    rp, _ = _provider(client)
+    path = "/allocation_candidates?resources=VCPU:1"
+    assert client.get(path).is_success  # the catalog follows the writes above
+    for used in (3, 4):
+        claim = helpers.claim(rp, {"VCPU": 1})
+        assert client.put("/allocations/%s" % uuid.uuid4(), json=claim).is_success
+        resp, statements, trips = read(path)
+        summary = resp.json()["provider_summaries"][rp]["resources"]["VCPU"]
+        assert summary["used"] == used
+        assert len(statements) > 1, statements
+        assert trips is None or len(trips) == len(statements), (statements, trips)
+
+
 def test_sessions_are_set_up(served):
     """The autocommit connections' sessions are the others' (but for the
     transactions): MySQL's sql_mode, PostgreSQL's READ COMMITTED."""

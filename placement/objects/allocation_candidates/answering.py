@@ -90,7 +90,7 @@ def find(
     db: db_api.Database, request: ac_request.Request, options: Options = Options()
 ) -> Result:
     """Allocation candidates for a checked ``request.Request``."""
-    with db.reader() as conn:
+    with db.several_reads() as conn:
         index = catalog_index.unconfirmed(db, conn)
         try:
             try:
@@ -171,16 +171,16 @@ class Stream:
     of the providers they used: memory follows the providers involved, not
     the number of candidates. For requests without a limit or randomised
     order (those need every candidate first). Names are resolved, and
-    their errors raised, when it is made. It holds its read transaction
-    until it is left as a context manager (``with stream:``), which also
-    stops the search; an error while it is made ends the transaction
-    there, rolled back (its connection may be lost)."""
+    their errors raised, when it is made. It holds its connection
+    (``Database.several_reads``) until it is left as a context manager
+    (``with stream:``), which also stops the search; an error while it is
+    made gives it back there (it may be lost)."""
 
     def __init__(
         self, db: db_api.Database, request: ac_request.Request, options: Options
     ) -> None:
-        self._transaction = contextlib.ExitStack()
-        conn = self._transaction.enter_context(db.reader())
+        self._connection = contextlib.ExitStack()
+        conn = self._connection.enter_context(db.several_reads())
         try:
             self._index = catalog_index.index(db, conn)
             try:
@@ -192,7 +192,7 @@ class Stream:
                 search_ = (iter(()), _Seen(), {}, False)
             self._found, self._seen, self._class_ids, self._one_per_tree = search_
         except BaseException as e:
-            self._transaction.__exit__(type(e), e, e.__traceback__)
+            self._connection.__exit__(type(e), e, e.__traceback__)
             raise
         self.allocated: set[int] = set()
         self.mapped: set[int] = set()
@@ -239,7 +239,7 @@ class Stream:
 
     def __exit__(self, *exc_info: Any) -> bool | None:
         self._found = iter(())
-        return self._transaction.__exit__(*exc_info)
+        return self._connection.__exit__(*exc_info)
 
 
 def _find(index, request, options):
