@@ -16,11 +16,12 @@ the first 413 unread and never reads the second (``api/sizelimit``).
 A cheap read (``CHEAP``: the root document, and a provider's or a
 consumer's own records, answered from the held catalog after one
 statement) is run in the event loop itself while no request of the
-worker is in its threads: no thread wake-up on either side, and no
-thread is executing, so the gate never makes it wait. The loop runs
-nothing else meanwhile; requests that come in then wait for it, as they
-would for a thread. Everything else, and a cheap read while another
-request is in a thread, goes to the threads.
+worker is in its threads and ``in_loop()`` allows (the catalog needs no
+comparison with the database first): no thread wake-up on either side,
+and no thread is executing, so the gate never makes it wait. The loop
+runs nothing else meanwhile; requests that come in then wait for it, as
+they would for a thread. Everything else, and a cheap read while
+another request is in a thread, goes to the threads.
 
 An answer the app returns as a list is written in one piece; one it
 returns as an iterator (a streamed candidate answer) is produced in the
@@ -60,10 +61,12 @@ CHEAP = re.compile(
 class App:
     """granian's RSGI target around the WSGI ``app``, mounted at
     ``script_name``: ``threads`` threads run it (started in the worker
-    process, by ``__rsgi_init__``)."""
+    process, by ``__rsgi_init__``), and the event loop a cheap read while
+    they are idle and ``in_loop()`` is true."""
 
-    def __init__(self, app, threads, limit, script_name=""):
+    def __init__(self, app, threads, limit, script_name="", in_loop=lambda: True):
         self.app = app
+        self.in_loop = in_loop
         self.threads = threads
         self.limit = limit
         self.script_name = script_name
@@ -112,6 +115,7 @@ class App:
             not self.in_threads
             and environ["REQUEST_METHOD"] == "GET"
             and CHEAP.match(environ["PATH_INFO"])
+            and self.in_loop()
         ):
             self.call(environ, proto, inline=True)
             return

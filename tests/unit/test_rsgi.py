@@ -57,7 +57,7 @@ def _scope(path, headers, method="GET"):
     )
 
 
-def _serve(app, scope, proto):
+def _serve(app, scope, proto, in_loop=True):
     async def run():
         served.__rsgi_init__(asyncio.get_running_loop())
         try:
@@ -65,7 +65,7 @@ def _serve(app, scope, proto):
         finally:
             served.__rsgi_del__(None)
 
-    served = rsgi.App(app, 2, 1000, "/placement")
+    served = rsgi.App(app, 2, 1000, "/placement", lambda: in_loop)
     asyncio.run(run())
 
 
@@ -196,3 +196,19 @@ def test_a_small_read_is_answered_while_a_long_request_is_in_progress():
     assert asyncio.run(run()) == []
     assert small.answers == [(200, [], b"/")]
     assert long.answers == [(200, [], b"/allocation_candidates")]
+
+
+def test_a_small_read_runs_in_the_loop_unless_it_may_not():
+    ran_in = []
+
+    def app(environ, start_response):
+        ran_in.append(threading.current_thread().name)
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    for in_loop in (True, False):
+        proto = Proto()
+        _serve(app, _scope("/placement/allocations/x", []), proto, in_loop)
+        assert proto.answers == [(200, [], b"{}")]
+    assert ran_in[0] == threading.current_thread().name
+    assert ran_in[1].startswith("placement-")
