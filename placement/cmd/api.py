@@ -31,6 +31,7 @@ from placement import deploy  # noqa: E402
 from placement.cmd import follower  # noqa: E402
 from placement.cmd import gate  # noqa: E402
 from placement.cmd import granian_server  # noqa: E402
+from placement.objects.catalog import refresh  # noqa: E402
 from placement.web import errors  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -312,7 +313,14 @@ def main(argv=None):
         return deploy.fail("placement-api", e, argv)
     if conf.server == "granian":
         served = build_served_app(conf, db)
-        granian_server.serve(conf, served, lambda: worker_ready(conf, db, served))
+        granian_server.serve(
+            conf,
+            served,
+            lambda: worker_ready(conf, db, served),
+            # Not a read that would compare the catalog first: that may
+            # read it whole, too long to hold the event loop.
+            lambda: not refresh.compares_first(db),
+        )
         return 0
     # The workers' error path looks the function up in gunicorn.util.
     gunicorn_util.write_error = write_json_error

@@ -64,16 +64,18 @@ LOGGING = {
 }
 
 
-def serve(conf, app, worker_ready):
+def serve(conf, app, worker_ready, in_loop):
     """Serve ``app`` (built in this process, its database's connections
     closed) until SIGINT or SIGTERM; ``worker_ready`` runs in each worker
-    after the fork, before it serves."""
+    after the fork, before it serves; a cheap read may run in granian's
+    event loop when ``in_loop()`` (``rsgi.App``)."""
     served = rsgi.App(
         app,
         conf.threads,
         conf.oslo_middleware.max_request_body_size,
         # Mounted under a prefix as gunicorn is told it.
         os.environ.get("SCRIPT_NAME", "").rstrip("/"),
+        in_loop,
     )
 
     def worker_app():

@@ -13,6 +13,16 @@ WSGI app and write its answer. A body announced over ``limit`` bytes, or
 sent without ``Content-Length`` (chunked), is not read: the app answers
 the first 413 unread and never reads the second (``api/sizelimit``).
 
+A cheap read (``CHEAP``: the root document, and a provider's or a
+consumer's own records, answered from the held catalog after one
+statement) is run in the event loop itself while no request of the
+worker is in its threads and ``in_loop()`` allows (the catalog needs no
+comparison with the database first): no thread wake-up on either side,
+and no thread is executing, so the gate never makes it wait. The loop
+runs nothing else meanwhile; requests that come in then wait for it, as
+they would for a thread. Everything else, and a cheap read while
+another request is in a thread, goes to the threads.
+
 An answer the app returns as a list is written in one piece; one it
 returns as an iterator (a streamed candidate answer) is produced in the
 thread as it is written, a piece at a time, and closed when it ends or
@@ -22,6 +32,7 @@ the client goes away.
 import asyncio
 import io
 import queue
+import re
 import sys
 import threading
 
@@ -36,21 +47,35 @@ _LATE_HEADERS = [("content-type", "application/json"), ("connection", "close")]
 # _KEYS_MAX names: a client choosing names freely does not grow it past.
 _KEYS = {"content-type": "CONTENT_TYPE", "content-length": "CONTENT_LENGTH"}
 _KEYS_MAX = 512
+# GET paths run in the event loop when the worker's threads are idle: the
+# root document, and a provider's or a consumer's own records, one short
+# read transaction each (the held catalog's stamp, and its catch-up after
+# a write, or one statement); no search, no list, no write.
+CHEAP = re.compile(
+    r"(?:/resource_providers/[^/]+"
+    r"(?:/(?:allocations|inventories|usages|traits|aggregates))?"
+    r"|/allocations/[^/]+)?/?\Z"
+)
 
 
 class App:
     """granian's RSGI target around the WSGI ``app``, mounted at
     ``script_name``: ``threads`` threads run it (started in the worker
-    process, by ``__rsgi_init__``)."""
+    process, by ``__rsgi_init__``), and the event loop a cheap read while
+    they are idle and ``in_loop()`` is true."""
 
-    def __init__(self, app, threads, limit, script_name=""):
+    def __init__(self, app, threads, limit, script_name="", in_loop=lambda: True):
         self.app = app
+        self.in_loop = in_loop
         self.threads = threads
         self.limit = limit
         self.script_name = script_name
         self.loop = None
         # (environ, granian's protocol, future done when answered)
         self.requests = queue.SimpleQueue()
+        # Requests handed to the threads and not yet answered (counted in
+        # the event loop only).
+        self.in_threads = 0
         self.base = {
             "SCRIPT_NAME": script_name,
             "SERVER_SOFTWARE": "granian",
@@ -86,9 +111,21 @@ class App:
             except ProtocolClosed:  # the client went away
                 return
         environ["wsgi.input"] = io.BytesIO(body)
+        if (
+            not self.in_threads
+            and environ["REQUEST_METHOD"] == "GET"
+            and CHEAP.match(environ["PATH_INFO"])
+            and self.in_loop()
+        ):
+            self.call(environ, proto, inline=True)
+            return
         done = self.loop.create_future()
+        self.in_threads += 1
         self.requests.put((environ, proto, done))
-        await done
+        try:
+            await done
+        finally:
+            self.in_threads -= 1
 
     def environ(self, scope):
         """The WSGI environ of a request (PEP 3333: the path as latin-1
@@ -132,14 +169,22 @@ class App:
             else:
                 call_soon(done.set_result, None)
 
-    def call(self, environ, proto):
-        """The app's answer to a request, written."""
+    def call(self, environ, proto, inline=False):
+        """The app's answer to a request, written; ``inline`` in the event
+        loop, where an answer is written in one piece."""
         started = []
 
         def start_response(status, headers, exc_info=None):
             started[:] = (status, headers)
 
         answer = self.app(environ, start_response)
+        if inline and type(answer) is not list:
+            pieces = answer
+            try:
+                answer = [_EMPTY.join(pieces)]
+            finally:
+                if hasattr(pieces, "close"):
+                    pieces.close()
         if type(answer) is list:
             status, headers = started
             proto.response_bytes(int(status[:3]), headers, _EMPTY.join(answer))

@@ -529,3 +529,73 @@ def test_wide_isolated_with_unsuffixed_share_body(wide, version):
     assert resp.status_code == 200, resp.text
     parsed = tuple(map(int, version.split(".")))
     assert resp.content == _expected(trees, 2, parsed, shared_vgpu=True)
+
+
+def test_small_reads_are_answered_while_a_stream_is_in_progress(tmp_path, api_server):
+    """The small reads (the root document, a provider, its allocations, a
+    consumer's: under granian run in its event loop while no request is in
+    the worker's threads) are answered alike before, while and after the
+    worker streams an answer of gigabytes to a client that reads it
+    slowly: meanwhile by the worker's other thread, and the stream goes
+    on after them."""
+    with live_server.placement_api(
+        str(tmp_path),
+        "--workers",
+        "1",
+        "--threads",
+        "2",
+        server=api_server,
+        **UNBOUNDED,
+    ) as url:
+        client = httpx.Client(base_url=url, timeout=30)
+        root = _pgpu_host(client, "big")
+        consumer = str(uuid.uuid4())
+        resp = client.put(
+            "/allocations/" + consumer,
+            headers=_headers("1.39"),
+            json={
+                "allocations": {root: {"resources": {"VCPU": 1}}},
+                "project_id": str(uuid.uuid4()),
+                "user_id": str(uuid.uuid4()),
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        )
+        assert resp.status_code == 204, resp.text
+
+        def small_reads():
+            answers = [
+                client.get(path, headers=_headers("1.39"))
+                for path in (
+                    "/",
+                    "/resource_providers/" + root,
+                    "/resource_providers/%s/allocations" % root,
+                    "/allocations/" + consumer,
+                )
+            ]
+            assert [a.status_code for a in answers] == [200] * 4
+            home, provider, by_provider, by_consumer = (a.json() for a in answers)
+            assert home["versions"][0]["id"] == "v1.0"
+            assert provider["name"] == "big"
+            assert by_provider["allocations"][consumer]["resources"] == {"VCPU": 1}
+            assert by_consumer["allocations"][root]["resources"] == {"VCPU": 1}
+
+        small_reads()
+        # requests' timeout (20 s between bytes) is the hang guard.
+        with requests.get(
+            url + "/allocation_candidates?" + _isolated(6),
+            headers=_headers("1.39"),
+            stream=True,
+            timeout=20,
+        ) as resp:
+            chunks = resp.iter_content(1 << 20)
+            assert next(chunks).startswith(b'{"allocation_requests":[{')
+            small_reads()
+            # Still streaming: 8 MB more arrive after the small reads.
+            read = 0
+            for chunk in chunks:
+                read += len(chunk)
+                if read >= 8 << 20:
+                    break
+            assert read >= 8 << 20, read
+        small_reads()

@@ -273,3 +273,17 @@ def test_a_catalog_read_whole_answers_at_once_without_a_comparison(cloud, monkey
     found = [list(r["allocations"]) for r in resp.json()["allocation_requests"]]
     assert found == [[rp]]
     assert compared == []
+
+
+def test_an_overdue_comparison_is_made_by_the_next_request_first(cloud):
+    """What keeps such a request out of granian's event loop
+    (``cmd/rsgi``): ``compares_first`` is true from when the comparison
+    is overdue until a request has made it."""
+    db = cloud.reader_db
+    rp = _new_host(cloud)
+    assert not refresh.compares_first(db)
+    refresh._CACHES[db].verified_at -= 24 * 3600
+    assert refresh.compares_first(db)
+    resp = wsgi_client.call(cloud.reader, "/resource_providers/" + rp, **HEADERS)
+    assert resp.status == 200
+    assert not refresh.compares_first(db)

@@ -2,11 +2,15 @@
 and what granian is told to answer: PEP 3333's environ (the path as
 latin-1 of its UTF-8 bytes, repeated headers joined, the mount prefix
 taken off), the body read before the app runs, its answer written once,
-a streamed answer piece by piece and closed."""
+a streamed answer piece by piece and closed; a small read run in the
+loop answered in one piece, or by a thread while a long request is in
+progress."""
 
 import asyncio
+import threading
 import types
 
+from placement.cmd import gate
 from placement.cmd import rsgi
 
 
@@ -53,7 +57,7 @@ def _scope(path, headers, method="GET"):
     )
 
 
-def _serve(app, scope, proto):
+def _serve(app, scope, proto, in_loop=True):
     async def run():
         served.__rsgi_init__(asyncio.get_running_loop())
         try:
@@ -61,7 +65,7 @@ def _serve(app, scope, proto):
         finally:
             served.__rsgi_del__(None)
 
-    served = rsgi.App(app, 2, 1000, "/placement")
+    served = rsgi.App(app, 2, 1000, "/placement", lambda: in_loop)
     asyncio.run(run())
 
 
@@ -138,3 +142,73 @@ def test_header_names_a_client_makes_up_do_not_grow_the_adapter():
     assert len(rsgi._KEYS) <= rsgi._KEYS_MAX
     # Past the bound the names are still given to the app.
     assert environ["HTTP_X_MADE_UP_%d" % (2 * rsgi._KEYS_MAX - 1)] == "v"
+
+
+def test_a_small_read_alone_is_answered_in_one_piece_and_closed():
+    closed = []
+
+    class Pieces:
+        def __iter__(self):
+            return iter([b"a", b"", b"b"])
+
+        def close(self):
+            closed.append(True)
+
+    def app(environ, start_response):
+        start_response("200 OK", [])
+        return Pieces()
+
+    proto = Proto()
+    _serve(app, _scope("/placement/resource_providers/x", []), proto)
+    assert proto.answers == [(200, [], b"ab")]
+    assert closed == [True]
+
+
+def test_a_small_read_is_answered_while_a_long_request_is_in_progress():
+    started, release = threading.Event(), threading.Event()
+
+    def app(environ, start_response):
+        if environ["PATH_INFO"] == "/allocation_candidates":
+            started.set()
+            release.wait(30)
+        start_response("200 OK", [])
+        return [environ["PATH_INFO"].encode()]
+
+    long, small = Proto(), Proto()
+
+    async def run():
+        served.__rsgi_init__(asyncio.get_running_loop())
+        try:
+            in_progress = asyncio.ensure_future(
+                served.__rsgi__(_scope("/placement/allocation_candidates", []), long)
+            )
+            await asyncio.to_thread(started.wait, 30)
+            await served.__rsgi__(_scope("/placement/", []), small)
+            answered_meanwhile = list(long.answers)
+            release.set()
+            await in_progress
+        finally:
+            served.__rsgi_del__(None)
+        return answered_meanwhile
+
+    # Behind the gate, two requests executed at once (``--active 2``).
+    served = rsgi.App(gate.Gate(app, 2), 2, 1000, "/placement")
+    assert asyncio.run(run()) == []
+    assert small.answers == [(200, [], b"/")]
+    assert long.answers == [(200, [], b"/allocation_candidates")]
+
+
+def test_a_small_read_runs_in_the_loop_unless_it_may_not():
+    ran_in = []
+
+    def app(environ, start_response):
+        ran_in.append(threading.current_thread().name)
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    for in_loop in (True, False):
+        proto = Proto()
+        _serve(app, _scope("/placement/allocations/x", []), proto, in_loop)
+        assert proto.answers == [(200, [], b"{}")]
+    assert ran_in[0] == threading.current_thread().name
+    assert ran_in[1].startswith("placement-")

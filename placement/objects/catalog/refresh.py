@@ -152,6 +152,14 @@ def held(db: db_api.Database) -> Catalog | None:
     return cache.catalog
 
 
+def compares_first(db: db_api.Database) -> bool:
+    """Whether a request using the catalog of ``db`` now would compare it
+    with the database first (``Cache.stale``: a statement, and a whole
+    read when another writer's change is found)."""
+    cache = _CACHES.get(db)
+    return cache is not None and cache.stale()
+
+
 def found_behind(db: db_api.Database) -> None:
     """A search answering from ``held``'s catalog found it behind: the
     next ones read the stamp first for a while (UNCONFIRMED_PAUSE_S)."""
