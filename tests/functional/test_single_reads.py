@@ -67,6 +67,13 @@ def _reads(rp, consumer):
             200,
             lambda b: b["allocations"][rp]["resources"] == {"VCPU": 2},
         ),
+        # Usage from the catalog: its look alone.
+        (
+            "/resource_providers/%s/usages" % rp,
+            200,
+            lambda b: b["usages"] == {"VCPU": 2},
+        ),
+        ("/usages?project_id=p", 200, lambda b: b["usages"]["INSTANCE"]["VCPU"] == 2),
     )
 
 

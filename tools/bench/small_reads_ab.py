@@ -6,7 +6,9 @@ driver's cursor (``plain``), and a provider's inventories, traits and
 aggregates (at nova's microversions) by SQL alone (``sql``) or from the
 catalog after the look (``memory``), and the reads of one statement on
 a connection taken from the pool each time (``pooled``) or kept by the
-thread (``kept``).
+thread (``kept``); a provider's usages from the catalog with the look
+in a read transaction (``transaction``) or in autocommit
+(``autocommit``).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
 with one provider holding an inventory, a trait, an aggregate and one
@@ -33,7 +35,9 @@ import profile_request  # noqa: E402
 from placement.db import transaction  # noqa: E402
 from placement.objects import common  # noqa: E402
 from placement.objects import resource_provider as rp_obj  # noqa: E402
+from placement.objects import usage  # noqa: E402
 from placement.objects.catalog import changes  # noqa: E402
+from placement.objects.catalog import refresh  # noqa: E402
 from tests import fixtures  # noqa: E402
 from tests import helpers  # noqa: E402
 
@@ -68,6 +72,17 @@ def _pooled(self):
         yield conn
 
 
+def _usages_in_transaction(db, uuid):
+    """A provider's usages from the catalog with the look in a read
+    transaction (as before it ran in autocommit): the look and a
+    COMMIT."""
+    with db.reader() as conn:
+        catalog = refresh.current(db, conn)
+    used = refresh.used_of(db, catalog)
+    assert used is not None
+    return usage._from_memory(catalog, used, uuid)
+
+
 def _not_held(db, conn, uuid):
     """No provider from the catalog: its rows read by SQL alone (as
     before the catalog answered them)."""
@@ -89,6 +104,12 @@ CUTS = (
         "held",
         {"sql": _not_held, "memory": rp_obj.held},
         (("/inventories", "1.0"), ("/traits", "1.6"), ("/aggregates", "1.19")),
+    ),
+    (
+        usage,
+        "provider_usages",
+        {"transaction": _usages_in_transaction, "autocommit": usage.provider_usages},
+        (("/usages", "1.39"),),
     ),
     (
         transaction.Database,
