@@ -15,6 +15,7 @@ import tempfile
 from sqlalchemy import event
 
 from placement.db import engine as db_engine
+from placement.db import transaction
 
 
 @contextlib.contextmanager
@@ -54,6 +55,9 @@ def _mysql(db, monkeypatch):
 @contextlib.contextmanager
 def _postgresql(db, monkeypatch):
     trips = []
+    # A connection is traced from its checkout: reads of one statement
+    # take theirs from the pool each time (none kept by a thread).
+    monkeypatch.setattr(transaction, "KEEP_S", 0.0)
     fd, path = tempfile.mkstemp(prefix="placement-pq-trace-")
     engines = {db.engine, db_engine.autocommit(db.engine)}
 

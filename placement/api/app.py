@@ -68,6 +68,7 @@ class VersionMiddleware:
         resource: Any,
         req_succeeded: bool,
     ) -> None:
+        req.env[metrics.ROUTE_ENV] = req.uri_template
         version = req.context.get("version")
         if version is None or resp.context.get("unversioned"):
             return

@@ -21,12 +21,15 @@ import prometheus_client
 from prometheus_client import multiprocess
 
 # Registers the domain event metrics, so GET /metrics always lists them.
-from placement import events  # noqa: F401
+from placement import events
 from placement.api import multiproc
 from placement.api import routes
 
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
+# The route template falcon matched, left in the environ by the app
+# (``app.VersionMiddleware``): the path is not routed twice.
+ROUTE_ENV = "placement.route"
 # Label values are bounded: any other request method counts as OTHER, so
 # made-up methods cannot add series (and multiprocess file entries).
 KNOWN_METHODS = frozenset(
@@ -104,22 +107,6 @@ class RouteTemplates:
         return found[3] if found else UNMATCHED
 
 
-class _Children:
-    """A metric's children by their label values. prometheus_client's
-    ``labels()`` checks the values and takes a lock on every call (a tenth
-    of the app's own time for ``GET /``); a child, once made, stays."""
-
-    def __init__(self, metric):
-        self.metric = metric
-        self.made = {}
-
-    def __call__(self, *values):
-        child = self.made.get(values)
-        if child is None:
-            child = self.made[values] = self.metric.labels(*values)
-        return child
-
-
 class MetricsMiddleware:
     """Counts and times every request that reaches it, whichever layer
     answers (auth 401s included)."""
@@ -127,17 +114,20 @@ class MetricsMiddleware:
     def __init__(self, app, extra_paths=()):
         self.app = app
         self.templates = RouteTemplates(extra_paths)
-        self.requests = _Children(REQUESTS)
-        self.latency = _Children(LATENCY)
+        self.requests = events.Children(REQUESTS)
+        self.latency = events.Children(LATENCY)
 
     def __call__(self, environ, start_response):
         started = time.monotonic()
         method = environ.get("REQUEST_METHOD")
         if method not in KNOWN_METHODS:
             method = OTHER_METHOD
-        route = self.templates.template(environ.get("PATH_INFO", ""))
 
         def _start_response(status, headers, exc_info=None):
+            # Falcon's match, or (answered before it, or no route) our own.
+            route = environ.get(ROUTE_ENV) or self.templates.template(
+                environ.get("PATH_INFO", "")
+            )
             version = "-"
             for name, value in headers:
                 if name.lower() == "openstack-api-version":

@@ -173,6 +173,13 @@ PING_AFTER_IDLE_S = 1.0
 _IDLE_SINCE = "placement_idle_since"
 
 
+def idle_since(info: dict[str, Any], since: float) -> None:
+    """Note in a pooled connection's record ``info`` that it has been
+    idle since ``since`` (time.monotonic()): the pool pings it before its
+    next use once that is PING_AFTER_IDLE_S ago."""
+    info[_IDLE_SINCE] = since
+
+
 def _ping_when_idle(engine):
     """The pool's pre-ping, but only for a connection that has been idle
     for a while (or never used): one was just in use and answered, and

@@ -8,6 +8,8 @@ autocommit with ``db.single_read()``.
 
 import contextlib
 import logging
+import math
+import os
 import threading
 import time
 import weakref
@@ -99,6 +101,82 @@ def holds_text(dialect: str, value: str) -> bool:
     return not (dialect == "postgresql" and "\x00" in value)
 
 
+# How long a thread keeps the connection of its reads of one statement
+# before it gives it back to the pool and takes one again (as a read did
+# each time before): the pool's recycling and a disposed pool are seen
+# within this time.
+KEEP_S = 1.0
+# A kept connection the process inherited from its parent (a forked
+# worker): the parent's session, never used nor closed here, and never
+# collected (the pool's finalizer would close it).
+_INHERITED: list[sa.Connection] = []
+
+
+class _Kept:
+    """A thread's kept connection for ``Database.single_read`` (the
+    attributes of the Database's ``threading.local``): ``conn``, the
+    pool and process it came from, when it was taken (``since``) and
+    last given back (``used``). Given back to the pool (and taken
+    again) after KEEP_S; idle for the pool's PING_AFTER_IDLE_S, it is
+    given back as idle since its last use, so that the pool pings it
+    before use as it would have (a session the server ended meanwhile
+    is replaced unseen); lost (invalidated), after a database error, or
+    taken from the pool's overflow, it is given back at once. A
+    process forked with one never uses nor closes it (its parent's
+    session)."""
+
+    @staticmethod
+    def take(kept: Any, engine: sa.Engine) -> sa.Connection:
+        conn = getattr(kept, "conn", None)
+        now = time.monotonic()
+        if conn is not None and (
+            kept.pool is not engine.pool
+            or now - kept.since >= KEEP_S
+            or now - kept.used >= db_engine.PING_AFTER_IDLE_S
+            or conn.invalidated
+        ):
+            if kept.pool is not engine.pool and kept.pid == os.getpid():
+                # Its pool was disposed of: closed as the pool's others.
+                with contextlib.suppress(Exception):
+                    conn.invalidate()
+            _Kept.drop(kept)
+            conn = None
+        if conn is None:
+            conn = engine.connect()
+            pool = engine.pool
+            kept.conn, kept.pool, kept.pid, kept.used = conn, pool, os.getpid(), now
+            kept.since = now
+            if isinstance(pool, sa.QueuePool) and pool.checkedout() > pool.size():
+                # Taken from the pool's overflow: given back after this read
+                # (idle threads hold no more than the pool's size).
+                kept.since = -math.inf
+        return conn
+
+    @staticmethod
+    def give_back(kept: Any) -> None:
+        conn = kept.conn
+        kept.used = now = time.monotonic()
+        if now - kept.since >= KEEP_S:
+            _Kept.drop(kept)
+        elif conn.in_transaction():
+            # An execute's autobegin (nothing is sent in autocommit).
+            conn.rollback()
+
+    @staticmethod
+    def drop(kept: Any) -> None:
+        conn, kept.conn = kept.conn, None
+        if conn is None:
+            return
+        if kept.pid != os.getpid():
+            _INHERITED.append(conn)
+            return
+        with contextlib.suppress(Exception):
+            info = None if conn.invalidated else conn.info
+            conn.close()
+            if info is not None:
+                db_engine.idle_since(info, kept.used)
+
+
 class Database:
     """The engine plus the two kinds of transaction objects use, and the
     configuration of the service it serves: the handlers and objects of an
@@ -107,8 +185,11 @@ class Database:
 
     def __init__(self, engine: sa.Engine, conf: cfg.ConfigOpts) -> None:
         self.engine = engine
-        self._single = db_engine.autocommit(engine)
         self.dialect = engine.dialect.name
+        self._single = db_engine.autocommit(engine)
+        # Each thread's connection for its reads of one statement
+        # (``single_read``), kept between them on MySQL and PostgreSQL.
+        self._kept = threading.local() if self.dialect != "sqlite" else None
         self.conf = conf
         # A test's fault at the COMMIT of every write transaction:
         # ``fault(conn, BEFORE_COMMIT)`` just before it is sent (raising
@@ -134,9 +215,35 @@ class Database:
         ``reader``). Sessions are set up as the reader's are (the
         statement budget, Galera's wsrep_sync_wait, the idle ping) and
         its errors meet the same listeners (doc/architecture.md
-        "Reads of one statement")."""
-        with self._single.connect() as conn:
+        "Reads of one statement").
+
+        On MySQL and PostgreSQL a thread keeps its connection from one
+        such read to the next (``_Kept``): no pool checkout and checkin,
+        no Connection made, per read."""
+        kept = self._kept
+        if kept is None or getattr(kept, "busy", False):
+            # SQLite, or a read within a read of this thread.
+            with self._single.connect() as conn:
+                yield conn
+            return
+        conn = _Kept.take(kept, self._single)
+        kept.busy = True
+        try:
             yield conn
+        except Exception as e:
+            # A domain error (a 404) leaves the session as a read does.
+            if isinstance(e, sa_exc.SQLAlchemyError):
+                _Kept.drop(kept)
+            else:
+                _Kept.give_back(kept)
+            raise
+        except BaseException:
+            _Kept.drop(kept)
+            raise
+        else:
+            _Kept.give_back(kept)
+        finally:
+            kept.busy = False
 
     @contextlib.contextmanager
     def several_reads(self) -> Iterator[sa.Connection]:

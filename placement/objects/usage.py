@@ -23,13 +23,16 @@ def provider_usages(db: db_api.Database, rp_uuid: str) -> tuple[int, dict[str, i
     """(generation, {class: used}) with one entry per inventory class of the
     provider. ResourceProviderNotFound for an unknown provider. From the
     catalog where it holds usage and is current (the stamp the one
-    statement)."""
-    with db.reader() as conn:
-        # Without the triggers, no look at the stamp: SQL answers anyway.
-        catalog = refresh.current(db, conn) if refresh.logged_by_triggers(db) else None
+    statement, in autocommit: ``Database.single_read``), else by SQL in a
+    read transaction."""
+    # Without the triggers, no look at the stamp: SQL answers anyway.
+    if refresh.logged_by_triggers(db):
+        with db.single_read() as conn:
+            catalog = refresh.current(db, conn)
         used = None if catalog is None else refresh.used_of(db, catalog)
         if used is not None:
             return _from_memory(catalog, used, rp_uuid)
+    with db.reader() as conn:
         provider = common.get_provider(conn, rp_uuid)
         rows = conn.execute(
             sa.select(RC.c.name, sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
@@ -86,10 +89,12 @@ def usages_by_type(
 def _usages(db, project_id, user_id, consumer_type):
     """Sums per (group, class) and distinct consumers per group: from the
     catalog where it follows allocations and is current (the stamp the
-    one statement), else by SQL."""
-    with db.reader() as conn:
+    one statement, in autocommit: ``Database.single_read``), else by SQL
+    in a read transaction."""
+    with db.single_read() as conn:
         catalog = refresh.with_allocations(db, conn)
-        if catalog is None:
+    if catalog is None:
+        with db.reader() as conn:
             return _in_sql(db, conn, project_id, user_id, consumer_type)
     assert catalog.allocations is not None
     found = project_usage.by_type(

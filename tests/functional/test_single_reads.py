@@ -6,12 +6,14 @@ budget: test_statement_budget.py; wsrep_sync_wait: test_galera.py), their
 errors are answered as every read's (test_db_refusals.py,
 test_lost_connection.py), and their pool goes with the engine's."""
 
+import time
 import uuid
 
 import pytest
 import sqlalchemy as sa
 
 from placement.db import engine as db_engine
+from placement.db import transaction
 from tests import fixtures
 from tests import helpers
 from tests import round_trips
@@ -65,6 +67,13 @@ def _reads(rp, consumer):
             200,
             lambda b: b["allocations"][rp]["resources"] == {"VCPU": 2},
         ),
+        # Usage from the catalog: its look alone.
+        (
+            "/resource_providers/%s/usages" % rp,
+            200,
+            lambda b: b["usages"] == {"VCPU": 2},
+        ),
+        ("/usages?project_id=p", 200, lambda b: b["usages"]["INSTANCE"]["VCPU"] == 2),
     )
 
 
@@ -145,3 +154,63 @@ def test_disposed_with_the_engine(served):
     if db.dialect != "sqlite":
         assert pool is not db_engine.autocommit(db.engine).pool
     assert client.get("/resource_providers/%s" % rp).json()["uuid"] == rp
+
+
+_SESSION = {
+    "mysql": "SELECT CONNECTION_ID()",
+    "postgresql": "SELECT pg_backend_pid()",
+}
+
+
+def _session(conn):
+    return conn.exec_driver_sql(_SESSION[conn.dialect.name]).scalar()
+
+
+def test_a_thread_keeps_its_session(served, monkeypatch):
+    """On MySQL and PostgreSQL a thread's reads of one statement run on one
+    session while they follow each other (no pool checkout between them),
+    a read within a read on another; a thread's session is given back to
+    the pool after ``KEEP_S``, and when lost it is replaced at once."""
+    _, _, db = served
+    if db.dialect == "sqlite":
+        pytest.skip("no session kept on SQLite")
+    with db.single_read() as conn:
+        first = _session(conn)
+        with db.single_read() as inner:
+            assert _session(inner) != first
+    with db.single_read() as conn:
+        assert _session(conn) == first
+        conn.invalidate()
+    with db.single_read() as conn:
+        second = _session(conn)
+    assert second != first
+    monkeypatch.setattr(transaction, "KEEP_S", 0.0)
+    pool = db_engine.autocommit(db.engine).pool
+    with db.single_read():
+        out = pool.checkedout()
+    # Given back after its read, taken again for the next.
+    assert pool.checkedout() == out - 1
+
+
+def test_a_kept_session_ended_while_idle_is_replaced(served, monkeypatch):
+    """A kept session the server ended while the thread was idle for the
+    pool's PING_AFTER_IDLE_S is replaced before use, unseen (as the pool
+    does for its idle connections: test_idle_ping.py)."""
+    _, _, db = served
+    if db.dialect == "sqlite":
+        pytest.skip("no session kept on SQLite")
+    monkeypatch.setattr(db_engine, "PING_AFTER_IDLE_S", 0.05)
+    with db.single_read() as conn:
+        ended = _session(conn)
+    admin = fixtures._admin(db.dialect)
+    try:
+        with admin.connect() as conn:
+            if db.dialect == "mysql":
+                conn.exec_driver_sql("KILL CONNECTION %d" % ended)
+            else:
+                conn.exec_driver_sql("SELECT pg_terminate_backend(%d)" % ended)
+    finally:
+        admin.dispose()
+    time.sleep(0.1)
+    with db.single_read() as conn:
+        assert _session(conn) != ended

@@ -4,7 +4,11 @@ provider read by SQL (``sql``) or from the catalog (``memory``), the
 catalog's look through ``Connection.execute`` (``execute``) or on the
 driver's cursor (``plain``), and a provider's inventories, traits and
 aggregates (at nova's microversions) by SQL alone (``sql``) or from the
-catalog after the look (``memory``).
+catalog after the look (``memory``), and the reads of one statement on
+a connection taken from the pool each time (``pooled``) or kept by the
+thread (``kept``); a provider's usages from the catalog with the look
+in a read transaction (``transaction``) or in autocommit
+(``autocommit``).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
 with one provider holding an inventory, a trait, an aggregate and one
@@ -13,9 +17,12 @@ alternate the two ways in one process, so a busy machine slows both
 alike: median and min of 25 batches each (a first round not counted),
 the ratio of the medians, and the bodies compared.
 
-    .venv/bin/python tools/bench/small_reads_ab.py
+    .venv/bin/python tools/bench/small_reads_ab.py [way ...]
+
+Ways name the cuts to run (e.g. ``kept``); all of them by default.
 """
 
+import contextlib
 import os
 import statistics
 import sys
@@ -25,9 +32,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import profile_request  # noqa: E402
 
+from placement.db import transaction  # noqa: E402
 from placement.objects import common  # noqa: E402
 from placement.objects import resource_provider as rp_obj  # noqa: E402
+from placement.objects import usage  # noqa: E402
 from placement.objects.catalog import changes  # noqa: E402
+from placement.objects.catalog import refresh  # noqa: E402
 from tests import fixtures  # noqa: E402
 from tests import helpers  # noqa: E402
 
@@ -54,6 +64,25 @@ def _executed_look(conn):
     return int(count or 0), int(tokens or 0)
 
 
+@contextlib.contextmanager
+def _pooled(self):
+    """single_read with a connection taken from the pool for each read
+    (as before a thread kept its own)."""
+    with self._single.connect() as conn:
+        yield conn
+
+
+def _usages_in_transaction(db, uuid):
+    """A provider's usages from the catalog with the look in a read
+    transaction (as before it ran in autocommit): the look and a
+    COMMIT."""
+    with db.reader() as conn:
+        catalog = refresh.current(db, conn)
+    used = refresh.used_of(db, catalog)
+    assert used is not None
+    return usage._from_memory(catalog, used, uuid)
+
+
 def _not_held(db, conn, uuid):
     """No provider from the catalog: its rows read by SQL alone (as
     before the catalog answered them)."""
@@ -75,6 +104,25 @@ CUTS = (
         "held",
         {"sql": _not_held, "memory": rp_obj.held},
         (("/inventories", "1.0"), ("/traits", "1.6"), ("/aggregates", "1.19")),
+    ),
+    (
+        usage,
+        "provider_usages",
+        {"transaction": _usages_in_transaction, "autocommit": usage.provider_usages},
+        (("/usages", "1.39"),),
+    ),
+    (
+        transaction.Database,
+        "single_read",
+        {"pooled": _pooled, "kept": transaction.Database.single_read},
+        (
+            ("", "1.39"),
+            ("/allocations", "1.39"),
+            ("/inventories", "1.0"),
+            ("/traits", "1.6"),
+            ("/aggregates", "1.19"),
+            ("/usages", "1.39"),
+        ),
     ),
 )
 
@@ -122,6 +170,8 @@ def main():
     with fixtures.app("mysql") as (app, _):
         _seed(app)
         for module, name, ways, suffixes in CUTS:
+            if sys.argv[1:] and not set(sys.argv[1:]) & set(ways):
+                continue
             kept = getattr(module, name)
             for suffix, version in suffixes:
                 path = "/resource_providers/%s%s" % (RP, suffix)
