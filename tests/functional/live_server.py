@@ -7,6 +7,7 @@ without racing on schema creation.
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,24 +38,35 @@ def running(cmd, env, log_path, probe_url, cwd=None, timeout=60):
     """Run the server command ``cmd`` until the block ends, once
     ``probe_url`` answers (within ``timeout`` seconds)."""
     with open(log_path, "wb") as log:
+        # In a session of its own: a worker its master leaves behind (a
+        # master killed, or one that failed the test) is stopped with it.
         proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
         )
         try:
             _wait_up(probe_url, proc, timeout)
             yield
         finally:
-            stop(proc)
+            stop(proc, group=True)
 
 
-def stop(proc):
-    """Terminate ``proc``, and kill it if it has not ended within 20 s."""
+def stop(proc, group=False):
+    """Terminate ``proc``, and kill it if it has not ended within 20 s;
+    with ``group``, then whatever is left of its process group too."""
     proc.terminate()
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if group:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
