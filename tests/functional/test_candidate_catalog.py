@@ -1012,6 +1012,28 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
     assert _count(newer.json()) == 0
 
 
+def test_a_limited_search_reaches_the_trees_past_its_last_answer(cloud):
+    """A limited page holds more trees than its limit, in case some give
+    none; those the last answer did not reach, and a changed tree among
+    those it did, are found when a later answer of the shape reaches
+    them."""
+    hosts = {name: cloud.provider(name) for name in "abcdefgh"}
+    for rp in hosts.values():
+        cloud.inventories(rp, VCPU=8)
+    cloud.check()
+    path = "/allocation_candidates?resources=VCPU:1&limit=%d"
+    first = cloud.call(cloud.reader, path % 2, status=200).json()
+    assert cloud.call(cloud.reader, path % 2, status=200).json() == first
+    every = cloud.call(cloud.reader, path % 8, status=200).json()
+    assert _count(every) == 8
+    assert set(every["provider_summaries"]) == set(hosts.values())
+    cloud.inventories(hosts["c"], VCPU=4)
+    changed = cloud.call(cloud.reader, path % 8, status=200).json()
+    assert _count(changed) == 8
+    summary = changed["provider_summaries"][hosts["c"]]
+    assert summary["resources"]["VCPU"]["capacity"] == 4
+
+
 def test_a_search_that_found_the_catalog_behind_reads_the_stamp_first(
     fallback_cloud, monkeypatch
 ):

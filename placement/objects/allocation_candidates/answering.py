@@ -659,24 +659,40 @@ def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen
     candidates are taken from what an earlier request of the same shape
     kept for its tree at the same usage, or found and, when few, kept
     (``kept``). ``forest_of(roots)``: the Trees of the trees of those
-    roots."""
+    roots. Paged, the trees not kept are read once the search reaches
+    one: those before the last kept tree at once, the ones after it when
+    reached (a page's last trees, read beyond its limit in case some
+    give none, mostly are not)."""
     found = {}
-    for root in roots:
+    last = -1  # the place of the last tree kept
+    for at, root in enumerate(roots):
         candidates = kept_answers.get(root, usage[root])
         if candidates is not None:
             found[root] = candidates
-    plans = {}
-    if len(found) < len(roots):
-        forest = forest_of(roots=set(roots) - found.keys())
+            last = at
+    seen.planned += sum(map(len, found.values()))
+    seen.anchors += sum(map(bool, found.values()))
+    planned = {}  # root read -> (its plan or None, its forest's engine)
+
+    def read(unread):
+        forest = forest_of(roots=unread)
         engine = engine_of(forest)
-        plans = {plan.anchor: plan for plan in forest.plans(groups)}
-    seen.planned += sum(map(len, found.values())) + _most(plans.values())
-    seen.anchors += sum(map(bool, found.values())) + len(plans)
+        plans = forest.plans(groups)
+        seen.planned += _most(plans)
+        seen.anchors += len(plans)
+        planned.update(dict.fromkeys(unread, (None, engine)))
+        planned.update((plan.anchor, (plan, engine)) for plan in plans)
+
+    if seen.whole and len(found) < len(roots):
+        read(set(roots) - found.keys())  # all planned by the first candidate
     streamed = seen.streamed  # noted before each stream is given
-    for root in roots:
+    for at, root in enumerate(roots):
         candidates = found.get(root)
         if candidates is None:
-            plan = plans.get(root)
+            if root not in planned:
+                end = last + 1 if at < last else len(roots)
+                read({r for r in roots[at:end] if r not in found})
+            plan, engine = planned[root]
             if plan is None:
                 kept_answers.keep(root, usage[root], ())
                 continue
