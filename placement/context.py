@@ -4,6 +4,12 @@ from oslo_context import context
 
 from placement import policy
 
+# What oslo.context's ``from_environ`` reads each value from, the first
+# key present winning.
+_ENVIRON_HEADERS = context._ENVIRON_HEADERS
+# The request's ids: given by the request id layer, not read here.
+_IDS = ("request_id", "global_request_id")
+
 
 class RequestContext(context.RequestContext):
     """Identity and request id, plus the database the request uses and the
@@ -13,6 +19,32 @@ class RequestContext(context.RequestContext):
         super().__init__(*args, **kwargs)
         self.db = db
         self.enforcer = enforcer
+
+    def identify(self, environ, roles, db, enforcer):
+        """Fill in, from the identity headers auth left in ``environ``,
+        what ``from_environ(environ, roles=roles, db=db,
+        enforcer=enforcer)`` would give a new context: the request id
+        layer's context (made first, so that every log line carries the
+        request's ids) becomes the request's whole context, one per
+        request rather than two. It is left the thread's current one."""
+        for name, keys in _ENVIRON_HEADERS.items():
+            if name in _IDS:
+                continue
+            for key in keys:
+                if key in environ:
+                    setattr(self, name, environ[key])
+                    break
+        service_roles = environ.get("HTTP_X_SERVICE_ROLES")
+        self.service_roles = (
+            [r.strip() for r in service_roles.split(",")] if service_roles else []
+        )
+        self.is_admin_project = (
+            environ.get("HTTP_X_IS_ADMIN_PROJECT", "true").lower() == "true"
+        )
+        self.roles = roles or []
+        self.db = db
+        self.enforcer = enforcer
+        self.update_store()
 
     def can(self, rule, target=None):
         policy.authorize(self, rule, target)

@@ -8,8 +8,10 @@ import urllib.parse
 import pytest
 from keystonemiddleware import auth_token
 from keystonemiddleware.auth_token import _exceptions as ks_exceptions
+from oslo_context import context as oslo_context
 
 from placement import conf as placement_conf
+from placement import context
 from placement.api import middleware
 from tests import fixtures
 from tests.wsgi_client import call
@@ -233,6 +235,58 @@ def test_context_carries_identity():
         "all",
         "db",
     )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x_user": "u", "x_tenant": "t", "x_roles": "a"},
+        {
+            "x_user_id": "u",
+            "x_user_name": "un",
+            "x_project_id": "p",
+            "x_tenant_id": "t",
+            "x_project_name": "pn",
+            "x_domain_id": "d",
+            "x_user_domain_id": "ud",
+            "x_project_domain_name": "pdn",
+            "x_auth_token": "tok",
+            "x_service_roles": "s1, s2",
+            "x_service_user_id": "su",
+            "x_is_admin_project": "False",
+            "openstack_system_scope": "all",
+        },
+    ],
+)
+def test_one_context_per_request_as_from_environ(headers):
+    """The request id layer's context, filled in by the context layer, is
+    the request's one context, and holds what oslo.context's from_environ
+    reads from the same headers."""
+    seen = {}
+
+    def app(environ, start_response):
+        seen["environ"] = dict(environ)
+        seen["ctx"] = environ[middleware.CONTEXT_ENV]
+        seen["current"] = oslo_context.get_current()
+        start_response("204 No Content", [])
+        return [b""]
+
+    app = middleware.RequestIdMiddleware(
+        middleware.ContextMiddleware(app, db="db", enforcer=None)
+    )
+    response = call(app, "/x", **headers)
+    ctx, environ = seen["ctx"], seen["environ"]
+    made = context.RequestContext.from_environ(
+        environ,
+        roles=ctx.roles,
+        request_id=environ[middleware.REQUEST_ID_ENV],
+        global_request_id=None,
+        db="db",
+        enforcer=None,
+    )
+    assert seen["current"] is ctx
+    assert ctx.request_id == response.headers["x-openstack-request-id"]
+    assert vars(ctx) == vars(made)
 
 
 # -- keystone ----------------------------------------------------------------
