@@ -27,6 +27,7 @@ from placement.db.statements import insert_ignore
 from placement.db.statements import inserted_id
 from placement.db.statements import int_list
 from placement.db.statements import plain_count
+from placement.db.statements import plain_insert
 from placement.db.statements import plain_rows
 from placement.db.transaction import AFTER_COMMIT
 from placement.db.transaction import BEFORE_COMMIT
@@ -68,6 +69,7 @@ __all__ = [
     "int_list",
     "known",
     "plain_count",
+    "plain_insert",
     "plain_rows",
     "may_conflict",
     "maybe_committed",

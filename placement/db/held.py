@@ -34,7 +34,6 @@ def send_with_commit(engine: sa.Engine) -> None:
     first that fails, before the COMMIT; the error is raised from the
     commit, which then rolls the transaction back."""
     dialect = engine.dialect
-    _INSERT_VALUES = dialect.loaded_dbapi.cursors.RE_INSERT_VALUES
 
     def _held(context):
         """The list to hold the statement in, or None to run it now."""
@@ -64,17 +63,7 @@ def send_with_commit(engine: sa.Engine) -> None:
         held = _held(context)
         if held is None:
             return False
-        rows = _INSERT_VALUES.match(statement)
-        if rows:
-            # One multi-row INSERT, as PyMySQL's executemany sends.
-            prefix, values, postfix = rows.group(1, 2, 3)
-            held.append(
-                (prefix % ())
-                + ",".join(cursor.mogrify(values.rstrip(), each) for each in parameters)
-                + ((postfix or "") % ())
-            )
-        else:
-            held.extend(cursor.mogrify(statement, each) for each in parameters)
+        held.extend(mogrified(cursor, statement, parameters))
         cursor.lastrowid = None
         return True
 
@@ -133,8 +122,34 @@ def _send_several(conn: Any, sql: str) -> None:
             conn._read_packet()  # switched off
 
 
+def mogrified(cursor: Any, statement: str, parameters: list[Any]) -> list[str]:
+    """The SQL PyMySQL's ``cursor`` would send for ``statement`` run with
+    each of ``parameters``: an INSERT as one multi-row INSERT, as its
+    ``executemany`` sends it."""
+    from pymysql import cursors
+
+    rows = len(parameters) > 1 and cursors.RE_INSERT_VALUES.match(statement)
+    if rows:
+        prefix, values, postfix = rows.group(1, 2, 3)
+        return [
+            (prefix % ())
+            + ",".join(cursor.mogrify(values.rstrip(), each) for each in parameters)
+            + ((postfix or "") % ())
+        ]
+    return [cursor.mogrify(statement, each) for each in parameters]
+
+
 # The dialects of the engines ``send_with_commit`` set up.
 _SENDING: "weakref.WeakSet[sa.Dialect]" = weakref.WeakSet()
+
+
+def held_list(conn: sa.Connection) -> list[str] | None:
+    """The SQL held back for ``conn``'s COMMIT, to add to, or None where
+    ``at_commit`` runs a statement at once."""
+    if not holds_for_commit(conn):
+        return None
+    assert conn.get_execution_options().get("placement_writer")
+    return conn.info.setdefault(_HELD, [])
 
 
 def holds_for_commit(conn: sa.Connection) -> bool:

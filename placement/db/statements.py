@@ -2,11 +2,15 @@
 
 import functools
 import re
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.sql import schema as sa_schema
+
+from placement.db import held
 
 
 def int_list(name: str) -> sa.BindParameter[Any]:
@@ -84,6 +88,59 @@ def plain_count(
     return _plain(conn, statement, params, fetch=False)[1]
 
 
+def plain_insert(
+    conn: sa.Connection,
+    statement: sa.Insert,
+    rows: list[dict[str, Any]],
+    at_commit: bool = False,
+) -> None:
+    """Insert ``rows`` (dicts of the same keys: the values of the columns
+    or of ``statement``'s bound parameters) with ``statement`` on the
+    driver's cursor, as ``plain_count`` runs its statement: the columns'
+    Python defaults (``created_at``) filled in and the values given to
+    the driver as ``conn.execute`` gives them (the types' bind
+    processors), several rows as one ``executemany``. ``at_commit``: as
+    ``db_api.at_commit`` runs it, held back and sent with the COMMIT where
+    that is done (``holds_for_commit``), else run at once. Listeners see
+    it without an execution context: for tables the catalog does not keep
+    (it notes no write)."""
+    dialect = conn.dialect
+    keys = tuple(rows[0])
+    template, written, listed, names, positional, fixed = _plain_text(
+        dialect, statement, keys
+    )
+    assert not written and not listed, "plain_insert binds every value"
+    defaults, processors = _insert_values(dialect, statement, keys)
+    bound: list[Any] = []
+    for row in rows:
+        params = {**fixed, **row}
+        for name, default in defaults:
+            params[name] = default()
+        for name, process in processors:
+            params[name] = process(params[name])
+        bound.append(
+            tuple(params[n] for n in names)
+            if positional
+            else {n: params[n] for n in names}
+        )
+    text = template % {}
+    several = len(bound) > 1
+    sent = bound if several else bound[0]
+    hold = held.held_list(conn) if at_commit else None
+    if hold is not None:
+        dbapi_conn = conn.connection.dbapi_connection
+        assert dbapi_conn is not None
+        cursor = dbapi_conn.cursor()
+        for listener in conn.dispatch.before_cursor_execute:
+            listener(conn, cursor, text, sent, None, several)
+        hold.extend(held.mogrified(cursor, text, bound))
+        for listener in conn.dispatch.after_cursor_execute:
+            listener(conn, cursor, text, sent, None, several)
+        cursor.close()
+        return
+    _on_cursor(conn, text, sent, fetch=False, several=several)
+
+
 def _plain(conn, statement, params, fetch):
     """(rows if ``fetch``, row count) of ``statement`` on the driver's
     cursor."""
@@ -106,7 +163,15 @@ def _plain(conn, statement, params, fetch):
             keys = ["%s__%d" % (n, i) for i in range(len(params[n]))]
             values[n] = ", ".join(["%%(%s)s" % k for k in keys]) or "NULL"
             bound.update(zip(keys, params[n]))
-    text = template % values
+    return _on_cursor(conn, template % values, bound, fetch)
+
+
+def _on_cursor(conn, text, bound, fetch, several=False):
+    """(rows if ``fetch``, row count) of ``text`` run with ``bound`` (a
+    list of them if ``several``) on ``conn``'s driver cursor, seen by the
+    cursor listeners; a driver error raised as ``conn.execute`` raises
+    it."""
+    dialect = conn.dialect
     dbapi_conn = conn.connection.dbapi_connection
     assert dbapi_conn is not None
     dispatch = conn.dispatch
@@ -114,12 +179,15 @@ def _plain(conn, statement, params, fetch):
     try:
         cursor = dbapi_conn.cursor()
         for listener in dispatch.before_cursor_execute:
-            listener(conn, cursor, text, bound, None, False)
-        cursor.execute(text, bound)
+            listener(conn, cursor, text, bound, None, several)
+        if several:
+            cursor.executemany(text, bound)
+        else:
+            cursor.execute(text, bound)
         rows = cursor.fetchall() if fetch else ()
         count = cursor.rowcount
         for listener in dispatch.after_cursor_execute:
-            listener(conn, cursor, text, bound, None, False)
+            listener(conn, cursor, text, bound, None, several)
         cursor.close()
     except dialect.loaded_dbapi.Error as e:
         lost = dialect.is_disconnect(e, dbapi_conn, cursor)
@@ -137,16 +205,45 @@ def _plain(conn, statement, params, fetch):
 
 
 @functools.cache
+def _insert_values(
+    dialect: sa.Dialect, statement: sa.Insert, keys: tuple[str, ...]
+) -> tuple[
+    tuple[tuple[str, Callable[[], Any]], ...],
+    tuple[tuple[str, Callable[..., Any]], ...],
+]:
+    """Of ``statement`` given the values of ``keys``: the parameters the
+    columns' Python defaults fill in (their functions), and those whose
+    type makes the value the driver's (their processors)."""
+    compiled = statement.compile(dialect=dialect, column_keys=list(keys))
+    defaults = []
+    for column in compiled.insert_prefetch:
+        default = column.default
+        assert isinstance(default, sa_schema.CallableColumnDefault), column
+        function: Any = default.arg  # takes the (unused) execution context
+        defaults.append((column.key, functools.partial(function, None)))
+    processors = []
+    for name, bind in compiled.binds.items():
+        process = bind.type._cached_bind_processor(dialect)
+        if process is not None:
+            processors.append((name, process))
+    return tuple(defaults), tuple(processors)
+
+
+@functools.cache
 def _plain_text(
-    dialect: sa.Dialect, statement: sa.Select[Any] | sa.CompoundSelect[Any]
+    dialect: sa.Dialect,
+    statement: sa.ClauseElement,
+    keys: tuple[str, ...] | None = None,
 ) -> tuple[str, frozenset[str], frozenset[str], tuple[str, ...], bool, dict[str, Any]]:
     """The text of ``statement`` for ``dialect`` as a %-template of the
     parameters written into it (``literal_execute``) and of the
     placeholders of the expanding ones, the names of each; the names of
     the bound ones (in order where the driver takes them by position),
     whether it does; the values of those the statement gives itself (its
-    limits)."""
-    compiled = statement.compile(dialect=dialect)
+    limits). ``keys``: the values an INSERT is given (one row each)."""
+    compiled: Any = statement.compile(
+        dialect=dialect, column_keys=keys and list(keys), for_executemany=bool(keys)
+    )
     pieces = _WRITTEN.split(str(compiled))
     late = frozenset(pieces[1::2])
     # Expanding parameters bound, not written: their placeholders, one per

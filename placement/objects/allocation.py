@@ -324,7 +324,7 @@ def write_in(
     if holding:
         execute(_DELETE, {"uuids": holding})
     if new_rows:
-        execute(_INSERT, new_rows)
+        db_api.plain_insert(conn, _INSERT, new_rows, at_commit=last)
     return Written(touched, learned)
 
 

@@ -194,7 +194,7 @@ def save(
     run = db_api.at_commit if held else _run
     learned = _ensure_named(conn, writes, run)
     if new:
-        run(
+        db_api.plain_insert(
             conn,
             _INSERT_NAMED,
             [
@@ -206,6 +206,7 @@ def save(
                 }
                 for w in new
             ],
+            at_commit=held,
         )
     # One UPDATE per distinct (project, user, type): usually a single one.
     groups: dict[tuple[Any, ...], list[Any]] = {}

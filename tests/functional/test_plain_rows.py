@@ -4,13 +4,18 @@ listeners, and fails as ``conn.execute`` fails (a DBAPIError wrapping the
 driver's error; a lost connection invalidated, which the API answers
 as a 503: ``test_lost_connection.py`` kills the look's connection too)."""
 
+import datetime
+import uuid
+
 import pytest
 import sqlalchemy as sa
 
 from placement.db import api as db_api
 from placement.db import errors
 from placement.db import tables
+from placement.objects import allocation
 from placement.objects import common
+from placement.objects import consumer as consumer_obj
 from placement.objects.catalog import changes
 from tests import fixtures
 from tests import helpers
@@ -141,3 +146,123 @@ def test_count_of_a_generation_swap(db):
     assert len(seen) == 3 and "(%d, %d)" % (rp_id, generation) in seen[1]
     with db.reader() as conn:
         assert common.get_provider(conn, rp)["generation"] == generation + 1
+
+
+def _consumer_rows(db, uuids):
+    consumers = tables.consumers
+    with db.reader() as conn:
+        return {
+            row.uuid: row
+            for row in conn.execute(
+                sa.select(consumers).where(consumers.c.uuid.in_(uuids))
+            )
+        }
+
+
+@pytest.mark.parametrize("at_commit", (False, True))
+def test_inserts_write_what_execute_writes(db, at_commit):
+    """``plain_insert``: a claim's consumer (its ids by name) and
+    allocation rows written on the driver's cursor, at once or held for
+    the COMMIT where that is done, are the rows ``conn.execute`` writes
+    (``created_at`` of the same type, now), one statement seen by the
+    listeners per call whatever the rows."""
+    seen = []
+    sa.event.listen(
+        db.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *args: seen.append(statement),
+    )
+    rp = helpers.new_provider(db)
+    uuids = [str(uuid.uuid4()) for _ in range(4)]
+    rows = [
+        {"b_uuid": u, "b_project": "p", "b_user": "u", "b_type": t}
+        for u, t in zip(uuids, (None, "INSTANCE", None, "INSTANCE"))
+    ]
+    with db.writer() as conn:
+        for table, column, names in (
+            (tables.projects, "external_id", ["p"]),
+            (tables.users, "external_id", ["u"]),
+            (tables.consumer_types, "name", ["INSTANCE"]),
+        ):
+            conn.execute(
+                db_api.insert_ignore(conn.dialect.name, table),
+                [{column: n} for n in names],
+            )
+        rp_id = common.get_provider(conn, rp)["id"]
+    allocations = [
+        {"consumer_id": u, "resource_provider_id": rp_id, "resource_class_id": 0}
+        | {"used": n + 1}
+        for n, u in enumerate(uuids)
+    ]
+    with db.writer() as conn:
+        conn.execute(consumer_obj._INSERT_NAMED, rows[:2])
+        conn.execute(allocation._INSERT, allocations[:2])
+    with db.writer() as conn:
+        del seen[:]
+        db_api.plain_insert(conn, consumer_obj._INSERT_NAMED, rows[2:3], at_commit)
+        db_api.plain_insert(conn, consumer_obj._INSERT_NAMED, rows[3:], at_commit)
+        db_api.plain_insert(conn, allocation._INSERT, allocations[2:], at_commit)
+    assert len(seen) == 3 and "consumers" in seen[0] and "allocations" in seen[2]
+    found = _consumer_rows(db, uuids)
+
+    def kept(row):
+        return (row.project_id, row.user_id, row.generation, row.consumer_type_id)
+
+    assert [kept(found[u]) for u in uuids[2:]] == [kept(found[u]) for u in uuids[:2]]
+    assert {type(row.created_at) for row in found.values()} == {datetime.datetime}
+    assert max(r.created_at for r in found.values()) - min(
+        r.created_at for r in found.values()
+    ) < datetime.timedelta(minutes=5)
+    alloc = tables.allocations
+    with db.reader() as conn:
+        written = conn.execute(
+            sa.select(alloc.c.consumer_id, alloc.c.used, alloc.c.created_at)
+            .where(alloc.c.consumer_id.in_(uuids))
+            .order_by(alloc.c.used)
+        ).all()
+    assert [(c, used) for c, used, _ in written] == [
+        (u, n + 1) for n, u in enumerate(uuids)
+    ]
+    assert {type(created) for _, _, created in written} == {datetime.datetime}
+
+
+@pytest.mark.parametrize("at_commit", (False, True))
+def test_insert_of_a_taken_consumer_fails_the_write(db, at_commit):
+    """A new consumer's uuid taken fails the write as through
+    ``conn.execute`` (an IntegrityError ``is_created_concurrently`` names,
+    at once or at the commit), and nothing of it is written."""
+    rp = helpers.new_provider(db)
+    taken = str(uuid.uuid4())
+    row = {"b_uuid": taken, "b_project": "p", "b_user": "u", "b_type": None}
+    with db.writer() as conn:
+        for table in (tables.projects, tables.users):
+            conn.execute(
+                db_api.insert_ignore(conn.dialect.name, table), [{"external_id": "p"}]
+            )
+            conn.execute(
+                db_api.insert_ignore(conn.dialect.name, table), [{"external_id": "u"}]
+            )
+        rp_id = common.get_provider(conn, rp)["id"]
+        db_api.plain_insert(conn, consumer_obj._INSERT_NAMED, [row])
+    other = str(uuid.uuid4())
+    with pytest.raises(sa.exc.IntegrityError) as raised:
+        with db.writer() as conn:
+            db_api.plain_insert(
+                conn, consumer_obj._INSERT_NAMED, [dict(row, b_uuid=other)], at_commit
+            )
+            db_api.plain_insert(conn, consumer_obj._INSERT_NAMED, [row], at_commit)
+            db_api.plain_insert(
+                conn,
+                allocation._INSERT,
+                [
+                    {
+                        "consumer_id": other,
+                        "resource_provider_id": rp_id,
+                        "resource_class_id": 0,
+                        "used": 1,
+                    }
+                ],
+                at_commit,
+            )
+    assert consumer_obj.is_created_concurrently(raised.value)
+    assert list(_consumer_rows(db, [taken, other])) == [taken]

@@ -17,7 +17,10 @@ The changes (``--ways``, all by default):
   ``conn.execute``, bound;
 - ``reads``: the candidate GET's statements in autocommit
   (``Database.several_reads``) or, before, in a read transaction
-  (``reader``: a COMMIT more).
+  (``reader``: a COMMIT more);
+- ``inserts``: the write's consumer and allocation INSERTs on the
+  driver's cursor (``db_api.plain_insert``) or, before, through
+  ``conn.execute`` (held for the COMMIT by ``db_api.at_commit``).
 
 MariaDB (PLACEMENT_TEST_MYSQL_URL), wrk_serve.py's two providers:
 
@@ -44,6 +47,7 @@ import wrk_serve  # noqa: E402
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
+from placement.db import api as db_api  # noqa: E402
 from placement.db import described  # noqa: E402
 from placement.db import tables  # noqa: E402
 from placement.db import transaction  # noqa: E402
@@ -97,6 +101,14 @@ def _swap_before(conn, seen):
     return conn.execute(_SWAP_BEFORE, params).rowcount
 
 
+def _insert_before(conn, statement, rows, at_commit=False):
+    """``db_api.plain_insert`` as it was: ``conn.execute``."""
+    if at_commit:
+        db_api.at_commit(conn, statement, rows)
+    else:
+        conn.execute(statement, rows)
+
+
 # name: (object, attribute, before, after)
 WAYS = {
     "described": (
@@ -118,6 +130,7 @@ WAYS = {
         transaction.Database.reader,
         transaction.Database.several_reads,
     ),
+    "inserts": (db_api, "plain_insert", _insert_before, db_api.plain_insert),
 }
 
 
