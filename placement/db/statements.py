@@ -131,12 +131,15 @@ def plain_insert(
         dbapi_conn = conn.connection.dbapi_connection
         assert dbapi_conn is not None
         cursor = dbapi_conn.cursor()
-        for listener in conn.dispatch.before_cursor_execute:
-            listener(conn, cursor, text, sent, None, several)
-        hold.extend(held.mogrified(cursor, text, bound))
-        for listener in conn.dispatch.after_cursor_execute:
-            listener(conn, cursor, text, sent, None, several)
-        cursor.close()
+        try:
+            for listener in conn.dispatch.before_cursor_execute:
+                listener(conn, cursor, text, sent, None, several)
+            hold.extend(held.mogrified(cursor, text, bound))
+            for listener in conn.dispatch.after_cursor_execute:
+                listener(conn, cursor, text, sent, None, several)
+            cursor.close()
+        except dialect.loaded_dbapi.Error as e:
+            raise _driver_error(conn, e, text, sent, cursor) from e
         return
     _on_cursor(conn, text, sent, fetch=False, several=several)
 
@@ -190,18 +193,25 @@ def _on_cursor(conn, text, bound, fetch, several=False):
             listener(conn, cursor, text, bound, None, several)
         cursor.close()
     except dialect.loaded_dbapi.Error as e:
-        lost = dialect.is_disconnect(e, dbapi_conn, cursor)
-        if lost:
-            conn.invalidate(e)
-        raise sa_exc.DBAPIError.instance(
-            text,
-            bound or None,
-            e,
-            dialect.loaded_dbapi.Error,
-            connection_invalidated=lost,
-            dialect=dialect,
-        ) from e
+        raise _driver_error(conn, e, text, bound, cursor) from e
     return rows, count
+
+
+def _driver_error(conn, error, text, bound, cursor):
+    """The driver's ``error`` of ``text`` as ``conn.execute`` raises it
+    (SQLAlchemy's wrapper; the connection invalidated if it was lost)."""
+    dialect = conn.dialect
+    lost = dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)
+    if lost:
+        conn.invalidate(error)
+    return sa_exc.DBAPIError.instance(
+        text,
+        bound or None,
+        error,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=lost,
+        dialect=dialect,
+    )
 
 
 @functools.cache

@@ -135,9 +135,10 @@ def test_the_next_request_of_a_shape_reads_what_the_last_needed(packed, monkeypa
     del loaded[:]
     again = run(packed, groups, limit=1)
     assert pages == [11]  # the 9 trees the first needed, and FIRST_PAGE
-    # The usage in memory shows the 9 trees' candidates kept (none):
-    # only the 2 others are read.
-    assert loaded == [2]
+    # The usage in memory shows the 9 trees' candidates kept (none for
+    # the 8 full ones, CN8's): nothing is read. The page's 2 others (its
+    # reserve) would be read only if the search reached them.
+    assert loaded == []
     assert again == first
     assert mapped(packed, first) == [(("", ("CN8",)),)]
     # The shape is what is learned: another one starts from its limit.
