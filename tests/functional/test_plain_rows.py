@@ -121,16 +121,23 @@ def test_a_lost_connection_is_invalidated(backend):
             assert db_api.plain_rows(conn, changes.STAMP)
 
 
-def test_count_of_a_generation_swap(db):
-    """``plain_count``: the rows an UPDATE matched, its integers and row
-    values written in (the generation swap of every claim), seen by the
-    statement listeners."""
+def _statements_seen(db):
+    """The statements the cursor listeners of ``db``'s engine see from
+    now on, in order (a list that grows)."""
     seen = []
     sa.event.listen(
         db.engine,
         "before_cursor_execute",
         lambda conn, cursor, statement, *args: seen.append(statement),
     )
+    return seen
+
+
+def test_count_of_a_generation_swap(db):
+    """``plain_count``: the rows an UPDATE matched, its integers and row
+    values written in (the generation swap of every claim), seen by the
+    statement listeners."""
+    seen = _statements_seen(db)
     rp = helpers.new_provider(db)
     with db.reader() as conn:
         rp_id, generation = conn.execute(
@@ -166,12 +173,7 @@ def test_inserts_write_what_execute_writes(db, at_commit):
     the COMMIT where that is done, are the rows ``conn.execute`` writes
     (``created_at`` of the same type, now), one statement seen by the
     listeners per call whatever the rows."""
-    seen = []
-    sa.event.listen(
-        db.engine,
-        "before_cursor_execute",
-        lambda conn, cursor, statement, *args: seen.append(statement),
-    )
+    seen = _statements_seen(db)
     rp = helpers.new_provider(db)
     uuids = [str(uuid.uuid4()) for _ in range(4)]
     rows = [

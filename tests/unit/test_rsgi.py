@@ -114,8 +114,9 @@ def test_a_body_over_the_limit_is_not_read():
     assert proto.answers == [(413, [], b"")]
 
 
-def test_a_streamed_answer_goes_piece_by_piece_and_is_closed():
-    closed = []
+def _streaming_app(closed):
+    """A WSGI app answering 200 with an iterator of the pieces a, (empty)
+    and b, which notes in ``closed`` when it is closed."""
 
     class Pieces:
         def __iter__(self):
@@ -127,6 +128,13 @@ def test_a_streamed_answer_goes_piece_by_piece_and_is_closed():
     def app(environ, start_response):
         start_response("200 OK", [])
         return Pieces()
+
+    return app
+
+
+def test_a_streamed_answer_goes_piece_by_piece_and_is_closed():
+    closed = []
+    app = _streaming_app(closed)
 
     proto = Proto()
     _serve(app, _scope("/placement/allocation_candidates", []), proto)
@@ -146,17 +154,7 @@ def test_header_names_a_client_makes_up_do_not_grow_the_adapter():
 
 def test_a_small_read_alone_is_answered_in_one_piece_and_closed():
     closed = []
-
-    class Pieces:
-        def __iter__(self):
-            return iter([b"a", b"", b"b"])
-
-        def close(self):
-            closed.append(True)
-
-    def app(environ, start_response):
-        start_response("200 OK", [])
-        return Pieces()
+    app = _streaming_app(closed)
 
     proto = Proto()
     _serve(app, _scope("/placement/resource_providers/x", []), proto)
