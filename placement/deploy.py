@@ -149,7 +149,9 @@ def _engine(conf, existing=False):
         )
     except ImportError as e:
         hint = (
-            "; use mysql+pymysql://... (PyMySQL is installed with placement)"
+            "; use mysql+pymysql://... (PyMySQL is installed with placement), "
+            "or mysql+mysqldb://... with the mysqlclient extra installed "
+            "(pip install 'placement-py[mysqlclient]')"
             if url.get_backend_name() == "mysql"
             else ""
         )

@@ -2,7 +2,9 @@
 MySQL or PostgreSQL server.
 
 MySQL-backed tests use the server at ``PLACEMENT_TEST_MYSQL_URL`` (default
-``mysql+pymysql://root@127.0.0.1:3306``), PostgreSQL-backed ones the server
+``mysql+pymysql://root@127.0.0.1:3306``); the ``mysqldb`` backend is the
+same server through mysqlclient (``mysql+mysqldb://``), for the tests of
+what differs between the drivers. PostgreSQL-backed ones the server
 at ``PLACEMENT_TEST_POSTGRESQL_URL`` (default
 ``postgresql+psycopg://postgres@127.0.0.1:5432``). When a server is
 unreachable its tests are skipped, unless ``PLACEMENT_REQUIRE_MYSQL=1`` (set
@@ -41,10 +43,19 @@ POSTGRESQL_URL = os.environ.get(
 # where tools/run-tests is starting one (tests/galera.py).
 GALERA_URLS = os.environ.get("PLACEMENT_TEST_GALERA_URLS", "").split()
 GALERA_DIR = os.environ.get("PLACEMENT_TEST_GALERA_DIR")
+MYSQLDB_URL = (
+    sa.engine.make_url(MYSQL_URL)
+    .set(drivername="mysql+mysqldb")
+    .render_as_string(hide_password=False)
+)
 BACKENDS = ("sqlite", "mysql", "postgresql")
+# The backends and the second MySQL driver: for tests of driver-specific
+# code (errors, held statements, descriptions, plain reads).
+EVERY_DRIVER = BACKENDS + ("mysqldb",)
 # Server URL (no database) and the database a client connects to first.
 SERVERS = {
     "mysql": (MYSQL_URL, ""),
+    "mysqldb": (MYSQLDB_URL, ""),
     "postgresql": (POSTGRESQL_URL, "postgres"),
 }
 if GALERA_URLS:
@@ -120,10 +131,10 @@ def database_url(backend, node=-1):
         return
     name = "placement_test_%s" % uuid.uuid4().hex[:16]
     admin = _admin(backend)
-    if backend in ("mysql", "galera"):
+    if backend in ("mysql", "mysqldb", "galera"):
         create = "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
         drop = "DROP DATABASE IF EXISTS %s"
-        server = MYSQL_URL if backend == "mysql" else galera_urls()[node]
+        server = galera_urls()[node] if backend == "galera" else SERVERS[backend][0]
         url = "%s/%s?charset=utf8mb4" % (server, name)
     else:
         create = "CREATE DATABASE %s"
@@ -185,6 +196,20 @@ def database(backend, migrate=False, triggers=True):
             yield db
         finally:
             engine.dispose()
+
+
+def db_fixture(backends):
+    """A ``db`` fixture: a ready Database on a fresh database of each of
+    ``backends``. A module of driver-specific tests sets its own
+    (``db = fixtures.db_fixture(fixtures.EVERY_DRIVER)``)."""
+
+    @pytest.fixture(params=backends, name="db")
+    def _db(request):
+        require_backend(request.param)
+        with database(request.param) as db:
+            yield db
+
+    return _db
 
 
 def configure():

@@ -100,11 +100,13 @@ def _create_engine(url: sa.engine.URL, conf: cfg.ConfigOpts | None) -> sa.Engine
         def session(engine):
             _postgresql_session(engine, budget)
 
+    if url.get_backend_name() == "mysql":
+        kwargs.update(MYSQL_DRIVERS.get(url.get_driver_name(), {"connect_args": {}}))
     engine = sa.create_engine(url, isolation_level="READ COMMITTED", **kwargs)
     session(engine)
     if url.get_backend_name() == "mysql":
         _mysql_transactions(engine)
-        if engine.dialect.driver == "pymysql":
+        if engine.dialect.driver in held.SEND_SEVERAL:
             held.send_with_commit(engine)
     else:
         _postgresql_errors(engine)
@@ -114,7 +116,7 @@ def _create_engine(url: sa.engine.URL, conf: cfg.ConfigOpts | None) -> sa.Engine
     # reset), so a read of one statement is one round trip.
     if url.get_backend_name() == "mysql":
         # Set as the connection opens: no SET AUTOCOMMIT afterwards.
-        kwargs["connect_args"] = {"autocommit": True}
+        kwargs["connect_args"] = {**kwargs["connect_args"], "autocommit": True}
     twin = sa.create_engine(
         url, isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True, **kwargs
     )
@@ -258,8 +260,20 @@ def _mysql_session(engine, sql_mode, sync_wait, budget):
         cur.close()
 
     if engine.dialect.driver == "pymysql":
+        # mysqlclient parses column descriptions in C.
         described.parse_once(engine)
     _ping_when_idle(engine)
+
+
+# A MySQL driver (the URL's) -> create_engine's arguments for it, as
+# PyMySQL's defaults are: mysqlclient allows multi-statement queries
+# unless told not to, and a query with a ``;`` in it (an injection) must
+# run nothing (the held statements switch them on for the COMMIT's query
+# alone); its dialect's positional placeholders cannot bind the lists
+# ``plain_rows`` writes as placeholders by name.
+MYSQL_DRIVERS = {
+    "mysqldb": {"connect_args": {"multi_statements": False}, "paramstyle": "pyformat"}
+}
 
 
 def _mysql_transactions(engine):

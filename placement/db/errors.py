@@ -3,10 +3,10 @@ backend.
 
 A statement's error reaches placement as SQLAlchemy's DBAPIError around
 the driver's own exception (``orig``). Each backend's table maps the code
-that driver gives (pymysql: the server's error number; psycopg: the
-SQLSTATE, or its two-character class; sqlite3: none, so words of its
-message) to one of the kinds below. Callers ask ``is_deadlock`` and its
-siblings; ``kind`` is what they share.
+that driver gives (PyMySQL, MySQLdb: the server's or client's error
+number; psycopg: the SQLSTATE, or its two-character class; sqlite3:
+none, so words of its message) to one of the kinds below. Callers ask
+``is_deadlock`` and its siblings; ``kind`` is what they share.
 """
 
 import dataclasses
@@ -47,8 +47,9 @@ def _mysql_code(orig: Any) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-# pymysql's SQLSTATE is the server's (HY000 for most errors): the error
-# number tells.
+# The MySQL drivers' SQLSTATE is the server's (HY000 for most errors):
+# the error number tells. libmariadb's client errors (2002-2055) have the
+# numbers PyMySQL gives its own.
 MYSQL = Backend(
     code=_mysql_code,
     codes={
@@ -167,7 +168,12 @@ SQLITE = Backend(
 )
 
 # The top-level module of a driver's exceptions -> its backend.
-BACKENDS = {"pymysql": MYSQL, "psycopg": POSTGRESQL, "sqlite3": SQLITE}
+BACKENDS = {
+    "pymysql": MYSQL,
+    "MySQLdb": MYSQL,
+    "psycopg": POSTGRESQL,
+    "sqlite3": SQLITE,
+}
 
 
 def backend(orig: Any) -> Backend | None:

@@ -1,12 +1,15 @@
 """Statements held back and sent with the COMMIT (``at_commit``).
 
-On PyMySQL (not on a Galera node) the last statements of a write
+On MySQL (not on a Galera node) the last statements of a write
 transaction, which nothing reads, are held back and sent with its COMMIT
-as one multi-statement query: one round trip for the whole tail of a
-write. Elsewhere ``at_commit`` runs the statement at once.
+as one multi-statement query: the whole tail of a write in one round trip
+with PyMySQL, three with mysqlclient (whose C library waits for the
+answer to each command: the switch on, the query, the switch off).
+Elsewhere ``at_commit`` runs the statement at once.
 """
 
 import struct
+import sys
 import weakref
 from typing import Any
 
@@ -28,11 +31,11 @@ GALERA = "placement_galera"
 
 
 def send_with_commit(engine: sa.Engine) -> None:
-    """On a PyMySQL engine, ``at_commit`` statements are held back and sent
-    with the COMMIT, as one multi-statement query: one round trip for the
-    whole tail of a write. The server runs them in order and stops at the
-    first that fails, before the COMMIT; the error is raised from the
-    commit, which then rolls the transaction back."""
+    """On a MySQL engine, ``at_commit`` statements are held back and sent
+    with the COMMIT, as one multi-statement query (``SEND_SEVERAL``): the
+    whole tail of a write at once. The server runs them in order and stops
+    at the first that fails, before the COMMIT; the error is raised from
+    the commit, which then rolls the transaction back."""
     dialect = engine.dialect
 
     def _held(context):
@@ -81,7 +84,9 @@ def send_with_commit(engine: sa.Engine) -> None:
             plain_commit(dbapi_connection)
             return
         held.append("COMMIT")
-        _send_several(dbapi_connection.dbapi_connection, ";\n".join(held))
+        send(dbapi_connection.dbapi_connection, ";\n".join(held))
+
+    send = SEND_SEVERAL[dialect.driver]
 
     # The dialect is this engine's own; no event can replace the COMMIT.
     dialect.do_commit = do_commit  # type: ignore[method-assign]
@@ -96,7 +101,7 @@ _SEVERAL_ON = struct.pack("<iBH", 3, _COM_SET_OPTION, 0)
 _SEVERAL_OFF = struct.pack("<iBH", 3, _COM_SET_OPTION, 1)
 
 
-def _send_several(conn: Any, sql: str) -> None:
+def _send_several_pymysql(conn: Any, sql: str) -> None:
     """Run ``sql``, several statements, on the PyMySQL connection ``conn``
     and read all their answers; raises the first statement's error.
 
@@ -122,12 +127,37 @@ def _send_several(conn: Any, sql: str) -> None:
             conn._read_packet()  # switched off
 
 
-def mogrified(cursor: Any, statement: str, parameters: list[Any]) -> list[str]:
-    """The SQL PyMySQL's ``cursor`` would send for ``statement`` run with
-    each of ``parameters``: an INSERT as one multi-row INSERT, as its
-    ``executemany`` sends it."""
-    from pymysql import cursors
+# mysql_set_server_option's options (MySQLdb names no constants).
+_MULTI_STATEMENTS_ON = 0
+_MULTI_STATEMENTS_OFF = 1
 
+
+def _send_several_mysqldb(conn: Any, sql: str) -> None:
+    """``_send_several_pymysql`` on a mysqlclient connection (opened with
+    ``multi_statements=False``): its C library waits for each command's
+    answer, so the switch on and off are a round trip each."""
+    conn.set_server_option(_MULTI_STATEMENTS_ON)
+    try:
+        conn.query(sql)  # raises the first statement's error
+        while conn.next_result() == 0:  # raises a later one's; -1: the last
+            pass
+    finally:
+        # After a statement's error too (it ends the query, not the
+        # switch); on a lost connection this raises the loss again.
+        conn.set_server_option(_MULTI_STATEMENTS_OFF)
+
+
+# A MySQL driver (SQLAlchemy's name) -> how it sends the held statements
+# and the COMMIT.
+SEND_SEVERAL = {"pymysql": _send_several_pymysql, "mysqldb": _send_several_mysqldb}
+
+
+def mogrified(cursor: Any, statement: str, parameters: list[Any]) -> list[str]:
+    """The SQL the driver's ``cursor`` (PyMySQL's or MySQLdb's) would send
+    for ``statement`` run with each of ``parameters``: an INSERT as one
+    multi-row INSERT, as its ``executemany`` sends it."""
+    # Both drivers' cursor modules name the pattern their executemany uses.
+    cursors = sys.modules[type(cursor).__module__]
     rows = len(parameters) > 1 and cursors.RE_INSERT_VALUES.match(statement)
     if rows:
         prefix, values, postfix = rows.group(1, 2, 3)
@@ -162,7 +192,7 @@ def at_commit(
     conn: sa.Connection, statement: sa.Executable, parameters: Any = None
 ) -> None:
     """Execute ``statement`` as one of the write transaction's last: on
-    MySQL (PyMySQL) it is sent with the COMMIT, in the same round trip,
+    MySQL it is sent with the COMMIT, in the same query,
     elsewhere at once. Nothing of its result can be read (not even its row
     count), and only statements given to ``at_commit`` may follow it in
     the transaction; an error it meets fails the commit (nothing is

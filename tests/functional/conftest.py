@@ -5,13 +5,8 @@ import pytest
 from tests import fixtures
 from tests.functional import live_server
 
-
-@pytest.fixture(params=fixtures.BACKENDS)
-def db(request):
-    """A ready Database on a fresh SQLite, MySQL and PostgreSQL database."""
-    fixtures.require_backend(request.param)
-    with fixtures.database(request.param) as database:
-        yield database
+# A ready Database on a fresh SQLite, MySQL and PostgreSQL database.
+db = fixtures.db_fixture(fixtures.BACKENDS)
 
 
 @pytest.fixture(params=live_server.SERVERS)

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 
+import MySQLdb
 import psycopg
 import psycopg.errors
 import pymysql
@@ -94,6 +95,8 @@ FAULTS = {
         (None, "FOREIGN KEY constraint failed", gone(), 0),
     ],
 }
+# The same server through mysqlclient: its errors carry the same numbers.
+FAULTS["mysqldb"] = FAULTS["mysql"]
 CASES = [
     pytest.param(backend, *fault, id="%s-%s-%s" % (backend, fault[0], fault[2][1]))
     for backend, faults in FAULTS.items()
@@ -114,6 +117,12 @@ def driver_error(backend, code, message):
         cls = pymysql.err.error_map.get(
             code,
             pymysql.err.InternalError if code < 1000 else pymysql.err.OperationalError,
+        )
+        return cls(code, message)
+    if backend == "mysqldb":
+        # As MySQLdb's C module picks the class, for the codes above.
+        cls = {1048: MySQLdb.IntegrityError, 1452: MySQLdb.IntegrityError}.get(
+            code, MySQLdb.OperationalError
         )
         return cls(code, message)
     if backend == "postgresql":
@@ -271,6 +280,7 @@ WAITING = {
         "SELECT pg_cancel_backend(%d)",
     ),
 }
+WAITING["mysqldb"] = WAITING["mysql"]
 
 
 @pytest.mark.parametrize("backend", sorted(WAITING))

@@ -1,6 +1,6 @@
 """Values sent through the writes whose statements are held for the COMMIT
 (on MySQL one multi-statement query, ``db_api.at_commit``) are stored as
-data, on SQLite, MySQL and PostgreSQL: shapes that would end a statement
+data, on SQLite, MySQL (both drivers) and PostgreSQL: shapes that would end a statement
 and start another (``'; DROP TABLE ...``, comments, backslashes, format
 markers) read back byte for byte, and no table is dropped or emptied.
 
@@ -38,7 +38,7 @@ SHAPES = [
 ]
 
 
-@pytest.fixture(params=fixtures.BACKENDS)
+@pytest.fixture(params=fixtures.EVERY_DRIVER)
 def app(request):
     fixtures.require_backend(request.param)
     with fixtures.app(request.param) as (app, db):
@@ -123,7 +123,7 @@ def test_only_the_commit_may_carry_several_statements(app):
     after it, in readers and writers alike."""
     _, db = app
     if db.dialect != "mysql":
-        pytest.skip("PyMySQL's multi-statement queries")
+        pytest.skip("MySQL's multi-statement queries")
     before = _tables(db)
     for _ in range(2):
         for transaction in (db.reader, db.writer):

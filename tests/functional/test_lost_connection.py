@@ -19,7 +19,7 @@ from placement.objects.catalog import verify
 from tests import fixtures
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
-SERVERS = ("mysql", "postgresql")
+SERVERS = ("mysql", "mysqldb", "postgresql")
 
 
 class Killer:
@@ -52,7 +52,7 @@ class Killer:
             return
         dbapi = conn.connection.dbapi_connection
         with self.admin.connect() as admin:
-            if self.backend == "mysql":
+            if self.backend != "postgresql":
                 admin.exec_driver_sql("KILL CONNECTION %d" % dbapi.thread_id())
             else:
                 admin.execute(

@@ -20,6 +20,9 @@ from placement.objects.catalog import changes
 from tests import fixtures
 from tests import helpers
 
+# Both MySQL drivers: the cursor is the driver's own.
+db = fixtures.db_fixture(fixtures.EVERY_DRIVER)
+
 
 def test_rows_and_listeners(db):
     seen = []
@@ -100,7 +103,7 @@ def test_a_driver_error_is_sqlalchemys(db):
         assert db_api.plain_rows(conn, changes.STAMP)
 
 
-@pytest.mark.parametrize("backend", ("mysql",))
+@pytest.mark.parametrize("backend", ("mysql", "mysqldb"))
 def test_a_lost_connection_is_invalidated(backend):
     fixtures.require_backend(backend)
     with fixtures.database(backend) as db:

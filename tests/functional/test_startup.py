@@ -97,8 +97,8 @@ def test_access_denied(mysql_url):
     assert "secret" not in result.stdout + result.stderr
 
 
-def test_mysqldb_url_gets_a_driver_hint(mysql_url):
-    url = sa.engine.make_url(mysql_url).set(drivername="mysql")
+def test_uninstalled_mysql_driver_gets_a_driver_hint(mysql_url):
+    url = sa.engine.make_url(mysql_url).set(drivername="mysql+mariadbconnector")
     result, elapsed = run(
         "placement-api",
         OS_PLACEMENT_DATABASE__CONNECTION=url.render_as_string(hide_password=False),
@@ -107,7 +107,7 @@ def test_mysqldb_url_gets_a_driver_hint(mysql_url):
         result,
         elapsed,
         "placement-api",
-        "needs the Python module MySQLdb, which is not installed; use mysql+pymysql://",
+        "needs the Python module mariadb, which is not installed; use mysql+pymysql://",
     )
 
 

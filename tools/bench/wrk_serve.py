@@ -12,9 +12,11 @@ both), and the server's context switches per request (its threads'
 voluntary ones count its hand-offs between threads). Each round runs
 every server once, in turn, for each code tree given (``--tree
 LABEL=DIR``: placement imported from DIR, e.g. ``git archive`` of
-another commit, alternated with this one in the same run); medians over
-the rounds. The machine's other load during each run (CPU time of every
-process outside the server and wrk) is recorded beside it.
+another commit, alternated with this one in the same run) and MySQL
+driver given (``--driver pymysql --driver mysqldb``: the same database
+through each, as SERVER+DRIVER); medians over the rounds. The machine's
+other load during each run (CPU time of every process outside the server
+and wrk) is recorded beside it.
 
     apt-get install -y wrk
     .venv/bin/python tools/bench/wrk_serve.py --db mysql --rounds 3 \\
@@ -34,6 +36,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+
+import sqlalchemy as sa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import procfs  # noqa: E402
@@ -193,6 +197,14 @@ def _python_path(path):
         os.environ.pop("PYTHONPATH", None)
 
 
+def _through(url, driver):
+    """``url`` through the MySQL ``driver`` (None: its own)."""
+    if driver is None:
+        return url
+    through = sa.engine.make_url(url).set(drivername="mysql+" + driver)
+    return through.render_as_string(hide_password=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("sqlite", "mysql"), default="mysql")
@@ -205,6 +217,12 @@ def main():
         default=[],
         help="LABEL=DIR: also run placement from DIR, as SERVER@LABEL",
     )
+    parser.add_argument(
+        "--driver",
+        action="append",
+        choices=("pymysql", "mysqldb"),
+        help="--db mysql through this driver, as SERVER+DRIVER (default: the URL's)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=8, help="seconds per run")
     parser.add_argument("--out", help="write the raw results here (JSON)")
@@ -214,7 +232,10 @@ def main():
     runs = {}  # what each run is named: its server and PYTHONPATH
     for label, path in trees:
         for server in args.server or ["gunicorn", "granian"]:
-            runs[server + ("@" + label if label else "")] = (server, path)
+            for driver in args.driver or [None]:
+                name = server + ("+" + driver if driver else "")
+                name += "@" + label if label else ""
+                runs[name] = (server, path, driver)
     servers = list(runs)
     conf = placement_conf.command_conf()
     placement_conf.parse_args(conf, [], default_config_files=[])
@@ -238,9 +259,10 @@ def main():
         rounds = []
         for number in range(args.rounds):
             found = {}
-            for name, (server, path) in runs.items():
+            for name, (server, path, driver) in runs.items():
                 _python_path(path)
-                found[name] = one_server(url, server, args.duration, script.name)
+                through = _through(url, driver)
+                found[name] = one_server(through, server, args.duration, script.name)
             rounds.append(found)
             print("round %d: %s" % (number + 1, json.dumps(rounds[-1])), flush=True)
     medians = {
