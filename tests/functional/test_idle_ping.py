@@ -11,7 +11,7 @@ from placement.db import engine as db_engine
 from tests import fixtures
 
 
-@pytest.fixture(params=("mysql", "postgresql"))
+@pytest.fixture(params=("mysql", "mysqldb", "postgresql"))
 def engine(request):
     fixtures.require_backend(request.param)
     with fixtures.database_url(request.param) as url:
@@ -26,12 +26,12 @@ def engine(request):
 
 def _session_id(backend, conn):
     dbapi = conn.connection.dbapi_connection
-    return dbapi.thread_id() if backend == "mysql" else dbapi.info.backend_pid
+    return dbapi.info.backend_pid if backend == "postgresql" else dbapi.thread_id()
 
 
 def _kill(backend, admin, session):
     with admin.connect() as conn:
-        if backend == "mysql":
+        if backend != "postgresql":
             conn.exec_driver_sql("KILL CONNECTION %d" % session)
         else:
             conn.exec_driver_sql("SELECT pg_terminate_backend(%d)" % session)
