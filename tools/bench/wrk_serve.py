@@ -14,7 +14,8 @@ every server once, in turn, for each code tree given (``--tree
 LABEL=DIR``: placement imported from DIR, e.g. ``git archive`` of
 another commit, alternated with this one in the same run) and MySQL
 driver given (``--driver pymysql --driver mysqldb``: the same database
-through each, as SERVER+DRIVER); medians over the rounds. The machine's
+through each, as SERVER+DRIVER), in reverse order every other round;
+medians over the rounds. The machine's
 other load during each run (CPU time of every process outside the server
 and wrk) is recorded beside it.
 
@@ -259,7 +260,9 @@ def main():
         rounds = []
         for number in range(args.rounds):
             found = {}
-            for name, (server, path, driver) in runs.items():
+            # Each run first in turn: claims grow the database as it goes.
+            order = list(runs.items())
+            for name, (server, path, driver) in order[:: -1 if number % 2 else 1]:
                 _python_path(path)
                 through = _through(url, driver)
                 found[name] = one_server(through, server, args.duration, script.name)
