@@ -33,6 +33,13 @@ _TRANSIENT = (
 )
 
 
+# A driver -> its error numbers of a connection refused or unreachable,
+# which waiting may fix, where its message has none of the words above
+# (libmariadb: "Can't connect to server on 'HOST' (115)"; an unknown
+# host is 2005). PyMySQL's 2003 is an unknown host too: its words tell.
+_TRANSIENT_CODES = {"mysqldb": (2002, 2003)}
+
+
 def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str]:
     """(worth retrying, one line saying what is wrong and what to do) for
     the DBAPIError of a first connection to ``url``."""
@@ -68,6 +75,8 @@ def connect_problem(error: BaseException, url: sa.engine.URL) -> tuple[bool, str
             "exist and be writable by this user" % (url.database, text)
         )
     if any(word in text.lower() for word in _TRANSIENT):
+        return True, text
+    if code in _TRANSIENT_CODES.get(url.get_driver_name(), ()):
         return True, text
     return (
         False,

@@ -161,8 +161,12 @@ def test_debug_shows_the_traceback():
     assert "placement-api: error: cannot open the SQLite database" in result.stderr
 
 
-def test_refused_connection_is_retried_with_a_countdown():
-    url = "mysql+pymysql://root@127.0.0.1:%d/placement" % ports.free_port()
+@pytest.mark.parametrize(
+    "driver, said",
+    [("pymysql", "Connection refused"), ("mysqldb", "Can't connect to server")],
+)
+def test_refused_connection_is_retried_with_a_countdown(driver, said):
+    url = "mysql+%s://root@127.0.0.1:%d/placement" % (driver, ports.free_port())
     result, _ = run(
         "placement-manage",
         "db",
@@ -173,7 +177,7 @@ def test_refused_connection_is_retried_with_a_countdown():
     )
     assert result.returncode == 1
     retries = [line for line in result.stderr.splitlines() if "not reachable" in line]
-    assert "Connection refused" in retries[0]
+    assert said in retries[0]
     assert [line.split(";")[-1] for line in retries[:2]] == [
         " attempt 2 of 3 in 1s",
         " attempt 3 of 3 in 1s",
