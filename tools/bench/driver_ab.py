@@ -8,7 +8,8 @@ inventory and one consumer's allocation), one per driver, called directly
 busy machine slows both alike: median and min of the batches (a first
 round not counted) and the ratio of the medians; the bodies compared. A
 claim is its candidate GET and the PUT of a new consumer's allocations
-(CPU per claim counts both).
+(CPU per claim counts both). The floor of each: ``SELECT 1`` on the
+driver's own connection.
 
     .venv/bin/python tools/bench/driver_ab.py [--batches 15] [--out FILE]
 """
@@ -29,6 +30,7 @@ import profile_request  # noqa: E402
 
 from placement import deploy  # noqa: E402
 from placement.db import api as db_api  # noqa: E402
+from placement.db import engine as db_engine  # noqa: E402
 from tests import fixtures  # noqa: E402
 from tests import helpers  # noqa: E402
 
@@ -45,6 +47,9 @@ READS = {
     "GET /resource_providers/{uuid}/usages": "/resource_providers/%s/usages" % RP,
 }
 CLAIM = "claim (candidates GET + PUT)"
+# The floor: a statement on the driver's own connection (autocommit), no
+# SQLAlchemy nor app.
+FLOOR = "SELECT 1 (the driver's cursor)"
 # Requests per batch: reads, claims.
 BATCH = {"read": 200, "claim": 20}
 
@@ -83,11 +88,22 @@ def _claim(client):
     assert resp.status_code == 204, resp.text
 
 
-def _batch(client, label, app):
+def _select_1(dbapi_conn):
+    cursor = dbapi_conn.cursor()
+    cursor.execute("SELECT 1")
+    cursor.fetchall()
+    cursor.close()
+
+
+def _batch(client, label, app, dbapi_conn):
     """CPU ms per request (per claim) of one batch, and the last body."""
     body = None
     start = time.process_time()
-    if label == CLAIM:
+    if label == FLOOR:
+        for _ in range(BATCH["read"]):
+            _select_1(dbapi_conn)
+        count = BATCH["read"]
+    elif label == CLAIM:
         for _ in range(BATCH["claim"]):
             _claim(client)
         count = BATCH["claim"]
@@ -107,22 +123,25 @@ def main():
     conf = fixtures.configure()  # noauth2
     with profile_request.fresh_database("mysql", conf) as (url, seeded):
         seeded.engine.dispose()
-        apps, dbs = {}, []
+        apps, dbs, raw = {}, [], {}
         for driver in DRIVERS:
             through = sa.engine.make_url(url).set(drivername="mysql+" + driver)
             db = db_api.Database(db_api.create_engine(through, conf), conf)
             dbs.append(db)
             apps[driver] = deploy.build_app(conf, db=db, sync_schema=False)
+            raw[driver] = db_engine.autocommit(db.engine).raw_connection()
         clients = {d: helpers.wsgi_client(a, HEADERS) for d, a in apps.items()}
         _seed(clients["pymysql"])
-        found = {label: {d: [] for d in DRIVERS} for label in [*READS, CLAIM]}
+        found = {label: {d: [] for d in DRIVERS} for label in [FLOOR, *READS, CLAIM]}
         for label, ms in found.items():
             bodies = {}
             for batch in range(args.batches + 1):
                 # Each driver first in turn.
                 order = DRIVERS if batch % 2 else DRIVERS[::-1]
                 for driver in order:
-                    cpu, bodies[driver] = _batch(clients[driver], label, apps[driver])
+                    cpu, bodies[driver] = _batch(
+                        clients[driver], label, apps[driver], raw[driver]
+                    )
                     if batch:
                         ms[driver].append(cpu)
             assert len(set(bodies.values())) == 1, bodies
@@ -139,6 +158,8 @@ def main():
                 + "  ratio %.2f" % (medians["mysqldb"] / medians["pymysql"]),
                 flush=True,
             )
+        for driver in DRIVERS:
+            raw[driver].close()
         for db in dbs:
             db.engine.dispose()
     if args.out:
