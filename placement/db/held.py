@@ -77,6 +77,7 @@ def send_with_commit(engine: sa.Engine) -> None:
             conn.info.pop(_HELD, None)
 
     plain_commit = dialect.do_commit
+    send = SEND_SEVERAL[dialect.driver]
 
     def do_commit(dbapi_connection):
         held = dbapi_connection.info.pop(_HELD, None)
@@ -85,8 +86,6 @@ def send_with_commit(engine: sa.Engine) -> None:
             return
         held.append("COMMIT")
         send(dbapi_connection.dbapi_connection, ";\n".join(held))
-
-    send = SEND_SEVERAL[dialect.driver]
 
     # The dialect is this engine's own; no event can replace the COMMIT.
     dialect.do_commit = do_commit  # type: ignore[method-assign]
