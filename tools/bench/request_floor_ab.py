@@ -6,8 +6,9 @@ HTTP date (``request.http_date``) and the request id
 (``middleware.new_request_id``), the access log's record
 (``middleware.log_request``), one context per request rather than two
 (``middleware.ContextMiddleware``); the fifth round's one pass over the
-answer's headers (``RequestIdMiddleware``, ``MetricsMiddleware``); then
-all of them together. Run it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty
+answer's headers (``RequestIdMiddleware``, ``MetricsMiddleware``) and
+the log line's identity text kept (``logformat``); then all of them
+together. Run it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty
 directory to count as a server's workers do (mmap files).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
@@ -29,6 +30,7 @@ noise of a whole request on a loaded machine.
 import datetime
 import email.utils
 import logging
+import logging.handlers
 import os
 import statistics
 import sys
@@ -220,6 +222,28 @@ def _metrics_call(self, environ, start_response):
     return self.app(environ, _start_response)
 
 
+def _identity_text(self, identity, context):
+    """ContextFormatter._identity_text before: made again on every line."""
+    return identity.text % tuple([value or "-" for value in identity.read(context)])
+
+
+def _log(logger, level, msg, args):
+    """logformat.log before: the handler's flush, its lock taken again."""
+    written = logformat._lines(logger, level, msg % args)
+    if written is None:
+        logger.log(level, msg, *args)
+        return
+    for handler, line in written:
+        handler.acquire()
+        try:
+            if type(handler) is logging.handlers.WatchedFileHandler:
+                handler.reopenIfNeeded()
+            handler.stream.write(line + handler.terminator)
+            handler.flush()
+        finally:
+            handler.release()
+
+
 # name: [(module, attribute, before, after)]
 CUTS = {
     "policy key": [(policy, "authorize", _authorize, policy.authorize)],
@@ -250,6 +274,15 @@ CUTS = {
             _metrics_call,
             metrics.MetricsMiddleware.__call__,
         ),
+    ],
+    "identity kept": [
+        (
+            logformat.ContextFormatter,
+            "_identity_text",
+            _identity_text,
+            logformat.ContextFormatter._identity_text,
+        ),
+        (logformat, "log", _log, logformat.log),
     ],
 }
 CUTS["all"] = [swap for swaps in CUTS.values() for swap in swaps]
