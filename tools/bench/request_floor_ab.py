@@ -6,10 +6,11 @@ HTTP date (``request.http_date``) and the request id
 (``middleware.new_request_id``), the access log's record
 (``middleware.log_request``), one context per request rather than two
 (``middleware.ContextMiddleware``); the fifth round's one pass over the
-answer's headers (``RequestIdMiddleware``, ``MetricsMiddleware``) and
-the log line's identity text kept (``logformat``); then all of them
-together. Run it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty
-directory to count as a server's workers do (mmap files).
+answer's headers (``RequestIdMiddleware``, ``MetricsMiddleware``),
+the log line's identity text kept (``logformat``), "now" as an HTTP
+date once a second (``request.set_last_modified``); then all of them
+together. Run it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
+as a server's workers do (mmap files).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
 with one provider holding one allocation, the access log written to a
@@ -244,6 +245,17 @@ def _log(logger, level, msg, args):
             handler.release()
 
 
+def _set_last_modified(req, resp, when, always=False):
+    """request.set_last_modified before: "now" made and written anew."""
+    if not request.shows_last_modified(req):
+        return
+    resp.set_header("Cache-Control", "no-cache")
+    if when is None and always:
+        when = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    if when is not None:
+        resp.set_header("Last-Modified", request.http_date(when))
+
+
 # name: [(module, attribute, before, after)]
 CUTS = {
     "policy key": [(policy, "authorize", _authorize, policy.authorize)],
@@ -283,6 +295,9 @@ CUTS = {
             logformat.ContextFormatter._identity_text,
         ),
         (logformat, "log", _log, logformat.log),
+    ],
+    "http now": [
+        (request, "set_last_modified", _set_last_modified, request.set_last_modified)
     ],
 }
 CUTS["all"] = [swap for swaps in CUTS.values() for swap in swaps]
