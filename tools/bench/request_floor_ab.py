@@ -8,8 +8,9 @@ HTTP date (``request.http_date``) and the request id
 (``middleware.ContextMiddleware``); the fifth round's one pass over the
 answer's headers (``RequestIdMiddleware``, ``MetricsMiddleware``),
 the log line's identity text kept (``logformat``), "now" as an HTTP
-date once a second (``request.set_last_modified``) and the version
-document encoded once (``root.home``); then all of them together. Run
+date once a second (``request.set_last_modified``), the version
+document encoded once (``root.home``) and the identity read from the keys
+present (``RequestContext.identify``); then all of them together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -278,6 +279,28 @@ def _home(req, resp):
     request.set_last_modified(req, resp, None, always=True)
 
 
+def _identify(self, environ, roles, db, enforcer):
+    """RequestContext.identify before: every key looked for in turn."""
+    for name, keys in context._ENVIRON_HEADERS.items():
+        if name in context._IDS:
+            continue
+        for key in keys:
+            if key in environ:
+                setattr(self, name, environ[key])
+                break
+    service_roles = environ.get("HTTP_X_SERVICE_ROLES")
+    self.service_roles = (
+        [r.strip() for r in service_roles.split(",")] if service_roles else []
+    )
+    self.is_admin_project = (
+        environ.get("HTTP_X_IS_ADMIN_PROJECT", "true").lower() == "true"
+    )
+    self.roles = roles or []
+    self.db = db
+    self.enforcer = enforcer
+    self.update_store()
+
+
 # name: [(module, attribute, before, after)]
 CUTS = {
     "policy key": [(policy, "authorize", _authorize, policy.authorize)],
@@ -323,6 +346,14 @@ CUTS = {
     ],
     # The routes hold the function itself: its code is swapped.
     "document once": [(root.home, "__code__", _home.__code__, root.home.__code__)],
+    "identify": [
+        (
+            context.RequestContext,
+            "identify",
+            _identify,
+            context.RequestContext.identify,
+        )
+    ],
 }
 CUTS["all"] = [swap for swaps in CUTS.values() for swap in swaps]
 PATHS = ("/", "/resource_providers/" + small_reads_ab.RP)
