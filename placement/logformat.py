@@ -16,7 +16,6 @@ the record as before.
 import logging
 import logging.handlers
 import operator
-import os
 import re
 import sys
 import time
@@ -27,6 +26,8 @@ from typing import Any
 
 from oslo_context import context as oslo_context
 from oslo_log import formatters
+
+from placement import procid
 
 # The options oslo.log's formatter reads on every line; they are read
 # once, when logging is set up (oslo.log does not reload them either).
@@ -141,7 +142,7 @@ class ContextFormatter(formatters.ContextFormatter):
             name,
             logging.getLevelName(levelno),
             levelno,
-            _PID[0] if logging.logProcesses else None,
+            procid.current() if logging.logProcesses else None,
             created,
             msecs,
             asctime,
@@ -172,10 +173,6 @@ class ContextFormatter(formatters.ContextFormatter):
         return text
 
 
-# The process id in the lines (a system call each in os.getpid), made
-# again in a forked worker.
-_PID = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 _IDENTITIES_MAX = 256
 
 
