@@ -9,6 +9,14 @@ from placement import policy
 _ENVIRON_HEADERS = context._ENVIRON_HEADERS
 # The request's ids: given by the request id layer, not read here.
 _IDS = ("request_id", "global_request_id")
+# Every other attribute's environ keys: key -> (attribute, its rank among
+# the attribute's keys; the first present wins).
+_KEYS = {
+    key: (name, rank)
+    for name, keys in _ENVIRON_HEADERS.items()
+    if name not in _IDS
+    for rank, key in enumerate(keys)
+}
 
 
 class RequestContext(context.RequestContext):
@@ -27,13 +35,15 @@ class RequestContext(context.RequestContext):
         layer's context (made first, so that every log line carries the
         request's ids) becomes the request's whole context, one per
         request rather than two. It is left the thread's current one."""
-        for name, keys in _ENVIRON_HEADERS.items():
-            if name in _IDS:
-                continue
-            for key in keys:
-                if key in environ:
-                    setattr(self, name, environ[key])
-                    break
+        # Only the keys the request has, not every key looked for (a
+        # tenth of a small request's layers).
+        best = {}
+        for key in _KEYS.keys() & environ.keys():
+            name, rank = _KEYS[key]
+            if best.get(name, (rank + 1,))[0] > rank:
+                best[name] = (rank, environ[key])
+        for name, (_, value) in best.items():
+            setattr(self, name, value)
         service_roles = environ.get("HTTP_X_SERVICE_ROLES")
         self.service_roles = (
             [r.strip() for r in service_roles.split(",")] if service_roles else []

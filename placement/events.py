@@ -9,6 +9,16 @@ Each call is a single counter update: cheap enough for any code path.
 """
 
 import prometheus_client
+from prometheus_client import values
+
+from placement import procid
+
+# In multiprocess mode each value's update asks for the process id (to
+# notice a fork): a system call, three per request. prometheus_client's
+# own hook for it takes ours, kept per process; set before any value is
+# made (the metrics below are the first).
+if values.ValueClass is not values.MutexValue:
+    values.ValueClass = values.MultiProcessValue(process_identifier=procid.current)
 
 
 class Children:

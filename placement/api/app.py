@@ -72,9 +72,11 @@ class VersionMiddleware:
         version = req.context.get("version")
         if version is None or resp.context.get("unversioned"):
             return
+        shown = str(version)
         resp.set_header(
-            "openstack-api-version", "%s %s" % (microversion.SERVICE_TYPE, version)
+            "openstack-api-version", "%s %s" % (microversion.SERVICE_TYPE, shown)
         )
+        req.env[middleware.VERSION_ENV] = shown
         if resp.context.get("vary", req.context.get("in_handler")):
             resp.set_header("vary", "openstack-api-version")
 

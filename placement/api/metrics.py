@@ -22,6 +22,7 @@ from prometheus_client import multiprocess
 
 # Registers the domain event metrics, so GET /metrics always lists them.
 from placement import events
+from placement.api import middleware
 from placement.api import multiproc
 from placement.api import routes
 
@@ -128,11 +129,8 @@ class MetricsMiddleware:
             route = environ.get(ROUTE_ENV) or self.templates.template(
                 environ.get("PATH_INFO", "")
             )
-            version = "-"
-            for name, value in headers:
-                if name.lower() == "openstack-api-version":
-                    version = value.rpartition(" ")[2]
             code = status.split(" ", 1)[0]
+            version = environ.get(middleware.VERSION_ENV, "-")
             self.requests(route, method, code, version).inc()
             self.latency(route, method).observe(time.monotonic() - started)
             return start_response(status, headers, exc_info)

@@ -22,6 +22,12 @@ LOG = logging.getLogger("placement.requestlog")
 REQUEST_ID_ENV = "placement.request_id"
 GLOBAL_REQUEST_ID_ENV = "placement.global_request_id"
 CONTEXT_ENV = "placement.context"
+# The microversion the answer's OpenStack-API-Version header names ("1.39"),
+# left by the app when it sets the header (``app.VersionMiddleware``): the
+# metrics and the log line read it here rather than each looking through
+# the answer's headers.
+VERSION_ENV = "placement.answered_version"
+_ID_HEADER = "x-openstack-request-id"
 _GLOBAL_ID = re.compile(
     r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 )
@@ -68,11 +74,20 @@ class RequestIdMiddleware:
         seen = {}
 
         def _start_response(status, headers, exc_info=None):
-            headers = [h for h in headers if h[0].lower() != "x-openstack-request-id"]
-            headers.append(("x-openstack-request-id", request_id))
+            # One pass: the inner layers' request id dropped (ours is the
+            # one), the length kept for the log line.
+            kept = []
+            for header in headers:
+                name = header[0].lower()
+                if name == "content-length":
+                    seen["length"] = header[1]
+                elif name == _ID_HEADER:
+                    continue
+                kept.append(header)
+            kept.append((_ID_HEADER, request_id))
             seen["status"] = status
-            seen["headers"] = headers
-            return start_response(status, headers, exc_info)
+            seen["version"] = environ.get(VERSION_ENV, "-")
+            return start_response(status, kept, exc_info)
 
         try:
             body = self.app(environ, _start_response)
@@ -113,22 +128,17 @@ def logged_path(environ: dict[str, Any]) -> str:
 def log_request(
     environ: dict[str, Any], seen: dict[str, Any], started: float, request_id: str
 ) -> None:
-    """The request's INFO line on ``placement.requestlog``."""
+    """The request's INFO line on ``placement.requestlog``; ``seen``: the
+    answer's status, length and microversion (``VERSION_ENV``) when it
+    was started."""
     path = logged_path(environ)
-    length, version = "0", "-"
-    for name, value in seen.get("headers", ()):
-        name = name.lower()
-        if name == "content-length":
-            length = value
-        elif name == "openstack-api-version":
-            version = value
     args = (
         environ.get("REMOTE_ADDR", "-"),
         environ.get("REQUEST_METHOD"),
         path,
         (seen.get("status") or "-").split(" ", 1)[0],
-        length,
-        version.replace("placement ", ""),
+        seen.get("length", "0"),
+        seen.get("version", "-"),
         _asked(environ),
         time.monotonic() - started,
         request_id,

@@ -9,6 +9,7 @@ import datetime
 import functools
 import json
 import re
+import time
 import urllib.parse
 from collections.abc import Callable
 from collections.abc import Collection
@@ -328,6 +329,28 @@ def http_date(dt: datetime.datetime) -> str:
     )
 
 
+# "Now" as an HTTP date, kept for the second it names: (second, text).
+_NOW = (0, "")
+
+
+def http_now() -> str:
+    """The current time as an HTTP date: ``http_date`` of now, made once
+    a second (the date was a tenth of ``GET /``'s handler)."""
+    global _NOW
+    second = int(time.time())
+    kept = _NOW
+    if kept[0] != second:
+        kept = _NOW = (
+            second,
+            http_date(
+                datetime.datetime.fromtimestamp(second, datetime.timezone.utc).replace(
+                    tzinfo=None
+                )
+            ),
+        )
+    return kept[1]
+
+
 def shows_last_modified(req: falcon.Request) -> bool:
     """Whether the answer carries last-modified (``set_last_modified``)."""
     return req.context.version >= versions.LAST_MODIFIED
@@ -348,10 +371,10 @@ def set_last_modified(
     if not shows_last_modified(req):
         return
     resp.set_header("Cache-Control", "no-cache")
-    if when is None and always:
-        when = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     if when is not None:
         resp.set_header("Last-Modified", http_date(when))
+    elif always:
+        resp.set_header("Last-Modified", http_now())
 
 
 def last_modified_of(

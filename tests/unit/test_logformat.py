@@ -124,6 +124,21 @@ def test_line_is_what_format_writes(no_context, values, datefmt):
     )
 
 
+def test_line_is_what_format_writes_as_callers_change(no_context):
+    """One formatter, the callers in turn and again (their identity texts
+    kept), and a value that cannot be kept (a list)."""
+    formatter = _formatter(_conf(), None)
+    for values in CONTEXTS * 2 + [{"request_id": "req-1", "user_id": ["u", "v"]}]:
+        context = oslo_context.RequestContext(**values)
+        record = _record(logging.INFO)
+        record.created, record.msecs = CREATED, 250.0
+        expected = formatter.format(record)
+        line = formatter.line(
+            "placement.requestlog", logging.INFO, 'x "y"', CREATED, context
+        )
+        assert line == expected
+
+
 EVERY_FIELD = (
     " ".join(
         "%%(%s)s" % name

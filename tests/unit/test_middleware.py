@@ -256,6 +256,18 @@ def test_context_carries_identity():
             "x_is_admin_project": "False",
             "openstack_system_scope": "all",
         },
+        # Keys of one attribute ranked (the first present wins).
+        {
+            "x_user": "u2",
+            "x_user_id": "u",
+            "x_tenant": "t2",
+            "x_tenant_id": "t",
+            "x_storage_token": "s",
+            "x_auth_token": "tok",
+            "x_tenant_name": "tn2",
+            "x_project_name": "pn",
+        },
+        {"x_tenant": "t2", "x_user": "u2", "x_storage_token": "s"},
     ],
 )
 def test_one_context_per_request_as_from_environ(headers):
