@@ -6,15 +6,17 @@ One database per ``--hosts`` size (scale.py's cloud, kept under the name
 ``<--prefix>_<hosts>`` for the next run: ``--reuse``), then per round:
 optionally claims (``--claims [N]``, N per round: a random one of the
 first 1000 candidates of id's answer, or ``--claim-from``'s, by the base
-process, untimed) and an untimed request each process follows the
+and the new process in turn, untimed) and an untimed request each process follows the
 change log with, then scale.py's flavor with ``limit=1000`` in each
 variant (``id``; spread and pack with the ranking kept from the round
 before, made before its claims, ``after claims``; ranking the trees
 afresh, ``allocation_candidates_order_age = 0``; and with a kept ranking,
 ``reused``), base and new alternated, which goes first swapped every
-round. CPU (process_time in the child, around the app's call) and wall
-median ms per variant and over id's; every body's sha256 compared between
-the two (they see the same database in the same state).
+round, the variants' order rotated every round (the first after the
+claims pays for the trees they changed). CPU (process_time in the
+child, around the app's call) and wall median ms per variant and over
+id's; every body's sha256 compared between the two (they see the same
+database in the same state).
 
     .venv/bin/python tools/bench/candidate_order_ab.py --url URL \\
         --base <a git archive of main> --new . --hosts 20000 100000 --rounds 20 \\
@@ -177,14 +179,22 @@ def run(url, args):
     differ = 0
     try:
         for number in range(args.rounds + 1):  # the first warms both
+            # The claimer alternates: each process sees its own claims and
+            # the other's equally often (a worker that made a claim knows
+            # it before the change log says so).
+            claimer = trees[list(trees)[number % 2]]
             for _ in range(args.claims if number else 0):
-                trees["base"].ask(
+                claimer.ask(
                     do="claim", variant=args.claim_from, pick=rnd.randrange(1000)
                 )
             for tree in trees.values():  # the change log followed, untimed
                 tree.ask(do="get", path=WARM)
             ordered = list(trees) if number % 2 else list(trees)[::-1]
-            for variant in VARIANTS:
+            # The variants rotate: the first request of a shape after the
+            # claims pays for the trees they changed, each variant as often.
+            names = list(VARIANTS)
+            shift = number % len(names)
+            for variant in names[shift:] + names[:shift]:
                 answers = {t: trees[t].ask(do="get", variant=variant) for t in ordered}
                 if answers["base"]["sha"] != answers["new"]["sha"]:
                     differ += 1
