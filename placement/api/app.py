@@ -20,6 +20,7 @@ from placement.api import healthcheck
 from placement.api import metrics
 from placement.api import middleware
 from placement.api import openapi
+from placement.api import rootdoc
 from placement.api import routes
 from placement.api import sizelimit
 from placement.db import api as db_api
@@ -73,12 +74,10 @@ class VersionMiddleware:
         if version is None or resp.context.get("unversioned"):
             return
         shown = str(version)
-        resp.set_header(
-            "openstack-api-version", "%s %s" % (microversion.SERVICE_TYPE, shown)
-        )
+        resp.set_header("openstack-api-version", microversion.answered(shown))
         req.env[middleware.VERSION_ENV] = shown
         if resp.context.get("vary", req.context.get("in_handler")):
-            resp.set_header("vary", "openstack-api-version")
+            resp.set_header("vary", microversion.VARY)
 
 
 def _unversioned(error):
@@ -401,14 +400,15 @@ def _capacity_gauges(conf, db):
 
 def build_pipeline(conf: cfg.ConfigOpts, db: db_api.Database) -> Any:
     """proxy headers -> request id -> tracing -> metrics -> body size
-    limit -> open paths -> CORS -> auth -> context -> falcon app. The
+    limit -> open paths -> CORS -> auth -> context -> version document
+    -> falcon app. The
     order decides which error a client sees first (doc/architecture.md
     "Request path"). ``db`` must be opened for ``conf``: the app reads no
     other."""
     if db.conf is not conf:
         raise ValueError("the database was opened for another configuration")
     app: Any = middleware.ContextMiddleware(
-        create_falcon_app(), db, policy.Enforcer(conf)
+        rootdoc.VersionDocument(create_falcon_app()), db, policy.Enforcer(conf)
     )
     if conf.api.auth_strategy == "noauth2":
         app = middleware.NoAuthMiddleware(app)

@@ -10,6 +10,14 @@ from placement import versions
 
 SERVICE_TYPE = "placement"
 HEADER = "OpenStack-API-Version"
+# The answer's Vary when its body or headers depend on the version asked.
+VARY = "openstack-api-version"
+
+
+def answered(shown: str) -> str:
+    """The answer's OpenStack-API-Version value for the version ``shown``
+    ("1.39")."""
+    return "%s %s" % (SERVICE_TYPE, shown)
 
 
 class InvalidVersion(Exception):

@@ -368,13 +368,22 @@ def set_last_modified(
     ``when`` None omits last-modified (cache-control is still sent) unless
     ``always`` asks for "now" instead.
     """
-    if not shows_last_modified(req):
-        return
-    resp.set_header("Cache-Control", "no-cache")
+    for name, value in caching_headers(req.context.version, when, always):
+        resp.set_header(name, value)
+
+
+def caching_headers(
+    version: versions.Version, when: datetime.datetime | None, always: bool = False
+) -> list[tuple[str, str]]:
+    """``set_last_modified``'s headers at ``version``, named as falcon
+    writes them (also for an answer made without falcon: ``api/rootdoc``)."""
+    if version < versions.LAST_MODIFIED:
+        return []
     if when is not None:
-        resp.set_header("Last-Modified", http_date(when))
-    elif always:
-        resp.set_header("Last-Modified", http_now())
+        return [("cache-control", "no-cache"), ("last-modified", http_date(when))]
+    if always:
+        return [("cache-control", "no-cache"), ("last-modified", http_now())]
+    return [("cache-control", "no-cache")]
 
 
 def last_modified_of(

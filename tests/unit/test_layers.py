@@ -43,6 +43,7 @@ LAYERS = [
             "placement.logformat",
             "placement.policies",
             "placement.policy",
+            "placement.procid",
             "placement.schemas",
             "placement.versions",
         ),

@@ -12,7 +12,9 @@ date once a second (``request.set_last_modified``), the version
 document encoded once (``root.home``), the identity read from the keys
 present (``RequestContext.identify``) and the process id kept for the
 metric values (``procid``); the fifth round's together
-(``"fifth round"``); then all of them together. Run
+(``"fifth round"``); ``GET /`` answered before falcon
+(``rootdoc.VersionDocument``, ``"root early"``); then all of them
+together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -58,6 +60,7 @@ from placement import procid  # noqa: E402
 from placement import versions  # noqa: E402
 from placement.api import metrics  # noqa: E402
 from placement.api import middleware  # noqa: E402
+from placement.api import rootdoc  # noqa: E402
 from placement.handlers import root  # noqa: E402
 from placement.web import errors  # noqa: E402
 from placement.web import request  # noqa: E402
@@ -304,6 +307,11 @@ def _identify(self, environ, roles, db, enforcer):
     self.update_store()
 
 
+def _version_document(self, environ, start_response):
+    """rootdoc.VersionDocument before: falcon answered ``GET /``."""
+    return self.app(environ, start_response)
+
+
 def _getpid():
     """procid.current before: a system call each time (its code is run
     with procid's globals, where os is)."""
@@ -367,6 +375,14 @@ CUTS = {
     # swapped.
     "pid kept": [
         (procid.current, "__code__", _getpid.__code__, procid.current.__code__)
+    ],
+    "root early": [
+        (
+            rootdoc.VersionDocument,
+            "__call__",
+            _version_document,
+            rootdoc.VersionDocument.__call__,
+        )
     ],
 }
 FIFTH = (
