@@ -13,8 +13,10 @@ document encoded once (``root.home``), the identity read from the keys
 present (``RequestContext.identify``) and the process id kept for the
 metric values (``procid``); the fifth round's together
 (``"fifth round"``); ``GET /`` answered before falcon
-(``rootdoc.VersionDocument``, ``"root early"``); then all of them
-together. Run
+(``rootdoc.VersionDocument``, ``"root early"``); a request's metric
+values updated at once (``mmapvalues.counted_and_timed``, ``"one metric
+update"``: before, prometheus_client's own multiprocess values, in files
+of their own); then all of them together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -48,13 +50,17 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import profile_request  # noqa: E402
+import prometheus_client  # noqa: E402
 import small_reads_ab  # noqa: E402
 from oslo_policy import policy as oslo_policy  # noqa: E402
+from prometheus_client import values as prometheus_values  # noqa: E402
 
 from placement import context  # noqa: E402
 from placement import deploy  # noqa: E402
+from placement import events  # noqa: E402
 from placement import exception  # noqa: E402
 from placement import logformat  # noqa: E402
+from placement import mmapvalues  # noqa: E402
 from placement import policy  # noqa: E402
 from placement import procid  # noqa: E402
 from placement import versions  # noqa: E402
@@ -226,8 +232,13 @@ def _metrics_call(self, environ, start_response):
             if name.lower() == "openstack-api-version":
                 version = value.rpartition(" ")[2]
         code = status.split(" ", 1)[0]
-        self.requests(route, method, code, version).inc()
-        self.latency(route, method).observe(time.monotonic() - started)
+        labels = (route, method, code, version)
+        record = self.recorders.get(labels)
+        if record is None:
+            record = self.recorders[labels] = mmapvalues.counted_and_timed(
+                metrics.REQUESTS.labels(*labels), self.latency(route, method)
+            )
+        record(time.monotonic() - started)
         return start_response(status, headers, exc_info)
 
     return self.app(environ, _start_response)
@@ -312,6 +323,76 @@ def _version_document(self, environ, start_response):
     return self.app(environ, start_response)
 
 
+# The request metrics as prometheus_client's own multiprocess values keep
+# them (MultiProcessValue with the process id kept, as events set it up
+# before mmapvalues): metrics of no registry, in files of their own.
+_BEFORE_ID = ["before"]
+
+
+def _before_id():
+    return _BEFORE_ID[0]
+
+
+_BEFORE_VALUES = prometheus_values.MultiProcessValue(_before_id)
+
+
+class _BeforeChildren(events.Children):
+    """Children whose values are prometheus_client's (a child's values are
+    made by the value class of when it is made)."""
+
+    def __call__(self, *values):
+        child = self.made.get(values)
+        if child is None:
+            prometheus_values.ValueClass = _BEFORE_VALUES
+            try:
+                child = self.made[values] = self.metric.labels(*values)
+            finally:
+                prometheus_values.ValueClass = mmapvalues.Value
+        return child
+
+
+_BEFORE_METRICS = (
+    _BeforeChildren(
+        prometheus_client.Counter(
+            metrics.REQUESTS._name,
+            metrics.REQUESTS._documentation,
+            metrics.REQUESTS._labelnames,
+            registry=None,
+        )
+    ),
+    _BeforeChildren(
+        prometheus_client.Histogram(
+            metrics.LATENCY._name,
+            metrics.LATENCY._documentation,
+            metrics.LATENCY._labelnames,
+            registry=None,
+        )
+    ),
+)
+
+
+def _metrics_update_call(self, environ, start_response):
+    """MetricsMiddleware.__call__ before one metric update: the counter's
+    inc and the histogram's observe, each value under its own lock."""
+    started = time.monotonic()
+    method = environ.get("REQUEST_METHOD")
+    if method not in metrics.KNOWN_METHODS:
+        method = metrics.OTHER_METHOD
+    requests, latency = _BEFORE_METRICS
+
+    def _start_response(status, headers, exc_info=None):
+        route = environ.get(metrics.ROUTE_ENV) or self.templates.template(
+            environ.get("PATH_INFO", "")
+        )
+        code = status.split(" ", 1)[0]
+        version = environ.get(middleware.VERSION_ENV, "-")
+        requests(route, method, code, version).inc()
+        latency(route, method).observe(time.monotonic() - started)
+        return start_response(status, headers, exc_info)
+
+    return self.app(environ, _start_response)
+
+
 def _getpid():
     """procid.current before: a system call each time (its code is run
     with procid's globals, where os is)."""
@@ -375,6 +456,14 @@ CUTS = {
     # swapped.
     "pid kept": [
         (procid.current, "__code__", _getpid.__code__, procid.current.__code__)
+    ],
+    "one metric update": [
+        (
+            metrics.MetricsMiddleware,
+            "__call__",
+            _metrics_update_call,
+            metrics.MetricsMiddleware.__call__,
+        )
     ],
     "root early": [
         (
