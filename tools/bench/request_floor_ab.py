@@ -16,7 +16,9 @@ metric values (``procid``); the fifth round's together
 (``rootdoc.VersionDocument``, ``"root early"``); a request's metric
 values updated at once (``mmapvalues.counted_and_timed``, ``"one metric
 update"``: before, prometheus_client's own multiprocess values, in files
-of their own); then all of them together. Run
+of their own), the request's context copied from a blank one's
+attributes (``context.of_request``, ``"context copied"``); then all of
+them together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -393,6 +395,13 @@ def _metrics_update_call(self, environ, start_response):
     return self.app(environ, _start_response)
 
 
+def _of_request(request_id, global_request_id):
+    """context.of_request before: oslo.context's __init__."""
+    return context.RequestContext(
+        request_id=request_id, global_request_id=global_request_id
+    )
+
+
 def _getpid():
     """procid.current before: a system call each time (its code is run
     with procid's globals, where os is)."""
@@ -465,6 +474,7 @@ CUTS = {
             metrics.MetricsMiddleware.__call__,
         )
     ],
+    "context copied": [(context, "of_request", _of_request, context.of_request)],
     "root early": [
         (
             rootdoc.VersionDocument,
