@@ -17,8 +17,10 @@ metric values (``procid``); the fifth round's together
 values updated at once (``mmapvalues.counted_and_timed``, ``"one metric
 update"``: before, prometheus_client's own multiprocess values, in files
 of their own), the request's context copied from a blank one's
-attributes (``context.of_request``, ``"context copied"``); then all of
-them together. Run
+attributes (``context.of_request``, ``"context copied"``), the access line's
+fields that are the same on every line written into its format once
+(``ContextFormatter.line``, ``"line baked"``); then all of them
+together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -395,6 +397,59 @@ def _metrics_update_call(self, environ, start_response):
     return self.app(environ, _start_response)
 
 
+def _line(self, name, levelno, message, created, context):
+    """ContextFormatter.line before: every field of the line filled in
+    on each line."""
+    if (
+        not logging.DEBUG < levelno < logging.WARNING
+        or self._isotime
+        or not logformat._plain(context)
+        or type(context).get_logging_values is not logformat._LOGGING_VALUES
+        or type(context).to_dict is not logformat._TO_DICT
+        or self.converter is not time.localtime
+    ):
+        return None
+    conf = self.conf
+    plan = self._plans[
+        conf.logging_context_format_string
+        if context.request_id
+        else conf.logging_default_format_string
+    ]
+    identity = self._identity
+    if plan is None or identity is None:
+        return None
+    second = int(created)
+    kept = self._second
+    if kept is None or kept[0] != second:
+        kept = self._second = (
+            second,
+            time.strftime(
+                self.datefmt or self.default_time_format, time.localtime(second)
+            ),
+        )
+    msecs = int((created - second) * 1000) + 0.0
+    asctime = kept[1]
+    if not self.datefmt and self.default_msec_format:
+        asctime = self.default_msec_format % (asctime, msecs)
+    made = (
+        name,
+        logging.getLevelName(levelno),
+        levelno,
+        procid.current() if logging.logProcesses else None,
+        created,
+        msecs,
+        asctime,
+        message,
+        self.version,
+        self._identity_text(identity, context),
+        plan.error_summary,
+        "",
+        "",
+        "",
+    )
+    return plan.text % plan.pick(made + plan.read(context))
+
+
 def _of_request(request_id, global_request_id):
     """context.of_request before: oslo.context's __init__."""
     return context.RequestContext(
@@ -475,6 +530,14 @@ CUTS = {
         )
     ],
     "context copied": [(context, "of_request", _of_request, context.of_request)],
+    "line baked": [
+        (
+            logformat.ContextFormatter,
+            "line",
+            _line,
+            logformat.ContextFormatter.line,
+        )
+    ],
     "root early": [
         (
             rootdoc.VersionDocument,
