@@ -19,7 +19,9 @@ update"``: before, prometheus_client's own multiprocess values, in files
 of their own), the request's context copied from a blank one's
 attributes (``context.of_request``, ``"context copied"``), the access line's
 fields that are the same on every line written into its format once
-(``ContextFormatter.line``, ``"line baked"``); then all of them
+(``ContextFormatter.line``, ``"line baked"``), the version
+document's headers kept per version header and second
+(``rootdoc.VersionDocument``, ``"root kept"``); then all of them
 together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
@@ -73,6 +75,7 @@ from placement.api import middleware  # noqa: E402
 from placement.api import rootdoc  # noqa: E402
 from placement.handlers import root  # noqa: E402
 from placement.web import errors  # noqa: E402
+from placement.web import microversion  # noqa: E402
 from placement.web import request  # noqa: E402
 from tests import fixtures  # noqa: E402
 
@@ -457,6 +460,37 @@ def _of_request(request_id, global_request_id):
     )
 
 
+def _version_document_made(self, environ, start_response):
+    """rootdoc.VersionDocument before: the answer's headers made for
+    each request."""
+    if (
+        environ.get("REQUEST_METHOD") != "GET"
+        or environ.get("PATH_INFO", "") not in rootdoc._PATHS
+        or environ.get("CONTENT_LENGTH")
+    ):
+        return self.app(environ, start_response)
+    try:
+        version = microversion.extract_version(
+            environ.get("HTTP_OPENSTACK_API_VERSION", "")
+        )
+    except rootdoc._REFUSED:
+        return self.app(environ, start_response)
+    shown = str(version)
+    environ[metrics.ROUTE_ENV] = "/"
+    environ[middleware.VERSION_ENV] = shown
+    start_response(
+        "200 OK",
+        [
+            ("content-type", "application/json"),
+            *request.caching_headers(version, None, always=True),
+            ("openstack-api-version", microversion.answered(shown)),
+            ("vary", microversion.VARY),
+            ("content-length", rootdoc._LENGTH),
+        ],
+    )
+    return [root.DOCUMENT]
+
+
 def _getpid():
     """procid.current before: a system call each time (its code is run
     with procid's globals, where os is)."""
@@ -536,6 +570,14 @@ CUTS = {
             "line",
             _line,
             logformat.ContextFormatter.line,
+        )
+    ],
+    "root kept": [
+        (
+            rootdoc.VersionDocument,
+            "__call__",
+            _version_document_made,
+            rootdoc.VersionDocument.__call__,
         )
     ],
     "root early": [
