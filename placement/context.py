@@ -18,6 +18,9 @@ _KEYS = {
     for rank, key in enumerate(keys)
 }
 
+# A new context's attributes (``of_request``), copied from the first one.
+_BLANK: dict | None = None
+
 
 class RequestContext(context.RequestContext):
     """Identity and request id, plus the database the request uses and the
@@ -58,3 +61,22 @@ class RequestContext(context.RequestContext):
 
     def can(self, rule, target=None):
         policy.authorize(self, rule, target)
+
+
+def of_request(request_id: str, global_request_id: str | None) -> RequestContext:
+    """``RequestContext(request_id=request_id,
+    global_request_id=global_request_id)``, left the thread's current
+    context, its attributes copied from a first one's: oslo.context's
+    ``__init__`` sets some thirty one by one (5-7% of ``GET /`` in
+    process)."""
+    global _BLANK
+    if _BLANK is None:
+        _BLANK = dict(vars(RequestContext(request_id="-")))
+    made = RequestContext.__new__(RequestContext)
+    made.__dict__.update(_BLANK)
+    made.roles = []
+    made.service_roles = []
+    made.request_id = request_id
+    made.global_request_id = global_request_id
+    made.update_store()
+    return made

@@ -11,14 +11,14 @@ Each call is a single counter update: cheap enough for any code path.
 import prometheus_client
 from prometheus_client import values
 
-from placement import procid
+from placement import mmapvalues
 
-# In multiprocess mode each value's update asks for the process id (to
-# notice a fork): a system call, three per request. prometheus_client's
-# own hook for it takes ours, kept per process; set before any value is
-# made (the metrics below are the first).
+# In multiprocess mode, prometheus_client's values in files are ours
+# (``mmapvalues.Value``: the process id kept per process, a request's
+# count and latency one update); set before any value is made (the
+# metrics below are the first).
 if values.ValueClass is not values.MutexValue:
-    values.ValueClass = values.MultiProcessValue(process_identifier=procid.current)
+    values.ValueClass = mmapvalues.Value
 
 
 class Children:

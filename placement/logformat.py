@@ -78,6 +78,8 @@ class ContextFormatter(formatters.ContextFormatter):
             )
         }
         self._identity = _plan(options.logging_user_identity_format, identity=True)
+        # line()'s plans by format, logger, level and process (_bake).
+        self._baked: dict[tuple, _Plan] = {}
         # The identity's text by its values: a server's callers are few
         # (nova's services, an operator), each line's text made again
         # was a quarter of line()'s time.
@@ -117,14 +119,22 @@ class ContextFormatter(formatters.ContextFormatter):
         ):
             return None
         conf = self.conf
-        plan = self._plans[
+        identity = self._identity
+        if identity is None:
+            return None
+        key = (
             conf.logging_context_format_string
             if context.request_id
-            else conf.logging_default_format_string
-        ]
-        identity = self._identity
-        if plan is None or identity is None:
-            return None
+            else conf.logging_default_format_string,
+            name,
+            levelno,
+            procid.current() if logging.logProcesses else None,
+        )
+        plan = self._baked.get(key)
+        if plan is None:
+            plan = self._bake(key)
+            if plan is None:
+                return None
         second = int(created)
         kept = self._second
         if kept is None or kept[0] != second:
@@ -138,23 +148,43 @@ class ContextFormatter(formatters.ContextFormatter):
         asctime = kept[1]
         if not self.datefmt and self.default_msec_format:
             asctime = self.default_msec_format % (asctime, msecs)
-        made = (
-            name,
-            logging.getLevelName(levelno),
-            levelno,
-            procid.current() if logging.logProcesses else None,
+        varies = (
             created,
             msecs,
             asctime,
             message,
-            self.version,
             self._identity_text(identity, context),
+        )
+        return plan.text % plan.pick(varies + plan.read(context))
+
+    def _bake(self, key: tuple) -> "_Plan | None":
+        """The plan of line()'s lines of a format, logger, level and
+        process (``key``): the fields the same on each written into its
+        text (``_baked``); None when the format is not line()'s."""
+        fmt, name, levelno, process = key
+        plan = self._plans[fmt]
+        if plan is None:
+            return None
+        made = (
+            name,
+            logging.getLevelName(levelno),
+            levelno,
+            process,
+            None,
+            None,
+            None,
+            None,
+            self.version,
+            None,
             plan.error_summary,
             "",
             "",
             "",
         )
-        return plan.text % plan.pick(made + plan.read(context))
+        if len(self._baked) >= _BAKED_MAX:
+            self._baked.clear()
+        baked = self._baked[key] = _baked(plan, made)
+        return baked
 
     def _identity_text(self, identity: "_Plan", context: Any) -> str:
         """oslo.log's user identity: each value, or "-" for a false one."""
@@ -174,6 +204,7 @@ class ContextFormatter(formatters.ContextFormatter):
 
 
 _IDENTITIES_MAX = 256
+_BAKED_MAX = 64
 
 
 def _plain(context):
@@ -231,18 +262,26 @@ _MADE = (
     "color",
     "resource",
 )
-_FIELD = re.compile(r"%%|%\((\w+)\)|%")
+# Those of them that change from line to line, in the order of the tuple a
+# baked plan (``_baked``) picks from, the context's values after them.
+_VARIES = ("created", "msecs", "asctime", "message", "user_identity")
+# A field and its conversion (%(name)-8s), a literal %, or a positional %.
+_FIELD = re.compile(r"%%|%\((\w+)\)([#0 +-]*\d*(?:\.\d*)?[diouxXeEfFgGcrsa])|%")
 
 
 class _Plan(typing.NamedTuple):
     """How line() fills a format: ``text``, the format with its fields'
     names left out, takes ``pick`` of line()'s own fields followed by
-    ``read`` of the context."""
+    ``read`` of the context. ``fields``: each field's index among those
+    and its conversion, after the text before it; ``tail`` the text
+    after the last."""
 
     text: str
     read: Callable[[Any], tuple]
     pick: Callable[[tuple], tuple]
     error_summary: str
+    fields: tuple[tuple[str, int, str], ...]
+    tail: str
 
 
 def _plan(fmt: str, identity: bool = False) -> _Plan | None:
@@ -250,28 +289,52 @@ def _plan(fmt: str, identity: bool = False) -> _Plan | None:
     make (or has a positional conversion); the user identity's format
     names the context's alone."""
     attributes: list[str] = []
-    picked: list[int] = []
+    fields: list[tuple[str, int, str]] = []
+    start = 0
     for match in _FIELD.finditer(fmt):
         name = match.group(1)
         if match.group() == "%%":
             continue
         if name in LOGGING_ATTRIBUTES:
             # The context's value wins over the formatter's (project).
-            picked.append(len(_MADE) + len(attributes))
+            index = len(_MADE) + len(attributes)
             attributes.append(LOGGING_ATTRIBUTES[name])
         elif name is None or identity:
             return None
         elif name in _MADE:
-            picked.append(_MADE.index(name))
+            index = _MADE.index(name)
         else:
             return None
-    text = _FIELD.sub(lambda m: "%" if m.group(1) else m.group(), fmt)
+        fields.append((fmt[start : match.start()], index, match.group(2)))
+        start = match.end()
     return _Plan(
-        text,
+        "".join(before + "%" + conversion for before, _, conversion in fields)
+        + fmt[start:],
         _reader(attributes),
-        _picker(picked),
+        _picker([index for _, index, _ in fields]),
         "-" if "%(error_summary)s" in fmt else "",
+        tuple(fields),
+        fmt[start:],
     )
+
+
+def _baked(plan: _Plan, made: tuple) -> _Plan:
+    """``plan`` with the fields of ``made`` (line()'s, a None for each
+    that varies) written into its text: it takes ``pick`` of the
+    ``_VARIES`` fields followed by the context's values."""
+    text = []
+    picked = []
+    for before, index, conversion in plan.fields:
+        text.append(before)
+        if index >= len(_MADE):
+            picked.append(len(_VARIES) + index - len(_MADE))
+            text.append("%" + conversion)
+        elif _MADE[index] in _VARIES:
+            picked.append(_VARIES.index(_MADE[index]))
+            text.append("%" + conversion)
+        else:
+            text.append((("%" + conversion) % made[index]).replace("%", "%%"))
+    return plan._replace(text="".join(text) + plan.tail, pick=_picker(picked))
 
 
 def _reader(attributes: list[str]) -> Callable[[Any], tuple]:

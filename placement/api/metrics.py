@@ -22,6 +22,7 @@ from prometheus_client import multiprocess
 
 # Registers the domain event metrics, so GET /metrics always lists them.
 from placement import events
+from placement import mmapvalues
 from placement.api import middleware
 from placement.api import multiproc
 from placement.api import routes
@@ -115,8 +116,10 @@ class MetricsMiddleware:
     def __init__(self, app, extra_paths=()):
         self.app = app
         self.templates = RouteTemplates(extra_paths)
-        self.requests = events.Children(REQUESTS)
         self.latency = events.Children(LATENCY)
+        # (route, method, status, microversion): its count and latency's
+        # update (``mmapvalues.counted_and_timed``).
+        self.recorders = {}
 
     def __call__(self, environ, start_response):
         started = time.monotonic()
@@ -131,8 +134,13 @@ class MetricsMiddleware:
             )
             code = status.split(" ", 1)[0]
             version = environ.get(middleware.VERSION_ENV, "-")
-            self.requests(route, method, code, version).inc()
-            self.latency(route, method).observe(time.monotonic() - started)
+            labels = (route, method, code, version)
+            record = self.recorders.get(labels)
+            if record is None:
+                record = self.recorders[labels] = mmapvalues.counted_and_timed(
+                    REQUESTS.labels(*labels), self.latency(route, method)
+                )
+            record(time.monotonic() - started)
             return start_response(status, headers, exc_info)
 
         return self.app(environ, _start_response)

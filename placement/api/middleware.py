@@ -64,8 +64,8 @@ class RequestIdMiddleware:
         # current context: without this, requests that never get a full
         # one (401, /healthcheck, /metrics) would log the previous
         # request's. ContextMiddleware fills in its identity.
-        environ[CONTEXT_ENV] = placement_context.RequestContext(
-            request_id=request_id, global_request_id=environ.get(GLOBAL_REQUEST_ID_ENV)
+        environ[CONTEXT_ENV] = placement_context.of_request(
+            request_id, environ.get(GLOBAL_REQUEST_ID_ENV)
         )
         accept = environ.get("HTTP_ACCEPT")
         if not accept or accept.strip() == "*/*":

@@ -21,6 +21,11 @@ from placement.web import request
 _PATHS = ("/", "")
 _LENGTH = str(len(root.DOCUMENT))
 _REFUSED = (microversion.InvalidVersion, microversion.UnacceptableVersion)
+# By the version header asked: the version shown and the answer's headers,
+# made again when "now" (their Last-Modified) is another second. Clients
+# send few different headers; a refused one is not kept.
+_KEPT: dict[str, tuple[str, str, list[tuple[str, str]]]] = {}
+_KEPT_MAX = 64
 
 
 class VersionDocument:
@@ -34,25 +39,28 @@ class VersionDocument:
             or environ.get("CONTENT_LENGTH")
         ):
             return self.app(environ, start_response)
-        try:
-            version = microversion.extract_version(
-                environ.get("HTTP_OPENSTACK_API_VERSION", "")
-            )
-        except _REFUSED:
-            return self.app(environ, start_response)
-        shown = str(version)
-        # What VersionMiddleware leaves for the metrics and the log line.
-        environ[metrics.ROUTE_ENV] = "/"
-        environ[middleware.VERSION_ENV] = shown
-        # In falcon's order: the handler's, the version's, the length.
-        start_response(
-            "200 OK",
-            [
+        asked = environ.get("HTTP_OPENSTACK_API_VERSION", "")
+        now = request.http_now()
+        kept = _KEPT.get(asked)
+        if kept is None or kept[0] != now:
+            try:
+                version = microversion.extract_version(asked)
+            except _REFUSED:
+                return self.app(environ, start_response)
+            shown = str(version)
+            # In falcon's order: the handler's, the version's, the length.
+            headers = [
                 ("content-type", "application/json"),
                 *request.caching_headers(version, None, always=True),
                 ("openstack-api-version", microversion.answered(shown)),
                 ("vary", microversion.VARY),
                 ("content-length", _LENGTH),
-            ],
-        )
+            ]
+            if len(_KEPT) >= _KEPT_MAX:
+                _KEPT.clear()
+            kept = _KEPT[asked] = (now, shown, headers)
+        # What VersionMiddleware leaves for the metrics and the log line.
+        environ[metrics.ROUTE_ENV] = "/"
+        environ[middleware.VERSION_ENV] = kept[1]
+        start_response("200 OK", list(kept[2]))
         return [root.DOCUMENT]

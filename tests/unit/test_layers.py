@@ -41,6 +41,7 @@ LAYERS = [
             "placement.events",
             "placement.exception",
             "placement.logformat",
+            "placement.mmapvalues",
             "placement.policies",
             "placement.policy",
             "placement.procid",

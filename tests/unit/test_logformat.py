@@ -186,6 +186,27 @@ def test_line_is_what_format_writes_of_every_field(no_context):
     assert "v-user_id/v-project_id 100%" in line
 
 
+def test_line_writes_conversions_and_each_process_its_id(no_context, monkeypatch):
+    """The fields written into a format once per logger, level and process
+    keep their conversions (widths, alignment, repr) and a literal %; a
+    forked worker's lines carry its own process id."""
+    conf = _conf(
+        logging_context_format_string="%(process)7d|%(levelname)-8s|%(levelno)03d|"
+        "%(name).9s|%(version)r|%(msecs)05.1f|%(request_id)12s 5%% %(message)s"
+    )
+    context = oslo_context.RequestContext(request_id="req-1")
+    formatter = _formatter(conf)
+    for pid in (4242, 4243):
+        monkeypatch.setattr(logformat.procid, "current", lambda pid=pid: pid)
+        record = _record(logging.INFO)
+        record.process = pid
+        line = formatter.line(
+            "placement.requestlog", logging.INFO, 'x "y"', CREATED, context
+        )
+        assert line == formatter.format(record)
+        assert line.startswith("%7d|INFO    |020|placement|'1'|250.0|" % pid)
+
+
 def test_logging_attributes_are_oslo_contexts():
     """Each logging value line() reads from an attribute is that
     attribute's, and it reads all of them but the token and identity."""

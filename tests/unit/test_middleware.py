@@ -301,6 +301,22 @@ def test_one_context_per_request_as_from_environ(headers):
     assert vars(ctx) == vars(made)
 
 
+def test_a_request_context_is_what_its_init_makes():
+    """The request id layer's context, copied from a blank one's
+    attributes, has those RequestContext() gives, lists of its own, and is
+    the thread's current context."""
+    made = context.of_request("req-1", "req-2")
+    assert oslo_context.get_current() is made
+    assert type(made) is context.RequestContext
+    assert vars(made) == vars(
+        context.RequestContext(request_id="req-1", global_request_id="req-2")
+    )
+    other = context.of_request("req-3", None)
+    assert other.roles is not made.roles
+    assert other.service_roles is not made.service_roles
+    assert (other.request_id, other.global_request_id) == ("req-3", None)
+
+
 # -- keystone ----------------------------------------------------------------
 
 TOKENS = {}

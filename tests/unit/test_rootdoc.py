@@ -18,6 +18,7 @@ from placement.api import app as api_app
 from placement.api import metrics
 from placement.api import middleware
 from placement.api import rootdoc
+from placement.web import request
 from tests import fixtures
 
 ORIGIN = "http://dashboard.example"
@@ -201,3 +202,19 @@ def test_the_layer_alone_as_falcon(path, version):
             )
         )
     assert answers[0] == answers[1]
+
+
+def test_the_kept_answer_is_dated_now(monkeypatch):
+    """The answer kept per version header is made again when "now" is
+    another second: its Last-Modified is the request's second, as
+    falcon's is."""
+    layer = rootdoc.VersionDocument(None)
+    seen = []
+    for now in ("Mon, 30 Nov 2026 10:00:00 GMT", "Mon, 30 Nov 2026 10:00:01 GMT"):
+        monkeypatch.setattr(request, "http_now", lambda now=now: now)
+        for _ in range(2):
+            environ = _environ(
+                "GET", "/", {"HTTP_OPENSTACK_API_VERSION": "placement 1.39"}
+            )
+            layer(environ, lambda status, headers: seen.append(dict(headers)))
+            assert seen[-1]["last-modified"] == now

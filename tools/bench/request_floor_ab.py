@@ -13,8 +13,16 @@ document encoded once (``root.home``), the identity read from the keys
 present (``RequestContext.identify``) and the process id kept for the
 metric values (``procid``); the fifth round's together
 (``"fifth round"``); ``GET /`` answered before falcon
-(``rootdoc.VersionDocument``, ``"root early"``); then all of them
-together. Run
+(``rootdoc.VersionDocument``, ``"root early"``); a request's metric
+values updated at once (``mmapvalues.counted_and_timed``, ``"one metric
+update"``: before, prometheus_client's own multiprocess values, in files
+of their own), the request's context copied from a blank one's
+attributes (``context.of_request``, ``"context copied"``), the access line's
+fields that are the same on every line written into its format once
+(``ContextFormatter.line``, ``"line baked"``), the version
+document's headers kept per version header and second
+(``rootdoc.VersionDocument``, ``"root kept"``); the sixth round's
+four together (``"sixth round"``); then all of them together. Run
 it with ``PROMETHEUS_MULTIPROC_DIR`` set to an empty directory to count
 as a server's workers do (mmap files).
 
@@ -48,13 +56,17 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import profile_request  # noqa: E402
+import prometheus_client  # noqa: E402
 import small_reads_ab  # noqa: E402
 from oslo_policy import policy as oslo_policy  # noqa: E402
+from prometheus_client import values as prometheus_values  # noqa: E402
 
 from placement import context  # noqa: E402
 from placement import deploy  # noqa: E402
+from placement import events  # noqa: E402
 from placement import exception  # noqa: E402
 from placement import logformat  # noqa: E402
+from placement import mmapvalues  # noqa: E402
 from placement import policy  # noqa: E402
 from placement import procid  # noqa: E402
 from placement import versions  # noqa: E402
@@ -63,6 +75,7 @@ from placement.api import middleware  # noqa: E402
 from placement.api import rootdoc  # noqa: E402
 from placement.handlers import root  # noqa: E402
 from placement.web import errors  # noqa: E402
+from placement.web import microversion  # noqa: E402
 from placement.web import request  # noqa: E402
 from tests import fixtures  # noqa: E402
 
@@ -226,8 +239,13 @@ def _metrics_call(self, environ, start_response):
             if name.lower() == "openstack-api-version":
                 version = value.rpartition(" ")[2]
         code = status.split(" ", 1)[0]
-        self.requests(route, method, code, version).inc()
-        self.latency(route, method).observe(time.monotonic() - started)
+        labels = (route, method, code, version)
+        record = self.recorders.get(labels)
+        if record is None:
+            record = self.recorders[labels] = mmapvalues.counted_and_timed(
+                metrics.REQUESTS.labels(*labels), self.latency(route, method)
+            )
+        record(time.monotonic() - started)
         return start_response(status, headers, exc_info)
 
     return self.app(environ, _start_response)
@@ -312,6 +330,167 @@ def _version_document(self, environ, start_response):
     return self.app(environ, start_response)
 
 
+# The request metrics as prometheus_client's own multiprocess values keep
+# them (MultiProcessValue with the process id kept, as events set it up
+# before mmapvalues): metrics of no registry, in files of their own.
+_BEFORE_ID = ["before"]
+
+
+def _before_id():
+    return _BEFORE_ID[0]
+
+
+_BEFORE_VALUES = prometheus_values.MultiProcessValue(_before_id)
+
+
+class _BeforeChildren(events.Children):
+    """Children whose values are prometheus_client's (a child's values are
+    made by the value class of when it is made)."""
+
+    def __call__(self, *values):
+        child = self.made.get(values)
+        if child is None:
+            prometheus_values.ValueClass = _BEFORE_VALUES
+            try:
+                child = self.made[values] = self.metric.labels(*values)
+            finally:
+                prometheus_values.ValueClass = mmapvalues.Value
+        return child
+
+
+_BEFORE_METRICS = (
+    _BeforeChildren(
+        prometheus_client.Counter(
+            metrics.REQUESTS._name,
+            metrics.REQUESTS._documentation,
+            metrics.REQUESTS._labelnames,
+            registry=None,
+        )
+    ),
+    _BeforeChildren(
+        prometheus_client.Histogram(
+            metrics.LATENCY._name,
+            metrics.LATENCY._documentation,
+            metrics.LATENCY._labelnames,
+            registry=None,
+        )
+    ),
+)
+
+
+def _metrics_update_call(self, environ, start_response):
+    """MetricsMiddleware.__call__ before one metric update: the counter's
+    inc and the histogram's observe, each value under its own lock."""
+    started = time.monotonic()
+    method = environ.get("REQUEST_METHOD")
+    if method not in metrics.KNOWN_METHODS:
+        method = metrics.OTHER_METHOD
+    requests, latency = _BEFORE_METRICS
+
+    def _start_response(status, headers, exc_info=None):
+        route = environ.get(metrics.ROUTE_ENV) or self.templates.template(
+            environ.get("PATH_INFO", "")
+        )
+        code = status.split(" ", 1)[0]
+        version = environ.get(middleware.VERSION_ENV, "-")
+        requests(route, method, code, version).inc()
+        latency(route, method).observe(time.monotonic() - started)
+        return start_response(status, headers, exc_info)
+
+    return self.app(environ, _start_response)
+
+
+def _line(self, name, levelno, message, created, context):
+    """ContextFormatter.line before: every field of the line filled in
+    on each line."""
+    if (
+        not logging.DEBUG < levelno < logging.WARNING
+        or self._isotime
+        or not logformat._plain(context)
+        or type(context).get_logging_values is not logformat._LOGGING_VALUES
+        or type(context).to_dict is not logformat._TO_DICT
+        or self.converter is not time.localtime
+    ):
+        return None
+    conf = self.conf
+    plan = self._plans[
+        conf.logging_context_format_string
+        if context.request_id
+        else conf.logging_default_format_string
+    ]
+    identity = self._identity
+    if plan is None or identity is None:
+        return None
+    second = int(created)
+    kept = self._second
+    if kept is None or kept[0] != second:
+        kept = self._second = (
+            second,
+            time.strftime(
+                self.datefmt or self.default_time_format, time.localtime(second)
+            ),
+        )
+    msecs = int((created - second) * 1000) + 0.0
+    asctime = kept[1]
+    if not self.datefmt and self.default_msec_format:
+        asctime = self.default_msec_format % (asctime, msecs)
+    made = (
+        name,
+        logging.getLevelName(levelno),
+        levelno,
+        procid.current() if logging.logProcesses else None,
+        created,
+        msecs,
+        asctime,
+        message,
+        self.version,
+        self._identity_text(identity, context),
+        plan.error_summary,
+        "",
+        "",
+        "",
+    )
+    return plan.text % plan.pick(made + plan.read(context))
+
+
+def _of_request(request_id, global_request_id):
+    """context.of_request before: oslo.context's __init__."""
+    return context.RequestContext(
+        request_id=request_id, global_request_id=global_request_id
+    )
+
+
+def _version_document_made(self, environ, start_response):
+    """rootdoc.VersionDocument before: the answer's headers made for
+    each request."""
+    if (
+        environ.get("REQUEST_METHOD") != "GET"
+        or environ.get("PATH_INFO", "") not in rootdoc._PATHS
+        or environ.get("CONTENT_LENGTH")
+    ):
+        return self.app(environ, start_response)
+    try:
+        version = microversion.extract_version(
+            environ.get("HTTP_OPENSTACK_API_VERSION", "")
+        )
+    except rootdoc._REFUSED:
+        return self.app(environ, start_response)
+    shown = str(version)
+    environ[metrics.ROUTE_ENV] = "/"
+    environ[middleware.VERSION_ENV] = shown
+    start_response(
+        "200 OK",
+        [
+            ("content-type", "application/json"),
+            *request.caching_headers(version, None, always=True),
+            ("openstack-api-version", microversion.answered(shown)),
+            ("vary", microversion.VARY),
+            ("content-length", rootdoc._LENGTH),
+        ],
+    )
+    return [root.DOCUMENT]
+
+
 def _getpid():
     """procid.current before: a system call each time (its code is run
     with procid's globals, where os is)."""
@@ -376,6 +555,31 @@ CUTS = {
     "pid kept": [
         (procid.current, "__code__", _getpid.__code__, procid.current.__code__)
     ],
+    "one metric update": [
+        (
+            metrics.MetricsMiddleware,
+            "__call__",
+            _metrics_update_call,
+            metrics.MetricsMiddleware.__call__,
+        )
+    ],
+    "context copied": [(context, "of_request", _of_request, context.of_request)],
+    "line baked": [
+        (
+            logformat.ContextFormatter,
+            "line",
+            _line,
+            logformat.ContextFormatter.line,
+        )
+    ],
+    "root kept": [
+        (
+            rootdoc.VersionDocument,
+            "__call__",
+            _version_document_made,
+            rootdoc.VersionDocument.__call__,
+        )
+    ],
     "root early": [
         (
             rootdoc.VersionDocument,
@@ -394,8 +598,13 @@ FIFTH = (
     "pid kept",
 )
 CUTS["fifth round"] = [swap for name in FIFTH for swap in CUTS[name]]
+SIXTH = ("one metric update", "context copied", "line baked", "root kept")
+CUTS["sixth round"] = [swap for name in SIXTH for swap in CUTS[name]]
 CUTS["all"] = [
-    swap for name, swaps in CUTS.items() if name != "fifth round" for swap in swaps
+    swap
+    for name, swaps in CUTS.items()
+    if name not in ("fifth round", "sixth round")
+    for swap in swaps
 ]
 PATHS = ("/", "/resource_providers/" + small_reads_ab.RP)
 
