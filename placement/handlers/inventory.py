@@ -47,9 +47,7 @@ def get_inventories(req, resp, uuid):
     ctx = req.context.ctx
     ctx.can("placement:resource_providers:inventories:list")
     try:
-        generation, rows = inv_obj.get_inventories(
-            ctx.db, uuid, timed=request.shows_last_modified(req)
-        )
+        generation, rows = inv_obj.get_inventories(ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         raise _provider_not_found(e)
     request.render(

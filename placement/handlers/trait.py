@@ -102,9 +102,7 @@ def delete_trait(req, resp, name):
 def list_traits_for_resource_provider(req, resp, uuid):
     req.context.ctx.can("placement:resource_providers:traits:list")
     try:
-        generation, rows = trait_obj.get_provider_traits(
-            req.context.ctx.db, uuid, timed=request.shows_last_modified(req)
-        )
+        generation, rows = trait_obj.get_provider_traits(req.context.ctx.db, uuid)
     except exception.ResourceProviderNotFound as e:
         # Handler-worded 404 (vary), unlike the PUT/DELETE lookups.
         raise errors.NotFound(

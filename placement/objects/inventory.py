@@ -24,6 +24,7 @@ from placement.objects import common
 from placement.objects import outcome
 from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
+from placement.objects.catalog import consumer_columns
 from placement.schemas import inventory as schema
 
 INV = tables.inventories
@@ -146,17 +147,19 @@ _INVENTORIES = common.provider_rows_statement(
 
 
 def get_inventories(
-    db: db_api.Database, uuid: str, timed: bool = True
+    db: db_api.Database, uuid: str
 ) -> tuple[int, Sequence[Mapping[Any, Any]]]:
     """(provider generation, inventory rows) for one provider, in class id
-    order. Not ``timed`` (the caller shows no times): from the catalog
-    when ``rp_obj.held`` finds the provider there, after that one
-    statement, the rows' times None; otherwise by one SQL statement."""
+    order. From the catalog when ``rp_obj.held`` finds the provider there,
+    after that one statement, each row's time their latest (all that
+    Last-Modified shows, ``request.last_modified_of``); otherwise by one
+    SQL statement."""
     with db.single_read() as conn:
-        found = rp_obj.held(db, conn, uuid) if not timed else None
+        found = rp_obj.held(db, conn, uuid)
         if found is None:
             return common.provider_rows(conn, _INVENTORIES, uuid, "resource_class")
     names = found.catalog.class_names
+    latest = None if found.stocked is None else consumer_columns.time_of(found.stocked)
     return found.generation, [
         {
             "resource_class": names[rc],
@@ -167,7 +170,7 @@ def get_inventories(
             "step_size": inventory.step_size,
             "allocation_ratio": inventory.allocation_ratio,
             "created_at": None,
-            "updated_at": None,
+            "updated_at": latest,
         }
         for rc, inventory in found.catalog.by_provider.get(found.rp, ())
     ]

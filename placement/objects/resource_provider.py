@@ -94,6 +94,7 @@ class Held(typing.NamedTuple):
     rp: int
     generation: int
     seconds: int | None  # its last change, since the epoch
+    stocked: int | None  # its inventories' last change, since the epoch
 
 
 def held(db: db_api.Database, conn: sa.Connection, uuid: str) -> Held | None:
@@ -117,7 +118,7 @@ def held(db: db_api.Database, conn: sa.Connection, uuid: str) -> Held | None:
 
 def _from_memory(found: Held) -> Mapping[str, Any]:
     """``get``'s mapping of a provider the catalog holds."""
-    catalog, rp, generation, seconds = found
+    catalog, rp, generation, seconds, _ = found
     provider = catalog.providers[rp]
     uuids = catalog.uuids
     return {

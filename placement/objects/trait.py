@@ -15,6 +15,7 @@ from placement.objects import common
 from placement.objects import outcome
 from placement.objects import resource_provider as rp_obj
 from placement.objects.catalog import changes
+from placement.objects.catalog import consumer_columns
 
 T = tables.traits
 RPT = tables.resource_provider_traits
@@ -119,21 +120,25 @@ def _provider_traits(conn, provider_id):
 
 
 def get_provider_traits(
-    db: db_api.Database, uuid: str, timed: bool = True
+    db: db_api.Database, uuid: str
 ) -> tuple[int, Sequence[Mapping[Any, Any]]]:
     """(provider generation, trait rows in trait id order: name and
     times; SQL's the id too);
-    ResourceProviderNotFound if none. Not ``timed`` (the caller shows no
-    times): from the catalog when ``rp_obj.held`` finds the provider
-    there, after that one statement, the rows' times None; otherwise by
-    one SQL statement."""
+    ResourceProviderNotFound if none. From the catalog when
+    ``rp_obj.held`` finds the provider there, after that one statement,
+    each row's time their latest (all that Last-Modified shows,
+    ``request.last_modified_of``); otherwise by one SQL statement."""
     with db.single_read() as conn:
-        found = rp_obj.held(db, conn, uuid) if not timed else None
+        found = rp_obj.held(db, conn, uuid)
         if found is None:
             return common.provider_rows(conn, _PROVIDER_TRAITS, uuid, "name")
+    catalog = found.catalog
+    seconds = [catalog.trait_seconds[t] for t in catalog.traits.get(found.rp, ())]
+    times = [s for s in seconds if s is not None]
+    latest = consumer_columns.time_of(max(times)) if times else None
     return found.generation, [
-        {"name": name, "created_at": None, "updated_at": None}
-        for name in found.catalog.trait_names.get(found.rp, ())
+        {"name": name, "created_at": None, "updated_at": latest}
+        for name in catalog.trait_names.get(found.rp, ())
     ]
 
 

@@ -351,11 +351,6 @@ def http_now() -> str:
     return kept[1]
 
 
-def shows_last_modified(req: falcon.Request) -> bool:
-    """Whether the answer carries last-modified (``set_last_modified``)."""
-    return req.context.version >= versions.LAST_MODIFIED
-
-
 def set_last_modified(
     req: falcon.Request,
     resp: falcon.Response,

@@ -54,8 +54,15 @@ PATHS = ["/allocation_candidates?" + q for q in QUERIES] + [
     "/resource_providers",
 ]
 # A provider's rows (from the catalog, after the look), at the
-# microversions nova's report client reads them.
-ROWS = {"/inventories": "1.0", "/traits": "1.6", "/aggregates": "1.19"}
+# microversions nova's report client reads them, and with their times
+# (tools/bench/heartbeat.py's 1.39).
+ROWS = [
+    ("/inventories", "1.0"),
+    ("/traits", "1.6"),
+    ("/aggregates", "1.19"),
+    ("/inventories", "1.39"),
+    ("/traits", "1.39"),
+]
 
 
 @contextlib.contextmanager
@@ -115,7 +122,8 @@ class Cloud:
 
     def answers(self, catalog_on, reader=None):
         """Each query's body from the reading worker, then each listed
-        provider's ROWS, as nova reads them."""
+        provider's ROWS, as nova reads them: status, body and the rows'
+        latest time (not "now": aggregates, no traits)."""
         reader = reader or self.reader
         with fixtures.overrides(**{"placement.provider_catalog": catalog_on}):
             found = [
@@ -123,14 +131,25 @@ class Cloud:
                 for path in PATHS
             ]
             for provider in found[len(PATHS) - 1]["resource_providers"]:
-                for path, version in ROWS.items():
+                for path, version in ROWS:
                     resp = wsgi_client.call(
                         reader,
                         "/resource_providers/%s%s" % (provider["uuid"], path),
                         x_auth_token="admin",
                         openstack_api_version="placement " + version,
                     )
-                    found.append((resp.status, resp.body))
+                    timed = (
+                        path != "/aggregates"
+                        and resp.status == 200
+                        and resp.json().get("traits", True)
+                    )
+                    found.append(
+                        (
+                            resp.status,
+                            resp.body,
+                            resp.headers.get("last-modified") if timed else None,
+                        )
+                    )
             return found
 
     def check(self, reader=None, reader_db=None):
@@ -239,6 +258,8 @@ def _usage(used):
         },
         used.ids.tolist(),
         used.generation.tolist(),
+        used.modified.tolist(),
+        used.inventoried.tolist(),
     )
 
 

@@ -118,32 +118,50 @@ def test_an_unknown_provider_is_a_404(served, kind):
     _one_statement(selects, trips)
 
 
-# The microversions nova's report client reads them at.
-NOVA_VERSIONS = {"/inventories": "1.0", "/traits": "1.6", "/aggregates": "1.19"}
+# The microversions nova's report client reads them at, and the one
+# tools/bench/heartbeat.py reads them at (times shown from 1.15).
+VERSIONS = {
+    "/inventories": ("1.0", "1.39"),
+    "/traits": ("1.6", "1.39"),
+    "/aggregates": ("1.19", "1.39"),
+}
 
 
 @pytest.mark.parametrize("with_rows", (True, False))
 def test_novas_refresh_is_the_look(served, with_rows):
-    """At nova's microversions (no times shown but the aggregates' "now")
-    each read is the look at the catalog's stamp alone: the provider's
-    rows come from memory, as SQL has them."""
+    """At nova's microversions and at 1.39 (the times shown) each read is
+    the look at the catalog's stamp alone: the provider's rows and their
+    times come from memory, as SQL has them, headers included."""
     client, read = served
     rp = _provider(client, with_rows)
     url = "/resource_providers/%s" % rp
     client.get(url + "/allocations")
     client.get(url + "/allocations")
-    for path, version in NOVA_VERSIONS.items():
-        headers = {"openstack-api-version": "placement " + version}
-        resp, selects, trips = read(url + path, headers)
-        assert resp.status_code == 200
-        _one_statement(selects, trips)
-        assert "catalog_changes" in selects[0], selects
-        # SQL's answer: at 1.39, where the times are shown, inventories
-        # and traits are read by SQL.
-        assert resp.json() == client.get(url + path).json()
-        assert resp.json()["resource_provider_generation"] == (4 if with_rows else 0)
-        unknown, selects, trips = read(
-            "/resource_providers/%s%s" % (uuid.uuid4(), path), headers
-        )
-        assert unknown.status_code == 404
-        _one_statement(selects, trips)
+    for path, versions in VERSIONS.items():
+        for version in versions:
+            headers = {"openstack-api-version": "placement " + version}
+            resp, selects, trips = read(url + path, headers)
+            assert resp.status_code == 200
+            _one_statement(selects, trips)
+            assert "catalog_changes" in selects[0], selects
+            with fixtures.overrides(**{"placement.provider_catalog": False}):
+                sql, selects, _ = read(url + path, headers)
+            assert "catalog_changes" not in selects[0], selects
+            assert resp.content == sql.content
+            # The rows' latest time (inventories without rows: none), or
+            # "now" (the aggregates, no traits), which a second may pass.
+            if path == "/inventories" or (path == "/traits" and with_rows):
+                names = ("last-modified", "cache-control")
+            else:
+                names = ("cache-control",)
+            assert ("last-modified" in resp.headers) == ("last-modified" in sql.headers)
+            for name in (*names, "openstack-api-version", "vary"):
+                assert resp.headers.get(name) == sql.headers.get(name)
+            assert resp.json()["resource_provider_generation"] == (
+                4 if with_rows else 0
+            )
+            unknown, selects, trips = read(
+                "/resource_providers/%s%s" % (uuid.uuid4(), path), headers
+            )
+            assert unknown.status_code == 404
+            _one_statement(selects, trips)

@@ -133,6 +133,12 @@ ONE_LOOK = [
     "&required=CUSTOM_GOLD",
     "/allocation_candidates/capacity?resources=VCPU:1,MEMORY_MB:512",
     "/resource_providers/%(rp)s/usages",
+    # A host's periodic reads (tools/bench/heartbeat.py's, at 1.39).
+    "/resource_providers/%(rp)s",
+    "/resource_providers/%(rp)s/allocations",
+    "/resource_providers/%(rp)s/inventories",
+    "/resource_providers/%(rp)s/traits",
+    "/resource_providers/%(rp)s/aggregates",
     "/usages?project_id=%(project)s",
     "/usages?project_id=%(project)s&user_id=%(user)s&consumer_type=INSTANCE",
 ]

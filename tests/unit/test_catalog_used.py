@@ -23,6 +23,7 @@ def _used():
         ids=_array(2, 5, 9, 11),
         generation=_array(1, 2, 3, 4),
         modified=_array(100, -1, 300, 400),
+        inventoried=_array(50, 60, -1, 70),
     )
 
 
@@ -35,8 +36,8 @@ def test_lookups():
     assert mine.generation_of(9) == 3
     assert mine.generation_of(10) is None
     assert mine.generation_of(12) is None
-    assert mine.last_change(9) == (3, 300)
-    assert mine.last_change(5) == (2, None)  # neither time
+    assert mine.last_change(9) == (3, 300, None)  # no inventories
+    assert mine.last_change(5) == (2, None, 60)  # neither time
     assert mine.last_change(10) is None
     # Aligned with the very holders: the column itself, shared.
     assert mine.column(1, mine.rp[1]) is mine.amount[1]
@@ -87,6 +88,7 @@ def test_tree_totals_are_kept_and_follow_a_claim():
         mine.ids,
         mine.generation,
         mine.modified,
+        mine.inventoried,
     )
     new.totals = dict(mine.totals)
     mine._follow_totals(new, 1)
@@ -100,6 +102,7 @@ def test_tree_totals_are_kept_and_follow_a_claim():
         mine.ids,
         mine.generation,
         mine.modified,
+        mine.inventoried,
     )
     moved.totals = dict(mine.totals)
     mine._follow_totals(moved, 1)
@@ -113,6 +116,7 @@ def test_tree_totals_with_negative_usage_are_summed_each_time():
         ids=_array(2, 5),
         generation=_array(1, 1),
         modified=_array(0, 0),
+        inventoried=_array(0, 0),
     )
     totals = mine.tree_totals(1, mine.rp[1], _array(0, 0), 1)
     assert totals.tolist() == [2.0] and totals.dtype == np.float64
@@ -126,6 +130,7 @@ def test_table_by_id_and_by_search():
         ids=_array(2, 5, 9, 11, 10**7),
         generation=_array(1, 2, 3, 4, 5),
         modified=_array(0, 0, 0, 0, 0),
+        inventoried=_array(0, 0, 0, 0, 0),
     )
     rps = np.array([10**7, 9, 11, 2, 5, 10**8, 0])
     assert mine.table([1, 3, 4], rps).tolist() == [

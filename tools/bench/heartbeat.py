@@ -107,54 +107,60 @@ def load(url, hosts, instances):
     conf = placement_conf.command_conf()
     placement_conf.parse_args(conf, [], default_config_files=[])
     with profile_request.at_head(url, conf) as db:
-        loader = profile_request.Loader(db)
-        uuids = []
-        for n in range(hosts):
-            loader.provider(
-                "compute-%06d" % n,
-                HOST_INVENTORY,
-                traits=HOST_TRAITS[: n % 3 + 1],
-                aggregates=[aggregate_of(n)],
-            )
-            uuids.append(loader.providers[-1]["uuid"])
-        loader.flush()
-        with db.writer() as conn:
-            changes.record(conn, changes.EVERYTHING)
-            project = conn.execute(
-                tables.projects.insert(), {"external_id": "heartbeat"}
-            ).inserted_primary_key[0]
-            user = conn.execute(
-                tables.users.insert(), {"external_id": "heartbeat"}
-            ).inserted_primary_key[0]
-            ids = dict(
-                conn.execute(
-                    sa.select(
-                        tables.resource_providers.c.uuid, tables.resource_providers.c.id
-                    )
-                ).all()
-            )
-            consumers, allocations = [], []
-            for rp in uuids:
-                for _ in range(instances):
-                    consumer = str(uuid.uuid4())
-                    consumers.append(
-                        {"uuid": consumer, "project_id": project, "user_id": user}
-                    )
-                    allocations.extend(
-                        {
-                            "resource_provider_id": ids[rp],
-                            "consumer_id": consumer,
-                            "resource_class_id": loader.class_ids[rc],
-                            "used": used,
-                        }
-                        for rc, used in INSTANCE.items()
-                    )
-            for table, rows in (
-                (tables.consumers, consumers),
-                (tables.allocations, allocations),
-            ):
-                for start in range(0, len(rows), 5000):
-                    conn.execute(table.insert(), rows[start : start + 5000])
+        return fill(db, hosts, instances)
+
+
+def fill(db, hosts, instances):
+    """``load``'s hosts and instances into ``db`` (at head); returns the
+    hosts' uuids."""
+    loader = profile_request.Loader(db)
+    uuids = []
+    for n in range(hosts):
+        loader.provider(
+            "compute-%06d" % n,
+            HOST_INVENTORY,
+            traits=HOST_TRAITS[: n % 3 + 1],
+            aggregates=[aggregate_of(n)],
+        )
+        uuids.append(loader.providers[-1]["uuid"])
+    loader.flush()
+    with db.writer() as conn:
+        changes.record(conn, changes.EVERYTHING)
+        project = conn.execute(
+            tables.projects.insert(), {"external_id": "heartbeat"}
+        ).inserted_primary_key[0]
+        user = conn.execute(
+            tables.users.insert(), {"external_id": "heartbeat"}
+        ).inserted_primary_key[0]
+        ids = dict(
+            conn.execute(
+                sa.select(
+                    tables.resource_providers.c.uuid, tables.resource_providers.c.id
+                )
+            ).all()
+        )
+        consumers, allocations = [], []
+        for rp in uuids:
+            for _ in range(instances):
+                consumer = str(uuid.uuid4())
+                consumers.append(
+                    {"uuid": consumer, "project_id": project, "user_id": user}
+                )
+                allocations.extend(
+                    {
+                        "resource_provider_id": ids[rp],
+                        "consumer_id": consumer,
+                        "resource_class_id": loader.class_ids[rc],
+                        "used": used,
+                    }
+                    for rc, used in INSTANCE.items()
+                )
+        for table, rows in (
+            (tables.consumers, consumers),
+            (tables.allocations, allocations),
+        ):
+            for start in range(0, len(rows), 5000):
+                conn.execute(table.insert(), rows[start : start + 5000])
     return uuids
 
 

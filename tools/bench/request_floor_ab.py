@@ -275,7 +275,7 @@ def _log(logger, level, msg, args):
 
 def _set_last_modified(req, resp, when, always=False):
     """request.set_last_modified before: "now" made and written anew."""
-    if not request.shows_last_modified(req):
+    if req.context.version < versions.LAST_MODIFIED:
         return
     resp.set_header("Cache-Control", "no-cache")
     if when is None and always:

@@ -3,26 +3,32 @@ cuts of issue 45 (tools/bench/README, third round and after): the
 provider read by SQL (``sql``) or from the catalog (``memory``), the
 catalog's look through ``Connection.execute`` (``execute``) or on the
 driver's cursor (``plain``), and a provider's inventories, traits and
-aggregates (at nova's microversions) by SQL alone (``sql``) or from the
-catalog after the look (``memory``), and the reads of one statement on
-a connection taken from the pool each time (``pooled``) or kept by the
-thread (``kept``); a provider's usages from the catalog with the look
-in a read transaction (``transaction``) or in autocommit
-(``autocommit``).
+aggregates (at nova's microversions, and at 1.39 with their times) by
+SQL alone (``sql``) or from the catalog after the look (``memory``),
+and the reads of one statement on a connection taken from the pool
+each time (``pooled``) or kept by the thread (``kept``); a provider's
+usages from the catalog with the look in a read transaction
+(``transaction``) or in autocommit (``autocommit``).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
 with one provider holding an inventory, a trait, an aggregate and one
-allocation; batches of 200 requests
+allocation (beside ``--hosts`` hosts of ``heartbeat.py``'s cloud, two
+instances each); batches of 200 requests
 alternate the two ways in one process, so a busy machine slows both
 alike: median and min of 25 batches each (a first round not counted),
 the ratio of the medians, and the bodies compared.
 
-    .venv/bin/python tools/bench/small_reads_ab.py [way ...]
+    .venv/bin/python tools/bench/small_reads_ab.py [--hosts N] [--out F] [way ...]
+
+``--out`` also writes the figures as JSON, with the load average before
+and after.
 
 Ways name the cuts to run (e.g. ``kept``); all of them by default.
 """
 
+import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -30,6 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import heartbeat  # noqa: E402
 import profile_request  # noqa: E402
 
 from placement.db import transaction  # noqa: E402
@@ -103,7 +110,14 @@ CUTS = (
         rp_obj,
         "held",
         {"sql": _not_held, "memory": rp_obj.held},
-        (("/inventories", "1.0"), ("/traits", "1.6"), ("/aggregates", "1.19")),
+        (
+            ("/inventories", "1.0"),
+            ("/traits", "1.6"),
+            ("/aggregates", "1.19"),
+            ("/inventories", "1.39"),
+            ("/traits", "1.39"),
+            ("/aggregates", "1.39"),
+        ),
     ),
     (
         usage,
@@ -167,10 +181,24 @@ def _seed(app):
 
 
 def main():
-    with fixtures.app("mysql") as (app, _):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ways", nargs="*", help="the cuts to run (all by default)")
+    parser.add_argument("--hosts", type=int, default=0, help="hosts beside it")
+    parser.add_argument("--out", help="the figures as JSON into this file")
+    args = parser.parse_args()
+    figures = {
+        "tool": "tools/bench/small_reads_ab.py (CPU ms per request)",
+        "hosts": args.hosts,
+        "batch": BATCH,
+        "batches": BATCHES,
+        "load_average": os.getloadavg(),
+        "results": [],
+    }
+    with fixtures.app("mysql") as (app, db):
+        heartbeat.fill(db, args.hosts, 2)
         _seed(app)
         for module, name, ways, suffixes in CUTS:
-            if sys.argv[1:] and not set(sys.argv[1:]) & set(ways):
+            if args.ways and not set(args.ways) & set(ways):
                 continue
             kept = getattr(module, name)
             for suffix, version in suffixes:
@@ -196,11 +224,23 @@ def main():
                 assert len(set(bodies.values())) == 1, bodies
                 (before, after) = ways
                 medians = {way: statistics.median(ms) for way, ms in found.items()}
+                figures["results"].append(
+                    {
+                        "request": "GET /resource_providers/{uuid}" + suffix,
+                        "microversion": version,
+                        **{
+                            way: {"median_ms": medians[way], "min_ms": min(ms)}
+                            for way, ms in found.items()
+                        },
+                        "ratio": medians[after] / medians[before],
+                    }
+                )
                 print(
-                    "GET /resource_providers/{uuid}%s: %s %.3f ms (min %.3f), "
+                    "GET /resource_providers/{uuid}%s @%s: %s %.3f ms (min %.3f), "
                     "%s %.3f ms (min %.3f), ratio %.2f"
                     % (
                         suffix,
+                        version,
                         before,
                         medians[before],
                         min(found[before]),
@@ -211,6 +251,11 @@ def main():
                     ),
                     flush=True,
                 )
+    figures["load_average_after"] = os.getloadavg()
+    if args.out:
+        with open(args.out, "w") as out:
+            json.dump(figures, out, indent=1)
+            out.write("\n")
 
 
 if __name__ == "__main__":

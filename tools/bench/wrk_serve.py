@@ -4,6 +4,7 @@ servers side by side.
 
 Starts ``placement-api --server S --workers 1`` on a fresh database with
 one provider (inventory, one consumer's allocation), then for each request
+(``--request`` picks some)
 runs ``wrk -t1 -c4 -d<duration>s`` (4 kept-alive connections) and reads
 the server's CPU time from /proc (its process group): CPU per request,
 requests/s and wrk's latency. A claim is its candidate GET and its PUT of
@@ -63,7 +64,12 @@ REQUESTS = {
     "GET /resource_providers/{uuid}/allocations": (
         "/resource_providers/%s/allocations" % PROVIDER
     ),
+    "GET /resource_providers/{uuid}/inventories": (
+        "/resource_providers/%s/inventories" % PROVIDER
+    ),
+    "GET /resource_providers/{uuid}/traits": "/resource_providers/%s/traits" % PROVIDER,
 }
+CLAIM = "claim (candidates GET + PUT)"
 # wrk alternates a claim's candidate GET and its PUT; every PUT claims
 # for a new consumer, a counter in its uuid.
 CLAIM_LUA = """
@@ -174,19 +180,22 @@ def _latency(out, percentile):
     return float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 
 
-def one_server(url, name, duration, claim_script):
-    """Every request's wrk run against a fresh placement-api ``name``."""
+def one_server(url, name, duration, claim_script, wanted):
+    """The ``wanted`` requests' wrk runs against a fresh placement-api
+    ``name``."""
     with profile_request.server(url, 1, 4, 2, http_server=name) as (base, pgid):
         found = {}
         for label, path in REQUESTS.items():
-            run_wrk(base, pgid, path, 1)  # warm up
-            found[label] = run_wrk(base, pgid, path, duration)
-        claim = run_wrk(base, pgid, "/", duration, claim_script)
-        # Two requests a claim.
-        for key in ("server_cpu_ms", "voluntary_switches", "involuntary_switches"):
-            claim[key] *= 2
-        claim["requests_per_s"] /= 2
-        found["claim (candidates GET + PUT)"] = claim
+            if label in wanted:
+                run_wrk(base, pgid, path, 1)  # warm up
+                found[label] = run_wrk(base, pgid, path, duration)
+        if CLAIM in wanted:
+            claim = run_wrk(base, pgid, "/", duration, claim_script)
+            # Two requests a claim.
+            for key in ("server_cpu_ms", "voluntary_switches", "involuntary_switches"):
+                claim[key] *= 2
+            claim["requests_per_s"] /= 2
+            found[CLAIM] = claim
     return found
 
 
@@ -223,6 +232,12 @@ def main():
         action="append",
         choices=("pymysql", "mysqldb"),
         help="--db mysql through this driver, as SERVER+DRIVER (default: the URL's)",
+    )
+    parser.add_argument(
+        "--request",
+        action="append",
+        choices=(*REQUESTS, CLAIM),
+        help="run only these (default: every one)",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=8, help="seconds per run")
@@ -265,7 +280,13 @@ def main():
             for name, (server, path, driver) in order[:: -1 if number % 2 else 1]:
                 _python_path(path)
                 through = _through(url, driver)
-                found[name] = one_server(through, server, args.duration, script.name)
+                found[name] = one_server(
+                    through,
+                    server,
+                    args.duration,
+                    script.name,
+                    args.request or (*REQUESTS, CLAIM),
+                )
             rounds.append(found)
             print("round %d: %s" % (number + 1, json.dumps(rounds[-1])), flush=True)
     medians = {

@@ -216,16 +216,21 @@ def pairs(conn: sa.Connection, table: sa.Table, key: str, value: str) -> dict:
 
 
 def names(
-    conn: sa.Connection, table: sa.Table, known: dict, ids: Iterable[int] | None
+    conn: sa.Connection,
+    table: sa.Table,
+    known: dict,
+    ids: Iterable[int] | None,
+    column: sa.ColumnElement | None = None,
 ) -> dict:
-    """{id: name} of ``table``: ``known`` with the rows of ``ids`` read
-    again (None: every row)."""
+    """{id: name} of ``table`` (or {id: ``column``}): ``known`` with the
+    rows of ``ids`` read again (None: every row)."""
+    value = table.c.name if column is None else column
     if ids is None:
-        return pairs(conn, table, "id", "name")
+        return dict(conn.execute(sa.select(table.c.id, value)).all())
     names = {i: name for i, name in known.items() if i not in ids}
     names.update(
         conn.execute(
-            sa.select(table.c.id, table.c.name).where(
+            sa.select(table.c.id, value).where(
                 table.c.id.in_(sa.bindparam("ids", expanding=True))
             ),
             {"ids": sorted(ids)},

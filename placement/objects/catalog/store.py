@@ -11,6 +11,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from placement.db import tables
+from placement.objects.catalog import bulk
 from placement.objects.catalog import changes
 from placement.objects.catalog import columns
 from placement.objects.catalog import consumers
@@ -22,6 +23,7 @@ from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
 
 RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
+_TRAIT_SECONDS = bulk.Seconds(sa.func.coalesce(T.c.updated_at, T.c.created_at))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,9 @@ class Catalog(maps.Maps):
         self.class_ids: dict = {}
         self.trait_ids: dict = {}  # name -> id
         self.trait_names_by_id: dict = {}
+        # trait id -> its last change (updated_at, else created_at) in
+        # seconds since the epoch, or None: a provider's traits' time.
+        self.trait_seconds: dict = {}
         self.aggregate_ids: dict = {}  # uuid -> id
         # (aggregate_ids, its inversion), once asked for (aggregate_uuids).
         self._aggregate_uuids: tuple[dict, dict] | None = None
@@ -370,6 +375,9 @@ class Catalog(maps.Maps):
                 conn, T, self.trait_names_by_id, trait_ids
             )
             self.trait_ids = {name: t for t, name in self.trait_names_by_id.items()}
+            self.trait_seconds = rows.names(
+                conn, T, self.trait_seconds, trait_ids, _TRAIT_SECONDS
+            )
             if self.content is not None:
                 fingerprint.names_part(
                     self.content,

@@ -1,13 +1,15 @@
 """Usage in memory, where database triggers log every writer's changes
 (issue 44): per resource class, the amount each provider holding it uses,
 as numpy columns aligned with the holders' ids in ascending order (the
-rows of ``columns.Stock``), and every provider's generation and last
-change (its updated_at, else created_at, in whole seconds), aligned with
-every provider id. Read with the catalog in one snapshot (``read``) and
+rows of ``columns.Stock``), and every provider's generation, last change
+(its updated_at, else created_at, in whole seconds) and its inventories'
+last change (the latest of their rows' times, so), aligned with every
+provider id. Read with the catalog in one snapshot (``read``) and
 brought up to date by the change log (``advanced``): the providers its
 rows name get their usage and generation read again, in one statement
-(every write of a provider row is logged, as PROVIDER or GENERATION, so
-its last change follows with its generation). The catalog's one map of
+(every write of a provider row is logged, as PROVIDER or GENERATION, and
+of an inventory row as PROVIDER, so their last changes follow with its
+generation). The catalog's one map of
 generations: the allocation and provider reads
 (``objects/allocation_reads.py``, ``objects/resource_provider.py``) take
 theirs here too.
@@ -31,7 +33,7 @@ from placement.db import tables
 from placement.objects.catalog import bulk
 from placement.objects.catalog import columns as catalog_columns
 
-ALLOC, RP = tables.allocations, tables.resource_providers
+ALLOC, RP, INV = tables.allocations, tables.resource_providers, tables.inventories
 
 _EMPTY = np.empty(0, dtype=np.int64)
 # CAST: MySQL sums integers into DECIMAL.
@@ -41,14 +43,27 @@ NO_TIME = -1
 _MODIFIED = sa.func.coalesce(
     bulk.Seconds(sa.func.coalesce(RP.c.updated_at, RP.c.created_at)), NO_TIME
 )
+# An inventory row's time in seconds, NULL for neither; a provider's
+# inventories' last change is the latest of theirs, NO_TIME for none: by
+# the unique key on provider and class for a few providers, from every
+# inventory's time for all (a correlated MAX per provider took 75 ms of
+# a whole read at 10,000 providers).
+_STOCKED = bulk.Seconds(sa.func.coalesce(INV.c.updated_at, INV.c.created_at))
+_INVENTORIED = sa.func.coalesce(
+    sa.select(sa.func.max(_STOCKED))
+    .where(INV.c.resource_provider_id == RP.c.id)
+    .scalar_subquery(),
+    NO_TIME,
+)
 # The usage of some providers (``used``) and the generations and last
-# changes of some (``generations``) in one round trip: a generation's row
-# has class NULL.
+# changes (their own, their inventories') of some (``generations``) in one
+# round trip: a generation's row has class NULL.
 OF_PROVIDERS = sa.union_all(
     sa.select(
         ALLOC.c.resource_provider_id,
         ALLOC.c.resource_class_id,
         _SUM,
+        sa.cast(sa.null(), sa.BigInteger),
         sa.cast(sa.null(), sa.BigInteger),
     )
     .where(ALLOC.c.resource_provider_id.in_(db_api.int_list("used")))
@@ -58,6 +73,7 @@ OF_PROVIDERS = sa.union_all(
         sa.cast(sa.null(), sa.Integer),
         sa.cast(RP.c.generation, sa.BigInteger),
         sa.cast(_MODIFIED, sa.BigInteger),
+        sa.cast(_INVENTORIED, sa.BigInteger),
     ).where(RP.c.id.in_(db_api.int_list("generations"))),
 )
 # Ids bound per statement (each list): well under SQLite's variables.
@@ -66,8 +82,9 @@ CHUNK = 10000
 
 class Used:
     """Per class its holders' ids (ascending) and what each uses, aligned;
-    every provider id (ascending), its generation and last change (seconds
-    since the epoch, NO_TIME for none), aligned; per class, what each tree
+    every provider id (ascending), its generation, last change and its
+    inventories' last change (seconds since the epoch, NO_TIME for none),
+    aligned; per class, what each tree
     uses of it, where asked (``tree_totals``) and followed since."""
 
     __slots__ = (
@@ -76,6 +93,7 @@ class Used:
         "ids",
         "generation",
         "modified",
+        "inventoried",
         "totals",
         "rows",
         "before",
@@ -90,12 +108,14 @@ class Used:
         ids: np.ndarray,
         generation: np.ndarray,
         modified: np.ndarray,
+        inventoried: np.ndarray,
     ) -> None:
         self.rp = rp
         self.amount = amount
         self.ids = ids
         self.generation = generation
         self.modified = modified
+        self.inventoried = inventoried
         # {class: (each holder's tree index the sums are by, the sums)}
         self.totals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         # {class: (its holders' ids, columns.rows_by_id of them)}, shared
@@ -129,14 +149,20 @@ class Used:
             amount[rc] = _frozen(catalog_columns.aligned(rp, ids, sums))
         # Joined columns (``bulk``): a million providers' rows one value
         # at a time were seconds of the driver's CPU.
-        ids, generation, modified = bulk.columns(
-            conn, RP, RP.c.id, [RP.c.id, RP.c.generation, _MODIFIED]
+        read = bulk.columns(conn, RP, RP.c.id, [RP.c.id, RP.c.generation, _MODIFIED])
+        order = np.argsort(read[0], kind="stable")
+        ids, generation, modified = (_frozen(column[order]) for column in read)
+        stocked, seconds = bulk.columns(
+            conn,
+            INV,
+            INV.c.id,
+            [INV.c.resource_provider_id, sa.func.coalesce(_STOCKED, NO_TIME)],
         )
-        order = np.argsort(ids, kind="stable")
+        inventoried = np.full(len(ids), NO_TIME, dtype=np.int64)
+        at, found = catalog_columns.find(ids, None, stocked)
+        np.maximum.at(inventoried, at[found], seconds[found])
         return cls(
-            dict(holders),
-            amount,
-            *(_frozen(column[order]) for column in (ids, generation, modified)),
+            dict(holders), amount, ids, generation, modified, _frozen(inventoried)
         )
 
     def advanced(
@@ -155,13 +181,19 @@ class Used:
         amounts: dict[tuple[int, int], int] = {}
         born: dict[int, int] = {}
         modified: dict[int, int] = {}
-        for rp, rc, value, seconds in rows:
+        inventoried: dict[int, int] = {}
+        for rp, rc, value, seconds, stocked in rows:
             if rc is None:
-                born[rp], modified[rp] = value, seconds
+                born[rp], modified[rp], inventoried[rp] = value, seconds, stocked
             else:
                 amounts[rp, rc] = value
         new = Used(
-            dict(self.rp), dict(self.amount), self.ids, self.generation, self.modified
+            dict(self.rp),
+            dict(self.amount),
+            self.ids,
+            self.generation,
+            self.modified,
+            self.inventoried,
         )
         new.totals, new.rows = dict(self.totals), self.rows
         new.before = weakref.ref(self)
@@ -193,6 +225,7 @@ class Used:
             new.ids, new.generation = _merged(self.ids, self.generation, named, born)
             # The same ids come and go: the same keys.
             _, new.modified = _merged(self.ids, self.modified, named, modified)
+            _, new.inventoried = _merged(self.ids, self.inventoried, named, inventoried)
         return new
 
     def changed_since(
@@ -335,13 +368,18 @@ class Used:
             return int(self.generation[at])
         return None
 
-    def last_change(self, rp: int) -> tuple[int, int | None] | None:
-        """Provider ``rp``'s (generation, last change in seconds since the
-        epoch or None); None for no such provider."""
+    def last_change(self, rp: int) -> tuple[int, int | None, int | None] | None:
+        """Provider ``rp``'s (generation, last change, its inventories'
+        last change), the changes in seconds since the epoch or None; None
+        for no such provider."""
         at = int(np.searchsorted(self.ids, rp))
         if at < len(self.ids) and self.ids[at] == rp:
-            seconds = int(self.modified[at])
-            return int(self.generation[at]), None if seconds == NO_TIME else seconds
+            seconds, stocked = int(self.modified[at]), int(self.inventoried[at])
+            return (
+                int(self.generation[at]),
+                None if seconds == NO_TIME else seconds,
+                None if stocked == NO_TIME else stocked,
+            )
         return None
 
 
