@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
 from placement.objects.catalog import columns
@@ -22,6 +23,22 @@ from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
 
 RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
+
+
+def _padded(part: sa.Select) -> sa.Select:
+    """A part of ``used_.PARTS`` (provider, class, amount, time) in the
+    columns of ``consumers.SOME_ROWS``: its third to sixth, no consumer."""
+    text, number = sa.String(), sa.Integer()
+    none = [sa.cast(sa.null(), t) for t in (text, number, number, text, text, text)]
+    return part.with_only_columns(*none[:2], *part.selected_columns, *none[2:])
+
+
+# The named consumers' allocations (by allocation id, the second column)
+# and the named providers' usage and generations in one statement: a
+# claim's catch-up reads both, a round trip less than each on its own.
+_FRESH = sa.union_all(
+    consumers.SOME_ROWS, *[_padded(part) for part in used_.PARTS]
+).order_by(sa.literal_column("2"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,8 +264,20 @@ class Catalog(maps.Maps):
         the log) where it follows usage and consumers: the named
         consumers' allocations, then the named providers' usage and
         generations (those named for their rows too), in ``conn``'s
-        snapshot, a statement each."""
+        snapshot: one statement for both where both are named (a claim),
+        else a statement each."""
         uuids, usage, generations = self._named(changed)
+        if uuids and (usage or generations) and len(usage | generations) <= used_.CHUNK:
+            params = {
+                "uuids": list(uuids),
+                "used": sorted(usage),
+                "generations": sorted(generations),
+            }
+            read = db_api.plain_rows(conn, _FRESH, params)
+            return Fresh(
+                consumers.of_rows([row for row in read if row[0] is not None]),
+                [tuple(row[2:6]) for row in read if row[0] is None],
+            )
         return Fresh(
             consumers.consumers_of(conn, uuids) if uuids else None,
             used_.fresh(conn, usage, generations) if usage or generations else None,

@@ -43,8 +43,9 @@ _MODIFIED = sa.func.coalesce(
 )
 # The usage of some providers (``used``) and the generations and last
 # changes of some (``generations``) in one round trip: a generation's row
-# has class NULL.
-OF_PROVIDERS = sa.union_all(
+# has class NULL. Its two parts (``PARTS``) also join the named consumers'
+# allocations in one statement (``store.Catalog.fresh``).
+PARTS = (
     sa.select(
         ALLOC.c.resource_provider_id,
         ALLOC.c.resource_class_id,
@@ -60,6 +61,7 @@ OF_PROVIDERS = sa.union_all(
         sa.cast(_MODIFIED, sa.BigInteger),
     ).where(RP.c.id.in_(db_api.int_list("generations"))),
 )
+OF_PROVIDERS = sa.union_all(*PARTS)
 # Ids bound per statement (each list): well under SQLite's variables.
 CHUNK = 10000
 
