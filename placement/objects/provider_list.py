@@ -203,7 +203,7 @@ def list_encoded(
     """
     with db.reader() as conn:
         stamp, tokens, generations, last_modified = conn.execute(_STATE).one()
-        catalog = refresh.current(db, conn, stamp, tokens)
+        catalog = refresh.current(db, conn, changes.Look(stamp, tokens))
         if catalog is None or catalog.stamp != stamp:
             # Not current, or brought up to a newer stamp (READ COMMITTED
             # reads the newest commits at every statement).

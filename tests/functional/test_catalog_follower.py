@@ -115,7 +115,7 @@ def _looked_elsewhere(db):
 
     def look():
         with db.reader() as conn:
-            cache.host_look.saw(*changes.look(conn))
+            cache.host_look.saw(*changes.look(conn)[:2])
 
     child = context.Process(target=look)
     child.start()

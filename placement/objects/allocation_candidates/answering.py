@@ -103,7 +103,7 @@ def find(
         except catalog_index.Behind as behind:
             refresh.found_behind(db)
             return _answer(
-                catalog_index.index(db, conn, behind.stamp, behind.tokens),
+                catalog_index.index(db, conn, behind.seen),
                 request,
                 options,
             )

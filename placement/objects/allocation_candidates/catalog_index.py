@@ -60,7 +60,11 @@ class CatalogIndex:
         if not self.unconfirmed:
             return
         if stamp is None:
-            stamp, tokens = changes.look(self.conn)
+            assert self.db is not None  # an unconfirmed index has it
+            seen = refresh.look(self.db, self.conn)
+        else:
+            seen = changes.Look(stamp, tokens)
+        stamp, tokens = seen.stamp, seen.tokens
         self.unconfirmed = False
         # Another history at the same stamp (a restore): nothing of it holds.
         if history.diverged(self.catalog, stamp, tokens) or (
@@ -69,21 +73,20 @@ class CatalogIndex:
                 # Usage from memory is the held catalog's: claims since are
                 # missing from it (answered again from the catalog at
                 # ``stamp``).
-                self.used is not None or not self._same_structure(stamp, tokens)
+                self.used is not None or not self._same_structure(seen)
             )
         ):
-            raise Behind(stamp, tokens)
+            raise Behind(seen)
         events.catalog_used("hit")
 
-    def _same_structure(self, stamp, tokens):
-        """Whether the catalog at ``stamp`` (brought there by the log) has
-        the structure this one answered from: the changes between were
-        claims' (usage, consumers, generations), which the usage read at
-        ``stamp`` holds, so the answer stands."""
+    def _same_structure(self, seen):
+        """Whether the catalog at the look ``seen`` (brought there by the
+        log) has the structure this one answered from: the changes between
+        were claims' (usage, consumers, generations), which the usage read
+        at that stamp holds, so the answer stands."""
         return (
             self.db is not None
-            and refresh.structure_at(self.db, self.conn, stamp, tokens)
-            is self.catalog.structure
+            and refresh.structure_at(self.db, self.conn, seen) is self.catalog.structure
         )
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
@@ -378,23 +381,23 @@ def _having(
 
 class Behind(Exception):
     """The catalog an unconfirmed index answered from is not at the stamp
-    its transaction reads: answer again from ``index(db, conn, stamp)``."""
+    its transaction reads: answer again from ``index(db, conn, seen)``
+    (``seen``: the look it read)."""
 
-    def __init__(self, stamp: int, tokens: int | None):
-        super().__init__(stamp)
-        self.stamp, self.tokens = stamp, tokens
+    def __init__(self, seen: changes.Look):
+        super().__init__(seen.stamp)
+        self.seen = seen
 
 
 def index(
     db: db_api.Database,
     conn: sa.Connection,
-    stamp: int | None = None,
-    tokens: int | None = None,
+    seen: changes.Look | None = None,
 ) -> stage.Index:
     """Stage 2's index for a request reading on ``conn``: the catalog's
-    when it is on and current, else SQL's. ``stamp``, ``tokens``: the
-    look the transaction has just read (read here otherwise)."""
-    catalog = refresh.current(db, conn, stamp, tokens)
+    when it is on and current, else SQL's. ``seen``: the look the
+    transaction has just read (read here otherwise)."""
+    catalog = refresh.current(db, conn, seen)
     if catalog is None:
         return sql.SqlIndex(conn)
     return CatalogIndex(conn, catalog, used=refresh.used_of(db, catalog))

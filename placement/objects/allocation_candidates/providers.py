@@ -144,8 +144,8 @@ class Index(typing.Protocol):
     unconfirmed: bool
 
     def confirm(self, stamp: int | None = None, tokens: int | None = None) -> None:
-        """Behind (answer again from ``catalog_index.index(db, conn,
-        stamp, tokens)``) unless the catalog is at ``stamp`` and its token
+        """Behind (answer again from ``catalog_index.index`` at the look
+        read) unless the catalog is at ``stamp`` and its token
         sum ``tokens`` (``changes.look``), those the transaction reads
         (read here when None); nothing once confirmed."""
 

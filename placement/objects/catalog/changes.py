@@ -20,12 +20,14 @@ import random
 from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects import sqlite
+from sqlalchemy.ext.compiler import compiles
 
 from placement.db import api as db_api
 from placement.db import tables
@@ -296,19 +298,70 @@ COUNT = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.changes), 0))
 # shard) is 0. The look's statement has no COALESCE: it cost 15 us more on
 # MariaDB (tools/bench/alloc_reads.py).
 TOKEN_SUM = sa.select(sa.func.coalesce(sa.func.sum(CATALOG.c.token), 0))
+
+
+class _Shards(sa.sql.functions.FunctionElement):
+    """Every shard's ``shard:count:token`` (token empty when NULL), joined
+    by commas in no particular order: the look's third value."""
+
+    type = sa.String()
+    inherit_cache = True
+    name = "shards"
+
+
+_ITEM = "catalog_changes.shard || ':' || catalog_changes.changes || ':' || "
+
+
+@compiles(_Shards, "mysql")
+def _shards_mysql(element, compiler, **kw):
+    return (
+        "GROUP_CONCAT(catalog_changes.shard, ':', catalog_changes.changes,"
+        " ':', IFNULL(catalog_changes.token, ''))"
+    )
+
+
+@compiles(_Shards, "postgresql")
+def _shards_postgresql(element, compiler, **kw):
+    return "string_agg(%s coalesce(catalog_changes.token::text, ''), ',')" % _ITEM
+
+
+@compiles(_Shards, "sqlite")
+def _shards_sqlite(element, compiler, **kw):
+    return "group_concat(%s ifnull(catalog_changes.token, ''))" % _ITEM
+
+
 STAMP = sa.select(sa.func.sum(CATALOG.c.changes), sa.func.sum(CATALOG.c.token))
+# The same with every shard's count and token: a catch-up's counts with
+# no statement of their own (``marks``), for 14 us more CPU (PyMySQL; 8
+# us with mysqlclient) and 30 us more of MariaDB's: read where a catch-up
+# is likely (tools/bench/README, "the shards' counts in the look").
+STAMP_SHARDS = STAMP.add_columns(_Shards())
 
 
-def look(conn: sa.Connection) -> tuple[int, int]:
-    """(stamp, token sum) ``conn`` reads, in one statement, on the driver's
-    cursor directly (``db_api.plain_rows``: most reads send it)."""
-    ((count, tokens),) = db_api.plain_rows(conn, STAMP)
-    return int(count or 0), int(tokens or 0)
+class Look(NamedTuple):
+    """What the look reads in one statement: the stamp, the token sum, and
+    every shard's count and token as ``text`` (None where the caller read
+    only the sums: ``marks`` reads them then, ``shards``)."""
+
+    stamp: int
+    tokens: int | None
+    text: str | None = None
+
+
+def look(conn: sa.Connection, shards: bool = False) -> Look:
+    """The ``Look`` ``conn`` reads, in one statement, on the driver's
+    cursor directly (``db_api.plain_rows``: most reads send it); with the
+    shards' text when ``shards`` (``STAMP_SHARDS``)."""
+    if not shards:
+        ((count, tokens),) = db_api.plain_rows(conn, STAMP)
+        return Look(int(count or 0), int(tokens or 0))
+    ((count, tokens, text),) = db_api.plain_rows(conn, STAMP_SHARDS)
+    return Look(int(count or 0), int(tokens or 0), text)
 
 
 def stamp(conn: sa.Connection) -> int:
     """The stamp ``conn`` reads."""
-    return look(conn)[0]
+    return look(conn).stamp
 
 
 def counts(conn: sa.Connection) -> dict[int, int]:
@@ -324,3 +377,28 @@ def marks(conn: sa.Connection) -> tuple[dict[int, int], dict[int, int | None]]:
     (on the driver's cursor: every catch-up of a worker reads them)."""
     rows = db_api.plain_rows(conn, MARKS)
     return {r[0]: r[1] for r in rows}, {r[0]: r[2] for r in rows}
+
+
+def shards(
+    seen: Look | None,
+) -> tuple[dict[int, int], dict[int, int | None]] | None:
+    """``marks``' answer as the look ``seen`` read it, with no statement;
+    None when it has no text, or one that does not add up to its sums (a
+    server's GROUP_CONCAT cut short at ``group_concat_max_len``):
+    ``marks`` reads them then."""
+    if seen is None or not seen.text:
+        return None
+    seqs: dict[int, int] = {}
+    tokens: dict[int, int | None] = {}
+    try:
+        for item in seen.text.split(","):
+            shard, count, token = item.split(":")
+            seqs[int(shard)] = int(count)
+            tokens[int(shard)] = int(token) if token else None
+    except ValueError:  # cut short within an item
+        return None
+    if sum(seqs.values()) != seen.stamp or (
+        sum(t or 0 for t in tokens.values()) != seen.tokens
+    ):
+        return None
+    return seqs, tokens

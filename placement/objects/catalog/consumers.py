@@ -297,22 +297,27 @@ _RECORD_COLUMNS = (
     TYPES.c.name,
 )
 # The allocation rows of the consumers bound as ``uuids``, each with its
-# consumer's record: the log's CONSUMER rows read again in one statement.
-_SOME = (
+# consumer's record: the log's CONSUMER rows read again in one statement
+# (ordered by allocation id: ``SOME_ROWS`` in a union, ``of_rows``).
+SOME_ROWS = (
     sa.select(*_ALL[:6], *_RECORD_COLUMNS)
     .select_from(_named(ALLOC))
     .where(ALLOC.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
-    .order_by(ALLOC.c.id)
 )
+_SOME = SOME_ROWS.order_by(ALLOC.c.id)
 
 
 def consumers_of(conn: sa.Connection, uuids: Iterable[str]) -> dict:
     """{uuid: Consumer} of the ``uuids`` holding allocations."""
+    return of_rows(db_api.plain_rows(conn, _SOME, {"uuids": list(uuids)}))
+
+
+def of_rows(some: Iterable) -> dict:
+    """``consumers_of``'s answer from ``SOME_ROWS``'s rows, by allocation
+    id."""
     found: dict = {}
     rows: dict = {}
-    for uuid, id_, rp, rc, used, when, *record in db_api.plain_rows(
-        conn, _SOME, {"uuids": list(uuids)}
-    ):
+    for uuid, id_, rp, rc, used, when, *record in some:
         if uuid not in found:
             found[uuid] = record
             rows[uuid] = []

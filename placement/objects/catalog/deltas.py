@@ -120,12 +120,15 @@ def _items(count: int) -> sa.Select:
     )
 
 
-def since(conn: sa.Connection, catalog: Catalog) -> tuple[dict, dict, dict | None]:
+def since(
+    conn: sa.Connection, catalog: Catalog, seen: changes.Look | None = None
+) -> tuple[dict, dict, dict | None]:
     """(counts now, their tokens, ``changed``'s answer for ``catalog``):
-    the counts, then the log items of the shards that moved, in two
-    statements. At READ COMMITTED the second reads a later snapshot:
-    every number up to a count the first read had committed before it,
-    so it is there unless pruned (``changed`` reads the catalog whole
-    then), and numbers past the counts are left for the next catch-up."""
-    now, marks = changes.marks(conn)
+    the counts, as the look ``seen`` read them (``changes.shards``) or
+    read here, then the log items of the shards that moved. At READ
+    COMMITTED the log read reads a later snapshot: every number up to a
+    count the look read had committed before it, so it is there unless
+    pruned (``changed`` reads the catalog whole then), and numbers past
+    the counts are left for the next catch-up."""
+    now, marks = changes.shards(seen) or changes.marks(conn)
     return now, marks, changed(conn, catalog.seqs, now, (catalog.tokens, marks))

@@ -8,6 +8,8 @@ import logging
 import threading
 import time
 
+import sqlalchemy as sa
+
 from placement import events
 from placement.db import api as db_api
 from placement.db import triggers
@@ -65,6 +67,20 @@ class Holder:
         # catalog (stamp, tokens) this process's follower last waited at.
         self.host_deltas = host_deltas.HostDeltas()
         self.awaited: tuple[int, int] | None = None
+        # Whether the last look found the held catalog behind: the next
+        # reads the shards' counts too (``look``).
+        self.behind = False
+
+    def look(self, conn: sa.Connection) -> changes.Look:
+        """The look ``conn`` reads, with the shards' counts and tokens
+        (sparing a catch-up its statement of them) where the last look
+        found the catalog behind: under a stream of claims nearly every
+        look does, and the shards cost every look that does not some CPU
+        and the database's time (``changes.STAMP_SHARDS``)."""
+        seen = changes.look(conn, shards=self.behind)
+        catalog = self.catalog
+        self.behind = catalog is not None and catalog.stamp != seen.stamp
+        return seen
 
     def _lock(self, wait):
         if self.reading.acquire(blocking=False):
@@ -75,18 +91,19 @@ class Holder:
         """Bring the catalog up to date: by its deltas, or read whole when
         there is none yet or the log cannot tell what changed (or
         ``whole``: the look found the history diverged). ``look``: the
-        (stamp, tokens) ``conn`` read, when the caller has read them.
+        ``changes.Look`` ``conn`` read, when the caller has read it (its
+        shards' counts and tokens spare a statement).
         Returns "counts" (the log held no change of the structure: only
         the counts moved; "host" where another worker of the host had
         read it), "deltas", "full" or "none" (nothing new)."""
         old = self.catalog
         if old is not None and not whole:
-            if look is not None and self._by_host(db, old, *look):
+            if look is not None and self._by_host(db, old, look.stamp, look.tokens):
                 return "host"
             # Usage, consumers and generations (claims) need no snapshot:
-            # the request's own transaction reads the counts, then the log
-            # of the shards that moved.
-            seqs, marks, changed = deltas.since(conn, old)
+            # the request's own transaction reads the counts (the look's),
+            # then the log of the shards that moved.
+            seqs, marks, changed = deltas.since(conn, old, look)
             if changed == {}:
                 return "none"
             if changed is not None and changed.keys() <= changes.UNSTRUCTURED:
@@ -231,13 +248,13 @@ class Holder:
             catalog = self.catalog
             if catalog is None:
                 return self._refresh(db, conn)
-            stamp, tokens = changes.look(conn)
-            self.host_look.saw(stamp, tokens)
-            if history.diverged(catalog, stamp, tokens):
+            seen = self.look(conn)
+            self.host_look.saw(seen.stamp, seen.tokens)
+            if history.diverged(catalog, seen.stamp, seen.tokens):
                 return self._refresh(db, conn, whole=True)
-            if catalog.stamp == stamp:
+            if catalog.stamp == seen.stamp:
                 return "none"
-            return self._refresh(db, conn, look=(stamp, tokens))
+            return self._refresh(db, conn, look=seen)
 
 
 # What each mode means, for the logs and the health check.

@@ -38,14 +38,13 @@ class Cache(verify.Verifier):
         self,
         db: db_api.Database,
         conn: sa.Connection,
-        stamp: int | None = None,
+        seen: changes.Look | None = None,
         used: Callable[[str], None] = events.catalog_used,
-        tokens: int | None = None,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
-        (the caller reads through SQL); ``used`` is told how. ``stamp`` and
-        ``tokens``: the look's (``changes.look``) when the caller has read
-        it (``tokens`` None: not read, the history is taken as the
+        (the caller reads through SQL); ``used`` is told how. ``seen``:
+        the look (``changes.look``) when the caller has read it (its
+        ``tokens`` None: not read, the history is taken as the
         catalog's)."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
@@ -54,8 +53,9 @@ class Cache(verify.Verifier):
                 # this host may have answered from rows this catalog lacks.
                 used("sql")
                 return None
-        if stamp is None:
-            stamp, tokens = changes.look(conn)
+        if seen is None:
+            seen = self.look(conn)
+        stamp, tokens = seen.stamp, seen.tokens
         catalog = self.catalog
         outcome = "hit"
         for _ in range(CHASES):
@@ -74,8 +74,7 @@ class Cache(verify.Verifier):
                 try:
                     held = self.catalog
                     if held is None or held.stamp < stamp:
-                        look = None if tokens is None else (stamp, tokens)
-                        if self._refresh(db, conn, look=look) == "full":
+                        if self._refresh(db, conn, look=seen) == "full":
                             outcome = "read"
                     elif history.diverged(held, stamp, tokens):
                         if self._refresh(db, conn, whole=True) == "full":
@@ -90,7 +89,8 @@ class Cache(verify.Verifier):
             # so it takes the count they see, and catches up with writes
             # that committed meanwhile (under steady writes there is
             # usually one).
-            stamp, tokens = changes.look(conn)
+            seen = self.look(conn)
+            stamp, tokens = seen.stamp, seen.tokens
         # A catalog newer than this transaction (SQLite reads one snapshot)
         # is kept for the next request, but this one reads through SQL.
         if catalog.stamp != stamp or history.diverged(catalog, stamp, tokens):
@@ -109,30 +109,34 @@ def _cache(db: db_api.Database) -> Cache:
 def current(
     db: db_api.Database,
     conn: sa.Connection,
-    stamp: int | None = None,
-    tokens: int | None = None,
+    seen: changes.Look | None = None,
 ) -> Catalog | None:
     """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
     None when the caller should read through SQL (the catalog is off, or
     being read by another request, or newer than this transaction).
-    ``stamp``, ``tokens``: the look (``changes.look``) the caller has just
-    read in this transaction (it is read here otherwise)."""
+    ``seen``: the look (``changes.look``) the caller has just read in this
+    transaction (it is read here otherwise)."""
     if not db.conf.placement.provider_catalog:
         return None
-    return _cache(db).current(db, conn, stamp, tokens=tokens)
+    return _cache(db).current(db, conn, seen)
+
+
+def look(db: db_api.Database, conn: sa.Connection) -> changes.Look:
+    """The look ``conn`` reads (``Holder.look``: with the shards' counts
+    where the last look found the catalog of ``db`` behind)."""
+    return _cache(db).look(conn)
 
 
 def structure_at(
-    db: db_api.Database, conn: sa.Connection, stamp: int, tokens: int | None = None
+    db: db_api.Database, conn: sa.Connection, seen: changes.Look
 ) -> object:
-    """The ``structure`` of the catalog of ``db`` brought to ``stamp`` (by
-    the log, as ``current`` does, counted as no use of it), or None when
-    it cannot be (read whole meanwhile, newer than the transaction)."""
+    """The ``structure`` of the catalog of ``db`` brought to the look
+    ``seen`` (by the log, as ``current`` does, counted as no use of it),
+    or None when it cannot be (read whole meanwhile, newer than the
+    transaction)."""
     if not db.conf.placement.provider_catalog:
         return None
-    catalog = _cache(db).current(
-        db, conn, stamp, used=lambda outcome: None, tokens=tokens
-    )
+    catalog = _cache(db).current(db, conn, seen, used=lambda outcome: None)
     return catalog.structure if catalog is not None else None
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import bulk
 from placement.objects.catalog import changes
@@ -24,6 +25,34 @@ from placement.objects.catalog.rows import Rows
 
 RC, T, AGG = tables.resource_classes, tables.traits, tables.placement_aggregates
 _TRAIT_SECONDS = bulk.Seconds(sa.func.coalesce(T.c.updated_at, T.c.created_at))
+
+
+def _padded(part: sa.Select) -> sa.Select:
+    """A part of ``used_.PARTS`` (provider, class, amount, time, its
+    inventories' time) in the columns of ``consumers.SOME_ROWS``: from its
+    third on, no consumer."""
+    text, number = sa.String(), sa.Integer()
+    # SOME_ROWS' columns' kinds: uuid, id, four numbers, generation, names.
+    kinds: tuple[sa.types.TypeEngine, ...] = (
+        text,
+        number,
+        *[number] * 5,
+        text,
+        text,
+        text,
+    )
+    none: list[sa.ColumnElement] = [sa.cast(sa.null(), kind) for kind in kinds]
+    width = len(part.selected_columns)
+    return part.with_only_columns(*none[:2], *part.selected_columns, *none[2 + width :])
+
+
+# The named consumers' allocations (by allocation id, the second column)
+# and the named providers' usage and generations in one statement: a
+# claim's catch-up reads both, a round trip less than each on its own.
+_USED_WIDTH = len(used_.OF_PROVIDERS.selected_columns)
+_FRESH = sa.union_all(
+    consumers.SOME_ROWS, *[_padded(part) for part in used_.PARTS]
+).order_by(sa.literal_column("2"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,8 +281,20 @@ class Catalog(maps.Maps):
         the log) where it follows usage and consumers: the named
         consumers' allocations, then the named providers' usage and
         generations (those named for their rows too), in ``conn``'s
-        snapshot, a statement each."""
+        snapshot: one statement for both where both are named (a claim),
+        else a statement each."""
         uuids, usage, generations = self._named(changed)
+        if uuids and (usage or generations) and len(usage | generations) <= used_.CHUNK:
+            params = {
+                "uuids": list(uuids),
+                "used": sorted(usage),
+                "generations": sorted(generations),
+            }
+            read = db_api.plain_rows(conn, _FRESH, params)
+            return Fresh(
+                consumers.of_rows([row for row in read if row[0] is not None]),
+                [tuple(row[2 : 2 + _USED_WIDTH]) for row in read if row[0] is None],
+            )
         return Fresh(
             consumers.consumers_of(conn, uuids) if uuids else None,
             used_.fresh(conn, usage, generations) if usage or generations else None,

@@ -57,8 +57,10 @@ _INVENTORIED = sa.func.coalesce(
 )
 # The usage of some providers (``used``) and the generations and last
 # changes (their own, their inventories') of some (``generations``) in one
-# round trip: a generation's row has class NULL.
-OF_PROVIDERS = sa.union_all(
+# round trip: a generation's row has class NULL. Its two parts (``PARTS``)
+# also join the named consumers' allocations in one statement
+# (``store.Catalog.fresh``).
+PARTS = (
     sa.select(
         ALLOC.c.resource_provider_id,
         ALLOC.c.resource_class_id,
@@ -76,6 +78,7 @@ OF_PROVIDERS = sa.union_all(
         sa.cast(_INVENTORIED, sa.BigInteger),
     ).where(RP.c.id.in_(db_api.int_list("generations"))),
 )
+OF_PROVIDERS = sa.union_all(*PARTS)
 # Ids bound per statement (each list): well under SQLite's variables.
 CHUNK = 10000
 
