@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from placement.db import tables
 from placement.objects.catalog import bulk
+from placement.objects.catalog import runs
 
 RP, INV = tables.resource_providers, tables.inventories
 RPT, RPA = tables.resource_provider_traits, tables.resource_provider_aggregates
@@ -322,12 +323,11 @@ def _links(conn, column):
 
 def _whole_grouped(links, one):
     """``_grouped`` of every provider, from its table's joined columns
-    (``_links``)."""
+    (``_links``): equal sets made once (a loop adding every link to a set
+    took 0.5 s of CPU for 1,000,000 providers' traits)."""
     rp, values = links
-    into = collections.defaultdict(set)
-    for provider, value in zip(rp.tolist(), values.tolist()):
-        into[provider].add(value)
-    return {rp: one(frozenset(values)) for rp, values in into.items()}
+    order = np.lexsort((values, rp))
+    return runs.grouped(rp[order], values[order], lambda listed: one(frozenset(listed)))
 
 
 def _grouped(conn, column, where, params, one):

@@ -12,6 +12,7 @@ import typing
 import numpy as np
 
 from placement.objects.catalog import rows
+from placement.objects.catalog import runs
 
 
 class Maps(typing.NamedTuple):
@@ -74,26 +75,10 @@ def _by_provider(rp, rc, kind, kinds, one):
     pairs, code = np.unique(rc * len(kinds) + kind, return_inverse=True)
     code = code.reshape(-1)
     pair_of = [(int(p) // len(kinds), kinds[int(p) % len(kinds)]) for p in pairs]
-    starts = np.flatnonzero(np.concatenate(([True], rp[1:] != rp[:-1])))[: len(rp)]
-    counts = np.diff(np.append(starts, len(rp)))
-    listed = np.empty(len(starts), dtype=object)
-    for count in np.unique(counts).tolist():
-        chosen = counts == count
-        codes = code[starts[chosen][:, None] + np.arange(count)]
-        # Rows compared as bytes (np.unique's axis=0 took seconds).
-        distinct, which = np.unique(
-            codes.view(np.dtype((np.void, codes.itemsize * count))).reshape(-1),
-            return_inverse=True,
-        )
-        made = np.empty(len(distinct), dtype=object)
-        for i, pairs_of in enumerate(distinct.view(np.int64).reshape(-1, count)):
-            made[i] = one(tuple(pair_of[p] for p in pairs_of.tolist()))
-        listed[chosen] = made[which.reshape(-1)]
-    return dict(zip(rp[starts].tolist(), listed.tolist()))
+    return runs.grouped(rp, code, lambda listed: one(tuple(pair_of[p] for p in listed)))
 
 
 def _runs(values):
     """(start, end) of each run of equal ``values``."""
-    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
-    ends = np.append(starts[1:], len(values))
-    return zip(starts[: len(values)].tolist(), ends.tolist())
+    starts = runs.starts(values)
+    return zip(starts.tolist(), np.append(starts[1:], len(values)).tolist())
