@@ -113,6 +113,66 @@ def test_a_cloud_read_as_joined_columns_is_the_rows_read_one_by_one(db):
     assert whole.inventories[3][0].allocation_ratio == 1.5
 
 
+def _maps(catalog):
+    # Holders in any order: the links' rows come in the database's.
+    return {
+        "trait_holders": {t: sorted(rps) for t, rps in catalog.trait_holders.items()},
+        "aggregate_members": {
+            a: sorted(rps) for a, rps in catalog.aggregate_members.items()
+        },
+    } | {
+        name: getattr(catalog, name)
+        for name in (
+            "providers",
+            "uuids",
+            "names",
+            "ids",
+            "members",
+            "roots",
+            "by_provider",
+            "idle",
+            "holders",
+            "traits",
+            "aggregates",
+            "trait_names",
+        )
+    }
+
+
+def test_a_catalog_made_from_joined_columns_is_the_one_made_row_by_row(db):
+    # Trees of 1-4 providers holding 1-3 classes, the same inventories
+    # on many of them: the maps made at once (stock_maps) against the
+    # walk over rows read one by one.
+    providers = [
+        _provider(rp, rp - rp % 4 or 4, parent=None if rp % 4 == 0 else rp - rp % 4)
+        for rp in range(4, 400)
+    ]
+    inventories = [
+        _inventory(rp, rc, 8 + (rp + rc) % 3, (1.0, 1.5, 16.0)[rp % 3])
+        for rp in range(4, 400)
+        for rc in range(rp % 7 % 4)
+    ]
+    _write(db, providers, inventories)
+    with db.engine.connect() as conn:
+        whole = store.Catalog.read(conn)
+        one_by_one = store.Catalog()
+        one_by_one._readnames(conn, None, None)
+        one_by_one.aggregate_ids = rows.pairs(conn, store.AGG, "uuid", "id")
+        one_by_one._whole(rows.Rows(conn, None))
+    assert _maps(whole) == _maps(one_by_one)
+    # Equal inventories, and equal lists of them, are one object.
+    assert len({id(v) for v in whole.by_provider.values()}) == len(
+        set(whole.by_provider.values())
+    )
+    made, walked = whole.columns, store.columns.Columns(one_by_one)
+    assert made is not None and made.stock.keys() == walked.stock.keys()
+    for rc, stock in made.stock.items():
+        for field in stock._fields:
+            assert np.array_equal(
+                getattr(stock, field), getattr(walked.stock[rc], field)
+            )
+
+
 @pytest.mark.parametrize("ratio", [1 / 3, 0.1, 16.0, 2.0**-30])
 def test_ratios_of_any_text_read_as_the_driver_reads_them(db, ratio):
     _write(

@@ -67,10 +67,6 @@ class Columns:
         )
         # Positions in ``roots`` in the order of their names.
         self.by_name = np.array(order, dtype=np.int64)
-        self.stock = {
-            rc: _stock(idle, catalog.providers, position)
-            for rc, idle in catalog.idle.items()
-        }
         pairs = [
             (position[root], aggregate)
             for root in catalog.roots
@@ -106,6 +102,7 @@ class Columns:
         self._exact: dict[int, bool] = {}
         self._roots_by_id: np.ndarray | None = None
         self._most_used: dict[tuple[int, int], np.ndarray] = {}
+        self.stock = {rc: self._stock(idle) for rc, idle in catalog.idle.items()}
 
     def prepare(self) -> "Columns":
         """What requests make on first use, made now: in placement-api's
@@ -247,6 +244,48 @@ class Columns:
             self._holds[rc] = found
         return found
 
+    def _stock(self, idle: dict) -> Stock:
+        """Stock of one class from its ``idle`` {(rp, class): Inventory}.
+        The inventories are a few distinct objects (equal ones are one
+        object as read): each one's fields are read once, not once per
+        row (1.4 s of CPU at 1,000,000 providers)."""
+        count = len(idle)
+        rp = np.fromiter((k[0] for k in idle), dtype=np.int64, count=count)
+        order = np.argsort(rp, kind="stable")
+        rp = rp[order]
+        inventories = list(idle.values())
+        objects = np.fromiter(map(id, inventories), dtype=np.uint64, count=count)
+        _, first, at = np.unique(objects, return_index=True, return_inverse=True)
+        kinds = [inventories[i] for i in first.tolist()]
+        at = at.reshape(-1)[order]
+
+        def column(field, dtype=np.int64):
+            values = np.array([getattr(i, field) for i in kinds], dtype=dtype)
+            return values[at]
+
+        # Exactly Python's float product, then its floor: a whole number of
+        # units fits when used + n * amount <= the product, i.e. <= its floor.
+        product = (column("total") - column("reserved")).astype(np.float64) * column(
+            "allocation_ratio", np.float64
+        )
+        limit = np.floor(product)
+        with np.errstate(invalid="ignore", over="ignore"):
+            big = not (
+                np.all(np.abs(limit) < LIMIT_MAX)
+                and float(np.sum(limit[limit > 0])) < LIMIT_MAX
+            )
+        if big:
+            limit = np.clip(np.nan_to_num(limit), -LIMIT_MAX, LIMIT_MAX)
+        return Stock(
+            rp=rp,
+            root=self.positions(self.roots_of(rp)),
+            limit=limit.astype(np.int64),
+            min_unit=column("min_unit"),
+            max_unit=column("max_unit"),
+            step_size=column("step_size"),
+            big=big,
+        )
+
 
 def _heads(catalog: "store.Catalog") -> np.ndarray:
     """The JSON heads of the roots, in id order: one row each (uint8),
@@ -279,43 +318,6 @@ def _json(text: str) -> bytes:
         return orjson.dumps(text)
     except TypeError:
         return json.dumps(text).encode()
-
-
-def _stock(idle, providers, position):
-    """Stock of one class from its ``idle`` {(rp, class): Inventory}."""
-    keys = sorted(idle)
-    count = len(keys)
-    rp = np.fromiter((k[0] for k in keys), dtype=np.int64, count=count)
-    root = np.fromiter(
-        (position[providers[k[0]].root_id] for k in keys), dtype=np.int64, count=count
-    )
-    rows = [idle[k] for k in keys]
-
-    def column(field, dtype=np.int64):
-        return np.fromiter((getattr(i, field) for i in rows), dtype=dtype, count=count)
-
-    # Exactly Python's float product, then its floor: a whole number of
-    # units fits when used + n * amount <= the product, i.e. <= its floor.
-    product = (column("total") - column("reserved")).astype(np.float64) * column(
-        "allocation_ratio", np.float64
-    )
-    limit = np.floor(product)
-    with np.errstate(invalid="ignore", over="ignore"):
-        big = not (
-            np.all(np.abs(limit) < LIMIT_MAX)
-            and float(np.sum(limit[limit > 0])) < LIMIT_MAX
-        )
-    if big:
-        limit = np.clip(np.nan_to_num(limit), -LIMIT_MAX, LIMIT_MAX)
-    return Stock(
-        rp=rp,
-        root=root,
-        limit=limit.astype(np.int64),
-        min_unit=column("min_unit"),
-        max_unit=column("max_unit"),
-        step_size=column("step_size"),
-        big=big,
-    )
 
 
 def of(catalog: "store.Catalog") -> Columns:

@@ -10,6 +10,8 @@ import typing
 
 import numpy as np
 
+from placement.objects.catalog import runs
+
 # A row without a time, and a consumer without a record, in columns.
 NO_TIME = NO_RECORD = int(np.iinfo(np.int64).min)
 EPOCH = datetime.datetime(1970, 1, 1)
@@ -56,7 +58,7 @@ class Base:
     def __init__(self, rows: "Columns", names: dict) -> None:
         """``rows``: per allocation row, in any order; ``names``:
         {"project"/"user"/"type": tuple} the rows' positions index."""
-        self.uuids, owner = np.unique(rows.uuid, return_inverse=True)
+        self.uuids, owner = unique(rows.uuid)
         order = np.lexsort((rows.id, owner))
         owner = owner[order]
         self.owner = _narrow(owner)
@@ -186,6 +188,17 @@ class Columns(typing.NamedTuple):
 def time_of(seconds: int) -> datetime.datetime:
     """Seconds since the epoch as a naive UTC datetime."""
     return EPOCH + datetime.timedelta(seconds=seconds)
+
+
+def unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (1-D) of a column whose
+    equal values mostly come in runs (a consumer's allocation rows, in id
+    order): only the runs' heads are sorted (bytes sort slowly: 1,690,668
+    uuids took about a second, three times their 563,556 runs' heads)."""
+    starts = runs.starts(values)
+    found, inverse = np.unique(values[starts], return_inverse=True)
+    lengths = np.diff(np.append(starts, len(values)))
+    return found, np.repeat(inverse.reshape(-1), lengths)
 
 
 def _positions(values, names):

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import bulk
+from placement.objects.catalog import consumer_columns
 from placement.objects.catalog.consumer_columns import NO_RECORD
 from placement.objects.catalog.consumer_columns import NO_TIME
 from placement.objects.catalog.consumer_columns import Base
@@ -205,8 +206,11 @@ def _records(conn, uuids):
     )
     order = np.argsort(record, kind="stable")
     record = record[order]
-    at = np.minimum(np.searchsorted(record, uuids), max(len(record) - 1, 0))
-    matched = record[at] == uuids if len(record) else np.zeros(len(uuids), bool)
+    # Each consumer looked up once, not once per row.
+    distinct, inverse = consumer_columns.unique(uuids)
+    at = np.minimum(np.searchsorted(record, distinct), max(len(record) - 1, 0))
+    matched = (record[at] == distinct if len(record) else at < 0)[inverse]
+    at = at[inverse]
     found = [
         np.where(matched, column[order][at], NO_RECORD)
         if len(record)

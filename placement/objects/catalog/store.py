@@ -6,6 +6,7 @@ older catalog and the rows of what changed since (``advanced``)."""
 import collections
 import copy
 import dataclasses
+import operator
 
 import numpy as np
 import sqlalchemy as sa
@@ -20,6 +21,7 @@ from placement.objects.catalog import derived as derived_
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import maps
 from placement.objects.catalog import rows
+from placement.objects.catalog import stock_maps
 from placement.objects.catalog import used as used_
 from placement.objects.catalog.rows import Rows
 
@@ -53,6 +55,7 @@ _USED_WIDTH = len(used_.OF_PROVIDERS.selected_columns)
 _FRESH = sa.union_all(
     consumers.SOME_ROWS, *[_padded(part) for part in used_.PARTS]
 ).order_by(sa.literal_column("2"))
+_ROOT_ID = operator.attrgetter("root_id")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,32 +221,49 @@ class Catalog(maps.Maps):
         """Every map built from ``fresh`` rows of all providers (a separate
         way from ``_read_providers``, several times faster than it is for
         everything; the tests hold the two to the same result)."""
+        # Built by zip rather than provider by provider: a second of CPU
+        # at 1,000,000 providers (issue 44).
+        rps = list(fresh.providers)
+        found, uuids, names = zip(*fresh.providers.values()) if rps else ((),) * 3
+        self.providers = dict(zip(rps, found))
+        self.uuids, self.names = dict(zip(rps, uuids)), dict(zip(rps, names))
+        self.ids = dict(zip(uuids, rps))
         members = collections.defaultdict(list)
-        for rp, (provider, uuid, name) in fresh.providers.items():
-            self.providers[rp], self.uuids[rp], self.names[rp] = provider, uuid, name
-            self.ids[uuid] = rp
-            members[provider.root_id].append(rp)
+        for rp, root in zip(rps, map(_ROOT_ID, found)):
+            members[root].append(rp)
         self.members = dict(members)
         self.roots = sorted(members)
         self.nested = len(self.roots) < len(self.providers)
-        idle = collections.defaultdict(dict)
-        holders = collections.defaultdict(dict)
         one = rows.Interned()
-        for rp, inventories in fresh.inventories.items():
-            provider = self.providers[rp]
-            self.by_provider[rp] = listed = one(tuple(sorted(inventories.items())))
-            for rc, inventory in listed:
-                idle[rc][rp, rc] = inventory
-                holders[rc][rp] = provider
-        self.idle, self.holders = dict(idle), dict(holders)
+        if fresh.joined is not None:
+            made = stock_maps.of(fresh.joined.inventories, one)
+            self.by_provider, self.idle = made.by_provider, made.idle
+            provider_of = self.providers.__getitem__
+            self.holders = {
+                rc: dict(zip(rps, map(provider_of, rps)))
+                for rc, rps in made.held.items()
+            }
+        else:
+            idle = collections.defaultdict(dict)
+            holders = collections.defaultdict(dict)
+            for rp, inventories in fresh.inventories.items():
+                provider = self.providers[rp]
+                self.by_provider[rp] = listed = one(tuple(sorted(inventories.items())))
+                for rc, inventory in listed:
+                    idle[rc][rp, rc] = inventory
+                    holders[rc][rp] = provider
+            self.idle, self.holders = dict(idle), dict(holders)
         self.traits, self.aggregates = fresh.traits, fresh.aggregates
         self.trait_holders = _inverted(self.traits)
         self.aggregate_members = _inverted(self.aggregates)
+        # Once per distinct set (equal sets are one object, and so their
+        # names: a tuple shared by every provider with the same traits).
         name_of = self.trait_names_by_id
-        self.trait_names = {
-            rp: tuple(name_of[t] for t in sorted(ids))
-            for rp, ids in self.traits.items()
+        named = {
+            ids: tuple(name_of[t] for t in sorted(ids))
+            for ids in set(self.traits.values())
         }
+        self.trait_names = {rp: named[ids] for rp, ids in self.traits.items()}
 
     def _every_value_roots(self) -> None:
         """``roots_of`` every trait and aggregate, from the columns (one
