@@ -147,9 +147,12 @@ class Writes:
         return {consumer}
 
 
-@pytest.mark.parametrize("fold_at", [10_000, 3])
-def test_followed_equals_a_fresh_read(db, fold_at, monkeypatch):
+@pytest.mark.parametrize(
+    ("fold_at", "merge_at"), [(10_000, 256), (3, 256), (10_000, 2), (9, 2)]
+)
+def test_followed_equals_a_fresh_read(db, fold_at, merge_at, monkeypatch):
     monkeypatch.setattr(consumers, "FOLD_AT", fold_at)
+    monkeypatch.setattr(consumers, "MERGE_AT", merge_at)
     writes = Writes(random.Random(44))
     with db.reader() as conn:
         followed = consumers.read(conn)

@@ -95,9 +95,17 @@ def from_memory(monkeypatch):
     return counted
 
 
-@pytest.mark.parametrize("fold_at", (3, consumers.FOLD_AT))
-def test_random_writes_are_followed(cloud, from_memory, monkeypatch, fold_at):
+@pytest.mark.parametrize(
+    ("fold_at", "merge_at"),
+    (
+        (3, consumers.MERGE_AT),
+        (consumers.FOLD_AT, consumers.MERGE_AT),
+        (consumers.FOLD_AT, 2),
+    ),
+)
+def test_random_writes_are_followed(cloud, from_memory, monkeypatch, fold_at, merge_at):
     monkeypatch.setattr(consumers, "FOLD_AT", fold_at)
+    monkeypatch.setattr(consumers, "MERGE_AT", merge_at)
     providers = allocations_memory._providers(cloud)
     steps = Steps(cloud, providers, random.Random(4545))
     _answers_agree(cloud)

@@ -11,7 +11,11 @@ each worker would copy by touching them. A catalog that follows the log
 (``Allocations.advanced``) re-reads the consumers its CONSUMER rows name
 (one statement) into a small overlay of its own, which masks the
 columns; past FOLD_AT consumers the overlay is folded into new columns
-(the worker's own copy from then on)."""
+(the worker's own copy from then on). The overlay is two layers: a
+catch-up copies only the recent one (at most MERGE_AT consumers), which
+masks the older one it is merged into when full, so that a claim's cost
+does not grow with the consumers followed since the last fold (nor with
+those on its provider: a sharing provider is on every claim)."""
 
 import time
 from collections.abc import Iterable
@@ -37,22 +41,37 @@ PROJECTS, USERS, TYPES = tables.projects, tables.users, tables.consumer_types
 # Overlay entries (consumers) past which a catalog folds them into new
 # columns.
 FOLD_AT = 10_000
+# Recent-layer consumers past which it is merged into the older layer.
+MERGE_AT = 256
 
 
 class Allocations:
     """The columns of the last whole read (``base``, shared) and the
-    overlay of what the log named since (this catalog's own). Never
+    overlay of what the log named since, in two layers (the older shared
+    with the catalogs before, the recent this catalog's own). Never
     modified: ``advanced`` makes a new one."""
 
     def __init__(self, base: Base, read_at: float) -> None:
         self.base = base
         # time.monotonic() before the whole read its columns come from.
         self.read_at = read_at
-        # uuid -> Consumer, or None: holds no allocations now.
-        self.changed: dict = {}
-        # rp -> frozenset of overlay uuids with rows on it.
-        self.overlay_on: dict = {}
+        # Each layer: uuid -> Consumer, or None: holds no allocations now;
+        # and rp -> frozenset of the layer's uuids with rows on it. The
+        # recent layer's consumers mask the older one's.
+        self.older: dict = {}
+        self.older_on: dict = {}
+        self.recent: dict = {}
+        self.recent_on: dict = {}
+        self._changed: dict | None = None
         self._masked: np.ndarray | None = None
+
+    @property
+    def changed(self) -> dict:
+        """uuid -> Consumer (None: holds no allocations now) of every
+        consumer of the overlay, both layers; made on first use."""
+        if self._changed is None:
+            self._changed = {**self.older, **self.recent} if self.recent else self.older
+        return self._changed
 
     def __eq__(self, other: object) -> bool:
         """The same allocations (the tests compare catalogs)."""
@@ -64,8 +83,10 @@ class Allocations:
 
     def consumer(self, uuid: str) -> Consumer | None:
         """Its allocations, None when it holds none."""
-        if uuid in self.changed:
-            return self.changed[uuid]
+        if uuid in self.recent:
+            return self.recent[uuid]
+        if uuid in self.older:
+            return self.older[uuid]
         i = self.base.index(uuid)
         return None if i is None else self.base.consumer(i)
 
@@ -81,16 +102,20 @@ class Allocations:
 
     def on_provider(self, rp: int) -> list[Held]:
         """The allocation rows on provider ``rp``, in id order."""
-        base, changed = self.base, self.changed
+        base, older, recent = self.base, self.older, self.recent
         held = []
         at = base.rows_on(rp)
         for row, i in zip(base.rows(at), base.owner[at].tolist()):
             uuid = base.uuid(i)
-            if not (changed and uuid in changed):
+            if not (recent and uuid in recent or older and uuid in older):
                 held.append(Held(row, uuid, base.generation_at(i)))
-        overlay = self.overlay_on.get(rp, ())
-        for uuid in overlay:
-            consumer = changed[uuid]
+        overlay = [
+            (uuid, older[uuid])
+            for uuid in self.older_on.get(rp, ())
+            if uuid not in recent
+        ]
+        overlay.extend((uuid, recent[uuid]) for uuid in self.recent_on.get(rp, ()))
+        for uuid, consumer in overlay:
             held.extend(
                 Held(row, uuid, consumer.generation)
                 for row in consumer.rows
@@ -107,32 +132,16 @@ class Allocations:
         if not uuids:
             return self
         new = Allocations(self.base, self.read_at)
-        new.changed, new.overlay_on = self.changed, self.overlay_on
-        new._consumers({uuid: found.get(uuid) for uuid in uuids})
-        if len(new.changed) > FOLD_AT:
+        new.older, new.older_on = self.older, self.older_on
+        new.recent, new.recent_on = _layered(
+            self.recent, self.recent_on, {uuid: found.get(uuid) for uuid in uuids}
+        )
+        if len(new.recent) > MERGE_AT:
+            new.older, new.older_on = _layered(new.older, new.older_on, new.recent)
+            new.recent, new.recent_on = {}, {}
+        if len(new.older) + len(new.recent) > FOLD_AT:
             return new.folded()
         return new
-
-    def _consumers(self, fresh: dict) -> None:
-        """The overlay with ``fresh`` ({uuid: Consumer or None}) in it."""
-        changed = dict(self.changed)
-        touched: dict = {}  # rp -> {uuid: holds rows there now}
-        for uuid, consumer in fresh.items():
-            was = changed.get(uuid)
-            for row in was.rows if was is not None else ():
-                touched.setdefault(row.provider, {})[uuid] = False
-            for row in consumer.rows if consumer is not None else ():
-                touched.setdefault(row.provider, {})[uuid] = True
-            changed[uuid] = consumer
-        overlay_on = dict(self.overlay_on)
-        for rp, now in touched.items():
-            kept = overlay_on.get(rp, frozenset())
-            kept = (kept - now.keys()) | {u for u, there in now.items() if there}
-            if kept:
-                overlay_on[rp] = kept
-            else:
-                overlay_on.pop(rp, None)
-        self.changed, self.overlay_on = changed, overlay_on
 
     def folded(self) -> "Allocations":
         """The same allocations with an empty overlay (new columns)."""
@@ -175,6 +184,29 @@ class Allocations:
         a fresh read (``consumers_of``)."""
         base = self.folded().base
         return {base.uuid(i): base.consumer(i) for i in range(len(base.uuids))}
+
+
+def _layered(changed: dict, on: dict, fresh: dict) -> tuple[dict, dict]:
+    """A layer (``changed``, ``on``: ``Allocations.older``, ``older_on``)
+    with ``fresh`` ({uuid: Consumer or None}) in it, as new dicts."""
+    changed = dict(changed)
+    touched: dict = {}  # rp -> {uuid: holds rows there now}
+    for uuid, consumer in fresh.items():
+        was = changed.get(uuid)
+        for row in was.rows if was is not None else ():
+            touched.setdefault(row.provider, {})[uuid] = False
+        for row in consumer.rows if consumer is not None else ():
+            touched.setdefault(row.provider, {})[uuid] = True
+        changed[uuid] = consumer
+    on = dict(on)
+    for rp, now in touched.items():
+        kept = on.get(rp, frozenset())
+        kept = (kept - now.keys()) | {u for u, there in now.items() if there}
+        if kept:
+            on[rp] = kept
+        else:
+            on.pop(rp, None)
+    return changed, on
 
 
 def read(conn: sa.Connection) -> Allocations:
