@@ -40,26 +40,10 @@ class Value:
 
     _multiprocess = True
 
-    def __init__(
-        self,
-        typ,
-        metric_name,
-        name,
-        labelnames,
-        labelvalues,
-        help_text,
-        multiprocess_mode="",
-        **kwargs,
-    ):
-        self._params = (
-            typ,
-            metric_name,
-            name,
-            labelnames,
-            labelvalues,
-            help_text,
-            multiprocess_mode,
-        )
+    def __init__(self, *params, multiprocess_mode="", **kwargs):
+        # prometheus_client's: type, metric name, sample name, label names,
+        # label values, help text (its ValueClass's positional arguments).
+        self._params = (*params, multiprocess_mode)
         with _LOCK:
             _follow_fork()
             self._open()

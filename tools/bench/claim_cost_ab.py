@@ -41,6 +41,7 @@ from pymysql import connections
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import claim_trees_ab  # noqa: E402
 import profile_request  # noqa: E402
 import wrk_serve  # noqa: E402
 
@@ -170,23 +171,7 @@ def main():
             assert resp.status < 300, (method, path, resp.status, resp.body)
             return resp
 
-        for uuid_ in (wrk_serve.PROVIDER, wrk_serve.CLAIMED):
-            call("/resource_providers", "POST", {"name": uuid_, "uuid": uuid_})
-        call(
-            "/resource_providers/%s/inventories" % wrk_serve.CLAIMED,
-            "PUT",
-            {
-                "resource_provider_generation": 0,
-                "inventories": {"VCPU": {"total": 10_000_000, "max_unit": 1}},
-            },
-        )
-        body = {
-            "allocations": {wrk_serve.CLAIMED: {"resources": {"VCPU": 1}}},
-            "project_id": wrk_serve.PROJECT,
-            "user_id": wrk_serve.PROJECT,
-            "consumer_generation": None,
-            "consumer_type": "INSTANCE",
-        }
+        body = claim_trees_ab.claim_fixture(call, wrk_serve)
         counter = profile_request.StatementCounter(db.engine)
         cpu = collections.defaultdict(list)
         statements = collections.defaultdict(collections.Counter)

@@ -40,6 +40,30 @@ BATCH = 50
 LOOKS = 2000  # looks per batch (--look)
 
 
+def claim_fixture(call, names):
+    """The in-process claim's providers, made through ``call(path, method,
+    body)`` with ``names`` (the ``wrk_serve`` module: its uuids): the
+    claimed one with room for millions of claims; returns a claim's PUT
+    body (its consumer's uuid left to the caller)."""
+    for uuid_ in (names.PROVIDER, names.CLAIMED):
+        call("/resource_providers", "POST", {"name": uuid_, "uuid": uuid_})
+    call(
+        "/resource_providers/%s/inventories" % names.CLAIMED,
+        "PUT",
+        {
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": {"total": 10_000_000, "max_unit": 1}},
+        },
+    )
+    return {
+        "allocations": {names.CLAIMED: {"resources": {"VCPU": 1}}},
+        "project_id": names.PROJECT,
+        "user_id": names.PROJECT,
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+
+
 def child(tree, driver):
     sys.path[:0] = [tree, os.path.join(tree, "tools", "bench")]
     import profile_request
@@ -65,23 +89,7 @@ def child(tree, driver):
                 resp = wsgi_client.call(app, path, method, body, headers=headers)
                 assert resp.status < 300, (method, path, resp.status, resp.body)
 
-            for uuid_ in (wrk_serve.PROVIDER, wrk_serve.CLAIMED):
-                call("/resource_providers", "POST", {"name": uuid_, "uuid": uuid_})
-            call(
-                "/resource_providers/%s/inventories" % wrk_serve.CLAIMED,
-                "PUT",
-                {
-                    "resource_provider_generation": 0,
-                    "inventories": {"VCPU": {"total": 10_000_000, "max_unit": 1}},
-                },
-            )
-            body = {
-                "allocations": {wrk_serve.CLAIMED: {"resources": {"VCPU": 1}}},
-                "project_id": wrk_serve.PROJECT,
-                "user_id": wrk_serve.PROJECT,
-                "consumer_generation": None,
-                "consumer_type": "INSTANCE",
-            }
+            body = claim_fixture(call, wrk_serve)
             counter = profile_request.StatementCounter(db.engine)
             query = "/allocation_candidates?resources=VCPU:1&limit=1"
             print(json.dumps({"ready": True}), flush=True)
