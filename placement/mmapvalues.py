@@ -104,16 +104,20 @@ def counted_and_timed(counter: Any, histogram: Any) -> Callable[[float], None]:
     """A function of a duration in seconds that does ``counter.inc()`` and
     ``histogram.observe(duration)`` (a counter's and a histogram's
     children, or unlabelled metrics): one update under one lock when their
-    values are ``Value``'s."""
-    if not isinstance(counter._value, Value) or not isinstance(histogram._sum, Value):
+    values are ``Value``'s (read from prometheus_client's private
+    attributes: where a release has others, the public calls)."""
+    count, total = getattr(counter, "_value", None), getattr(histogram, "_sum", None)
+    buckets = getattr(histogram, "_buckets", None)
+    bounds = getattr(histogram, "_upper_bounds", None)
+    if not (
+        isinstance(count, Value) and isinstance(total, Value) and buckets and bounds
+    ):
 
         def both(seconds: float) -> None:
             counter.inc()
             histogram.observe(seconds)
 
         return both
-    count, total = counter._value, histogram._sum
-    buckets, bounds = histogram._buckets, histogram._upper_bounds
 
     def one(seconds: float) -> None:
         # observe's bucket: the first whose bound is not below it (the

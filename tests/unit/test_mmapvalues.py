@@ -4,6 +4,7 @@ samples summed by its MultiProcessCollector, a forked worker's in files
 of its own."""
 
 import os
+import types
 
 import prometheus_client
 import pytest
@@ -104,3 +105,19 @@ def test_values_of_a_single_process_are_updated_one_by_one(monkeypatch):
     assert sample("t_seconds_bucket", {"route": "/", "le": "0.1"}) == 0
     assert sample("t_seconds_bucket", {"route": "/", "le": "0.25"}) == 2
     assert sample("t_seconds_sum", {"route": "/"}) == pytest.approx(0.4)
+
+
+def test_metrics_without_the_private_values_are_updated_one_by_one(files, monkeypatch):
+    """A prometheus_client release whose metrics keep their values under
+    other names (here: only the public calls): those, not an error per
+    request."""
+    counter, histogram = _metrics(mmapvalues.Value, monkeypatch)
+    record = mmapvalues.counted_and_timed(
+        types.SimpleNamespace(inc=counter.inc),
+        types.SimpleNamespace(observe=histogram.observe),
+    )
+    record(0.2)
+    record(0.2)
+    samples = {(name, labels): value for name, labels, value in _samples(files)}
+    assert samples["t_requests_total", (("route", "/"), ("status", "200"))] == 2
+    assert samples["t_seconds_sum", (("route", "/"),)] == pytest.approx(0.4)
