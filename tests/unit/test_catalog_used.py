@@ -73,6 +73,25 @@ def test_holders_come_and_go(named, now, keys, values):
     assert not (new_keys.flags.writeable or new_values.flags.writeable)
 
 
+def test_few_named_found_one_by_one_as_the_arrays_find_them(monkeypatch):
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        keys = _array(*np.unique(rng.integers(1, 30, size=rng.integers(0, 8))))
+        values = _array(*rng.integers(0, 3, size=len(keys)))
+        named = {int(i) for i in rng.integers(1, 30, size=rng.integers(1, 5))}
+        now = {rp: int(rng.integers(0, 3)) for rp in named if rng.random() < 0.8}
+        few = used._merged(keys, values, named, now)
+        monkeypatch.setattr(used, "_FEW", 0)
+        arrays = used._merged(keys, values, named, now)
+        monkeypatch.undo()
+        assert [a.tolist() for a in few] == [a.tolist() for a in arrays]
+        # Shared where the arrays' way shares them.
+        assert [a is b for a, b in zip(few, (keys, values))] == [
+            a is b for a, b in zip(arrays, (keys, values))
+        ]
+        assert not (few[0].flags.writeable or few[1].flags.writeable)
+
+
 def test_tree_totals_are_kept_and_follow_a_claim():
     mine = _used()
     root = _array(0, 1, 0)  # holders 2 and 9 in tree 0, 5 in tree 1

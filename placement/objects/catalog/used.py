@@ -423,6 +423,10 @@ def _merged(
     those of ``now`` {id: value} (a named id not in it has no row). Where
     the named ids keep their rows, the keys are shared and the values
     copied only if one changed."""
+    if len(named) <= _FEW:
+        merged = _merged_few(keys, values, named, now)
+        if merged is not None:
+            return merged
     ids = np.fromiter(named, dtype=np.int64, count=len(named))
     at, present = catalog_columns.find(keys, None, ids)
     if all(bool(p) == (rp in now) for rp, p in zip(ids.tolist(), present.tolist())):
@@ -444,6 +448,36 @@ def _merged(
     at = np.searchsorted(keys, added)
     fresh = np.array([now[rp] for rp in added.tolist()], dtype=np.int64)
     return _frozen(np.insert(keys, at, added)), _frozen(np.insert(values, at, fresh))
+
+
+# Named ids up to which ``_merged`` finds them one by one: a claim's
+# provider (or the few of a tree) takes a search each, where the
+# arrays' way costs a dozen numpy calls whatever their number (30 us).
+_FEW = 4
+
+
+def _merged_few(
+    keys: np.ndarray,
+    values: np.ndarray,
+    named: Collection[int],
+    now: Mapping[int, int],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_merged``'s answer where the named ids keep their rows (found
+    one by one); None where rows come or go."""
+    moved = []
+    end = len(keys)
+    for rp in named:
+        at = int(keys.searchsorted(rp))
+        if (at < end and int(keys[at]) == rp) != (rp in now):
+            return None
+        if rp in now and int(values[at]) != int(now[rp]):
+            moved.append((at, int(now[rp])))
+    if not moved:
+        return keys, values
+    values = values.copy()
+    for at, value in moved:
+        values[at] = value
+    return keys, _frozen(values)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
