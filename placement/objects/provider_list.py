@@ -62,16 +62,20 @@ def list_providers(
     unknown ``in_tree`` matches nothing (and skips name validation);
     unknown traits raise TraitNotFound, unknown classes ResourceClassNotFound.
     """
+    if (
+        (member_of or required)
+        and name is None
+        and uuid is None
+        and in_tree is None
+        and not resources
+    ):
+        # The catalog's answer after its look, in autocommit: no pool
+        # checkout, BEGIN or COMMIT (the trait ids, remembered for standard
+        # traits, and the look need no snapshot in common).
+        with db.single_read() as conn:
+            if _none_held(db, conn, member_of, required):
+                return [], None
     with db.reader() as conn:
-        if (
-            (member_of or required)
-            and name is None
-            and uuid is None
-            and in_tree is None
-            and not resources
-            and _none_held(db, conn, member_of, required)
-        ):
-            return [], None
         clauses = filters(db, conn, name, uuid, member_of, resources, in_tree, required)
         if clauses is None:
             return [], None

@@ -1,6 +1,7 @@
 """The reads of nova-compute's periodic task (its provider, the
-provider's allocations, inventories, aggregates and traits) are one
-statement each on SQLite, MySQL and PostgreSQL: the provider and its rows
+provider's allocations, inventories, aggregates and traits, and the
+sharing providers of its aggregates, which are none) are one statement
+each on SQLite, MySQL and PostgreSQL: the provider and its rows
 in one round trip (the provider and its allocations: the look at the
 catalog's stamp, where the triggers are), for a provider with rows, one
 without any, and none (404). Each runs in autocommit
@@ -165,3 +166,49 @@ def test_novas_refresh_is_the_look(served, with_rows):
             )
             assert unknown.status_code == 404
             _one_statement(selects, trips)
+
+
+def test_no_sharing_providers_is_the_look(served):
+    """nova's look for the sharing providers of a host's aggregates finds
+    none: the catalog answers after the look alone, in autocommit (its one
+    round trip), the body and headers as the query's; one sharing provider
+    in the aggregate and the query answers, listing it."""
+    client, read = served
+    rp = _provider(client, True)
+    client.get("/resource_providers/%s/allocations" % rp)
+    client.get("/resource_providers/%s/allocations" % rp)
+    path = "/resource_providers?member_of=in:%s&required=MISC_SHARES_VIA_AGGREGATE"
+    path %= ",".join(AGGREGATES)
+    # Once the standard trait's id is remembered (a server's first ask).
+    client.get(path)
+    resp, selects, trips = read(path)
+    assert resp.json() == {"resource_providers": []}
+    _one_statement(selects, trips)
+    assert "catalog_changes" in selects[0], selects
+    with fixtures.overrides(**{"placement.provider_catalog": False}):
+        sql, selects, _ = read(path)
+    assert "catalog_changes" not in " ".join(selects), selects
+    assert resp.content == sql.content
+    for name in ("cache-control", "openstack-api-version", "vary"):
+        assert resp.headers.get(name) == sql.headers.get(name)
+
+    shared = str(uuid.uuid4())
+    assert client.post("/resource_providers", json={"uuid": shared, "name": shared})
+    url = "/resource_providers/%s" % shared
+    for suffix, body in (
+        (
+            "/aggregates",
+            {"resource_provider_generation": 0, "aggregates": AGGREGATES[1:]},
+        ),
+        (
+            "/traits",
+            {
+                "resource_provider_generation": 1,
+                "traits": ["MISC_SHARES_VIA_AGGREGATE"],
+            },
+        ),
+    ):
+        assert client.put(url + suffix, json=body).is_success
+    resp, selects, _ = read(path)
+    assert [p["uuid"] for p in resp.json()["resource_providers"]] == [shared]
+    assert len(selects) > 1, selects

@@ -8,7 +8,10 @@ SQL alone (``sql``) or from the catalog after the look (``memory``),
 and the reads of one statement on a connection taken from the pool
 each time (``pooled``) or kept by the thread (``kept``); a provider's
 usages from the catalog with the look in a read transaction
-(``transaction``) or in autocommit (``autocommit``).
+(``transaction``) or in autocommit (``autocommit``); nova's look for the
+sharing providers of the provider's aggregate (none) answered by the
+catalog after its look in a read transaction (``reader``) or in
+autocommit on the thread's kept connection (``single``).
 
 The whole app is called directly (no HTTP) on a fresh MariaDB database
 with one provider holding an inventory, a trait, an aggregate and one
@@ -41,6 +44,7 @@ import profile_request  # noqa: E402
 
 from placement.db import transaction  # noqa: E402
 from placement.objects import common  # noqa: E402
+from placement.objects import provider_list  # noqa: E402
 from placement.objects import resource_provider as rp_obj  # noqa: E402
 from placement.objects import usage  # noqa: E402
 from placement.objects.catalog import changes  # noqa: E402
@@ -52,6 +56,8 @@ RP = "c0ffee00-0000-4000-8000-000000000001"
 CONSUMER = "c0ffee00-0000-4000-8000-0000000000c1"
 PROJECT = "c0ffee00-0000-4000-8000-0000000000a1"
 AGGREGATE = "c0ffee00-0000-4000-8000-0000000000a9"
+# nova's look for the sharing providers of the provider's aggregate (none).
+SHARING = "?member_of=in:%s&required=MISC_SHARES_VIA_AGGREGATE" % AGGREGATE
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 BATCH, BATCHES = 200, 25
 
@@ -90,6 +96,15 @@ def _usages_in_transaction(db, uuid):
     return usage._from_memory(catalog, used, uuid)
 
 
+def _none_in_transaction(db, member_of=None, required=None):
+    """The catalog's "no such providers" with its look in a read
+    transaction (as before it ran in autocommit): the look and a COMMIT.
+    The bench's list finds none."""
+    with db.reader() as conn:
+        assert provider_list._none_held(db, conn, member_of, required)
+    return [], None
+
+
 def _not_held(db, conn, uuid):
     """No provider from the catalog: its rows read by SQL alone (as
     before the catalog answered them)."""
@@ -124,6 +139,12 @@ CUTS = (
         "provider_usages",
         {"transaction": _usages_in_transaction, "autocommit": usage.provider_usages},
         (("/usages", "1.39"),),
+    ),
+    (
+        provider_list,
+        "list_providers",
+        {"reader": _none_in_transaction, "single": provider_list.list_providers},
+        ((SHARING, "1.39"),),
     ),
     (
         transaction.Database,
@@ -202,7 +223,12 @@ def main():
                 continue
             kept = getattr(module, name)
             for suffix, version in suffixes:
-                path = "/resource_providers/%s%s" % (RP, suffix)
+                # A provider's read, or a list (its query).
+                listed = suffix.startswith("?")
+                path = "/resource_providers" + (suffix if listed else "/" + RP + suffix)
+                request = "GET /resource_providers" + (
+                    suffix if listed else "/{uuid}" + suffix
+                )
                 found = {way: [] for way in ways}
                 bodies = {}
                 try:
@@ -226,7 +252,7 @@ def main():
                 medians = {way: statistics.median(ms) for way, ms in found.items()}
                 figures["results"].append(
                     {
-                        "request": "GET /resource_providers/{uuid}" + suffix,
+                        "request": request,
                         "microversion": version,
                         **{
                             way: {"median_ms": medians[way], "min_ms": min(ms)}
@@ -236,10 +262,9 @@ def main():
                     }
                 )
                 print(
-                    "GET /resource_providers/{uuid}%s @%s: %s %.3f ms (min %.3f), "
-                    "%s %.3f ms (min %.3f), ratio %.2f"
+                    "%s @%s: %s %.3f ms (min %.3f), %s %.3f ms (min %.3f), ratio %.2f"
                     % (
-                        suffix,
+                        request,
                         version,
                         before,
                         medians[before],
