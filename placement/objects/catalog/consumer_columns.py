@@ -5,6 +5,7 @@ before the fork: every worker shares their pages), and the values read
 from them. Providers' generations are not here: the catalog holds them
 once, with the usage (``catalog/used.py``)."""
 
+import bisect
 import datetime
 import typing
 
@@ -85,6 +86,21 @@ class Base:
         self._positions: dict = {}
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
+        # What on_provider reads, item by item: the columns' memoryviews
+        # (``data``: contiguous, each item a Python int).
+        self._views = tuple(
+            column.data
+            for column in (
+                self.provider_sorted,
+                self.by_provider,
+                self.owner,
+                self.id,
+                self.generation,
+                self.rc,
+                self.used,
+                self.modified,
+            )
+        )
 
     def index(self, uuid: str) -> int | None:
         key = uuid.encode("utf-8", "surrogatepass")
@@ -140,23 +156,20 @@ class Base:
         ]
 
     def on_provider(self, rp: int) -> OnProvider:
-        """The rows on provider ``rp``: each column gathered once (a
-        handful of numpy calls, not a few per row)."""
-        at = self.by_provider[slice(*_found(self.provider_sorted, rp))]
-        owner = self.owner.take(at)
+        """The rows on provider ``rp``, read item by item through
+        memoryviews of the columns (a provider holds a handful: a numpy
+        call per column cost more than the items)."""
+        rps, by_provider, owner, ids, generation, rc, used, modified = self._views
+        low = bisect.bisect_left(rps, rp)
+        at = by_provider[low : bisect.bisect_right(rps, rp, low)].tolist()
+        owners = [owner[i] for i in at]
         return OnProvider(
-            self.id.take(at).tolist(),
-            [
-                uuid.decode("utf-8", "surrogatepass")
-                for uuid in self.uuids.take(owner).tolist()
-            ],
-            [
-                None if generation == NO_RECORD else generation
-                for generation in self.generation.take(owner).tolist()
-            ],
-            self.rc.take(at).tolist(),
-            self.used.take(at).tolist(),
-            self.modified.take(at).tolist(),
+            [ids[i] for i in at],
+            [self.uuid(i) for i in owners],
+            [None if generation[i] == NO_RECORD else generation[i] for i in owners],
+            [rc[i] for i in at],
+            [used[i] for i in at],
+            [modified[i] for i in at],
         )
 
     def nbytes(self) -> int:
