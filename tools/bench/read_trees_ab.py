@@ -71,8 +71,9 @@ def child(args):
     conf = placement_conf.command_conf()
     placement_conf.parse_args(conf, [], default_config_files=[])
     conf.set_override("auth_strategy", "noauth2", group="api")
-    headers = dict(wrk_serve.HEADERS)
-    headers["openstack-api-version"] = "placement " + args.version
+    # Written at wrk_serve.py's microversion, read at --version.
+    written = dict(wrk_serve.HEADERS)
+    read = dict(written, **{"openstack-api-version": "placement " + args.version})
     rp = wrk_serve.PROVIDER
     paths = [path.format(uuid=rp) for path in args.path]
     with fixtures.database_url(args.driver) as url:
@@ -82,6 +83,7 @@ def child(args):
             api.tune_gc()  # as placement-api does in every worker
 
             def call(path, method="GET", body=None):
+                headers = read if method == "GET" else written
                 resp = wsgi_client.call(app, path, method, body, headers=headers)
                 assert resp.status < 300, (method, path, resp.status, resp.body)
                 return resp.body
