@@ -220,10 +220,9 @@ def trees_ab(args):
     return figures
 
 
-def callgrind_ab(args):
-    """Instructions per request of each tree, each child once under
-    callgrind (``--callgrind``)."""
-    out = tempfile.mkdtemp(prefix="read-trees-")
+def _instructions(args, out):
+    """{tree label: {path: instructions per request}}, each tree's child
+    once under callgrind, its dumps in directory ``out``."""
     library = os.path.join(out, "counting.so")
     subprocess.run(
         ["cc", "-O2", "-shared", "-fPIC", "-x", "c", "-", "-o", library],
@@ -265,6 +264,13 @@ def callgrind_ab(args):
             total = next(x for x in lines if x.startswith("totals:"))
             path = name.rsplit(": ", 1)[1].removeprefix("Client Request ")
             counts[label][path] = int(total.split()[1]) / BATCH
+    return counts
+
+
+def callgrind_ab(args):
+    """Instructions per request of each tree (``--callgrind``)."""
+    with tempfile.TemporaryDirectory(prefix="read-trees-") as out:
+        counts = _instructions(args, out)
     figures = {
         "tool": "tools/bench/read_trees_ab.py --callgrind (instructions per request)",
         **{name: getattr(args, name) for name in ("driver", "version")},
