@@ -183,18 +183,36 @@ def _on_cursor(conn, text, bound, fetch, several=False):
         cursor = dbapi_conn.cursor()
         for listener in dispatch.before_cursor_execute:
             listener(conn, cursor, text, bound, None, several)
-        if several:
-            cursor.executemany(text, bound)
+        if fetch and not (several or bound) and dialect.driver == "mysqldb":
+            rows = _mysqldb_rows(dbapi_conn, text, bound)
+            count = len(rows)
         else:
-            cursor.execute(text, bound)
-        rows = cursor.fetchall() if fetch else ()
-        count = cursor.rowcount
+            if several:
+                cursor.executemany(text, bound)
+            else:
+                cursor.execute(text, bound)
+            rows = cursor.fetchall() if fetch else ()
+            count = cursor.rowcount
         for listener in dispatch.after_cursor_execute:
             listener(conn, cursor, text, bound, None, several)
         cursor.close()
     except dialect.loaded_dbapi.Error as e:
         raise _driver_error(conn, e, text, bound, cursor) from e
     return rows, count
+
+
+def _mysqldb_rows(dbapi_conn, text, bound):
+    """The rows of ``text`` (bound to none of ``bound``'s values: it has
+    none) on a mysqlclient connection itself, as its cursor's ``execute``
+    and ``fetchall`` give them (leftover results discarded, the text
+    encoded and formatted, the rows stored and fetched as tuples), without
+    their dozen Python calls: about two thirds of the client's
+    instructions for the catalog's look, which most reads send."""
+    while dbapi_conn.next_result() == 0:
+        dbapi_conn.discard_result()
+    dbapi_conn.query(text.encode(dbapi_conn.encoding) % bound)
+    result = dbapi_conn.store_result()
+    return result.fetch_row(0) if result is not None else ()
 
 
 def _driver_error(conn, error, text, bound, cursor):

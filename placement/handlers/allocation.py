@@ -56,18 +56,12 @@ def list_for_resource_provider(req, resp, uuid):
         raise errors.NotFound(
             "Resource provider '%s' not found: %s" % (uuid, e.message)
         )
-    with_generation = req.context.version >= versions.CONSUMER_GENERATION
-    allocations = {
-        consumer: {
-            "resources": entry["resources"],
-            **(
-                {"consumer_generation": entry["consumer_generation"]}
-                if with_generation
-                else {}
-            ),
+    allocations = found.allocations
+    if req.context.version < versions.CONSUMER_GENERATION:
+        allocations = {
+            consumer: {"resources": entry["resources"]}
+            for consumer, entry in allocations.items()
         }
-        for consumer, entry in found.allocations.items()
-    }
     request.render(
         resp,
         {"resource_provider_generation": found.generation, "allocations": allocations},

@@ -141,19 +141,30 @@ def _provider_in(catalog: store.Catalog, uuid: str) -> ProviderAllocations | Non
     generation = used.generation_of(rp)
     if generation is None:
         return None
+    on = followed.on_provider(rp)
     allocations: dict[str, typing.Any] = {}
-    modified = []
+    last = consumer_columns.NO_TIME
     names = catalog.class_names
-    for held in followed.on_provider(rp):
-        rc = names.get(held.row.rc)
-        if rc is None:
-            continue
-        entry = allocations.setdefault(
-            held.uuid, {"resources": {}, "consumer_generation": held.generation}
-        )
-        entry["resources"][rc] = held.row.used
-        modified.append(held.row.modified)
-    return ProviderAllocations(generation, allocations, _last_seconds(modified))
+    for consumer, consumer_generation, rc, amount, modified in zip(
+        on.uuid, on.generation, on.rc, on.used, on.modified
+    ):
+        name = names.get(rc)
+        if name is None:
+            continue  # as the SQL's inner join
+        entry = allocations.get(consumer)
+        if entry is None:
+            entry = allocations[consumer] = {
+                "resources": {},
+                "consumer_generation": consumer_generation,
+            }
+        entry["resources"][name] = amount
+        if modified > last:
+            last = modified
+    return ProviderAllocations(
+        generation,
+        allocations,
+        None if last == consumer_columns.NO_TIME else consumer_columns.time_of(last),
+    )
 
 
 def _last(times: typing.Iterable[datetime.datetime | None]) -> datetime.datetime | None:

@@ -90,6 +90,22 @@ def test_parameters_bound_and_written(db):
             assert len(found) == len(names)
 
 
+def test_percent_signs_without_parameters(db):
+    """A statement without parameters (on mysqlclient sent on the
+    connection itself, not its cursor) with percent signs in its text
+    gives the rows ``conn.execute`` gives."""
+    classes = tables.resource_classes
+    statement = sa.select(
+        classes.c.id % sa.literal_column("2"),
+        classes.c.name.like(sa.literal_column("'V%'")),
+    ).order_by(classes.c.id)
+    with db.single_read() as conn:
+        expected = [tuple(row) for row in conn.execute(statement)]
+        found = [tuple(row) for row in db_api.plain_rows(conn, statement)]
+    assert found == expected
+    assert {row[1] for row in found} == {0, 1}
+
+
 def test_a_driver_error_is_sqlalchemys(db):
     missing = sa.table("no_such_table", sa.column("id"))
     with db.single_read() as conn:

@@ -5,6 +5,7 @@ before the fork: every worker shares their pages), and the values read
 from them. Providers' generations are not here: the catalog holds them
 once, with the usage (``catalog/used.py``)."""
 
+import bisect
 import datetime
 import typing
 
@@ -40,13 +41,18 @@ class Consumer(typing.NamedTuple):
     rows: tuple[Row, ...]
 
 
-class Held(typing.NamedTuple):
-    """An allocation row on a provider, with its consumer's uuid and
-    generation (``Allocations.on_provider``)."""
+class OnProvider(typing.NamedTuple):
+    """The allocation rows on a provider in id order, as columns
+    (``Allocations.on_provider``): per row its id, consumer's uuid and
+    generation (None: no record), class, amount and time (``Row``'s
+    ``modified``, NO_TIME for none: the largest is the last change)."""
 
-    row: Row
-    uuid: str
-    generation: int | None
+    id: list[int]
+    uuid: list[str]
+    generation: list[int | None]
+    rc: list[int]
+    used: list[int]
+    modified: list[int]
 
 
 class Base:
@@ -80,6 +86,21 @@ class Base:
         self._positions: dict = {}
         self.by_provider = _narrow(np.lexsort((self.id, self.provider)))
         self.provider_sorted = self.provider[self.by_provider]
+        # What on_provider reads, item by item: the columns' memoryviews
+        # (``data``: contiguous, each item a Python int).
+        self._views = tuple(
+            column.data
+            for column in (
+                self.provider_sorted,
+                self.by_provider,
+                self.owner,
+                self.id,
+                self.generation,
+                self.rc,
+                self.used,
+                self.modified,
+            )
+        )
 
     def index(self, uuid: str) -> int | None:
         key = uuid.encode("utf-8", "surrogatepass")
@@ -134,9 +155,22 @@ class Base:
             )
         ]
 
-    def rows_on(self, rp: int) -> np.ndarray:
-        """Positions of the rows on provider ``rp``, in id order."""
-        return self.by_provider[slice(*_found(self.provider_sorted, rp))]
+    def on_provider(self, rp: int) -> OnProvider:
+        """The rows on provider ``rp``, read item by item through
+        memoryviews of the columns (a provider holds a handful: a numpy
+        call per column cost more than the items)."""
+        rps, by_provider, owner, ids, generation, rc, used, modified = self._views
+        low = bisect.bisect_left(rps, rp)
+        at = by_provider[low : bisect.bisect_right(rps, rp, low)].tolist()
+        owners = [owner[i] for i in at]
+        return OnProvider(
+            [ids[i] for i in at],
+            [self.uuid(i) for i in owners],
+            [None if generation[i] == NO_RECORD else generation[i] for i in owners],
+            [rc[i] for i in at],
+            [used[i] for i in at],
+            [modified[i] for i in at],
+        )
 
     def nbytes(self) -> int:
         """Bytes of its arrays (the name tables are small)."""
@@ -226,8 +260,8 @@ def _found(column: np.ndarray, value: typing.Any) -> tuple[int, int]:
     if key != value:
         return 0, 0
     return (
-        int(np.searchsorted(column, key, "left")),
-        int(np.searchsorted(column, key, "right")),
+        int(column.searchsorted(key, "left")),
+        int(column.searchsorted(key, "right")),
     )
 
 

@@ -32,7 +32,7 @@ from placement.objects.catalog.consumer_columns import NO_TIME
 from placement.objects.catalog.consumer_columns import Base
 from placement.objects.catalog.consumer_columns import Columns
 from placement.objects.catalog.consumer_columns import Consumer
-from placement.objects.catalog.consumer_columns import Held
+from placement.objects.catalog.consumer_columns import OnProvider
 from placement.objects.catalog.consumer_columns import Row
 
 ALLOC, CONSUMERS = tables.allocations, tables.consumers
@@ -100,30 +100,38 @@ class Allocations:
             self._masked = masked
         return self._masked
 
-    def on_provider(self, rp: int) -> list[Held]:
-        """The allocation rows on provider ``rp``, in id order."""
+    def on_provider(self, rp: int) -> OnProvider:
+        """The allocation rows on provider ``rp``, in id order: the base
+        columns' as they are, unless the overlay holds some of their
+        consumers or has rows there."""
         base, older, recent = self.base, self.older, self.recent
-        held = []
-        at = base.rows_on(rp)
-        for row, i in zip(base.rows(at), base.owner[at].tolist()):
-            uuid = base.uuid(i)
-            if not (recent and uuid in recent or older and uuid in older):
-                held.append(Held(row, uuid, base.generation_at(i)))
+        on = base.on_provider(rp)
+        if not (older or recent):
+            return on
         overlay = [
             (uuid, older[uuid])
             for uuid in self.older_on.get(rp, ())
             if uuid not in recent
         ]
         overlay.extend((uuid, recent[uuid]) for uuid in self.recent_on.get(rp, ()))
-        for uuid, consumer in overlay:
-            held.extend(
-                Held(row, uuid, consumer.generation)
-                for row in consumer.rows
-                if row.provider == rp
+        if not overlay and not any(u in recent or u in older for u in on.uuid):
+            return on
+        rows = [row for row in zip(*on) if not (row[1] in recent or row[1] in older)]
+        rows.extend(
+            (
+                row.id,
+                uuid,
+                consumer.generation,
+                row.rc,
+                row.used,
+                NO_TIME if row.modified is None else row.modified,
             )
-        if overlay:
-            held.sort(key=lambda h: h.row.id)
-        return held
+            for uuid, consumer in overlay
+            for row in consumer.rows
+            if row.provider == rp
+        )
+        rows.sort()
+        return OnProvider(*map(list, tuple(zip(*rows)) or ((),) * 6))
 
     def advanced(self, found: dict, uuids: Iterable[str]) -> "Allocations":
         """A new one: this one with consumers ``uuids`` as ``found``

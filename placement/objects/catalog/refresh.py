@@ -199,7 +199,10 @@ def logged_by_triggers(db: db_api.Database) -> bool:
     safety-net comparison, or now if it never looked. When True, the log
     names every writer's changes; when False (the fallback), only this
     service's."""
-    cache = _cache(db)
+    return _logged(db, _cache(db))
+
+
+def _logged(db: db_api.Database, cache: Cache) -> bool:
     if cache.triggers is None:
         return cache.look_for_triggers(db)
     return cache.triggers
@@ -210,13 +213,15 @@ def with_allocations(db: db_api.Database, conn: sa.Connection) -> Catalog | None
     (``catalog/consumers.py``, the providers' generations ``catalog.used``'s,
     read whole with them): the triggers are there, and were at every look
     since its allocations were read whole (else it lacks the writes of the
-    time they were not); else None (the caller reads SQL)."""
-    if not logged_by_triggers(db):
+    time they were not); else None (the caller reads SQL). The database's
+    Cache found once (most reads come here)."""
+    cache = _cache(db)
+    if not _logged(db, cache) or not db.conf.placement.provider_catalog:
         return None
-    catalog = current(db, conn)
+    catalog = cache.current(db, conn)
     if catalog is None or catalog.allocations is None or catalog.used is None:
         return None
-    if catalog.allocations.read_at <= _cache(db).unlogged_at:
+    if catalog.allocations.read_at <= cache.unlogged_at:
         return None
     return catalog
 

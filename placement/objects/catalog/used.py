@@ -366,7 +366,7 @@ class Used:
 
     def generation_of(self, rp: int) -> int | None:
         """Provider ``rp``'s generation; None for no such provider."""
-        at = int(np.searchsorted(self.ids, rp))
+        at = int(self.ids.searchsorted(rp))
         if at < len(self.ids) and self.ids[at] == rp:
             return int(self.generation[at])
         return None
@@ -375,7 +375,7 @@ class Used:
         """Provider ``rp``'s (generation, last change, its inventories'
         last change), the changes in seconds since the epoch or None; None
         for no such provider."""
-        at = int(np.searchsorted(self.ids, rp))
+        at = int(self.ids.searchsorted(rp))
         if at < len(self.ids) and self.ids[at] == rp:
             seconds, stocked = int(self.modified[at]), int(self.inventoried[at])
             return (
