@@ -362,30 +362,21 @@ def _state_query(by_uuid=False):
     classes = sa.bindparam("classes", expanding=True)
     consumers = sa.bindparam("consumers", expanding=True)
     if by_uuid:
-        named = sa.bindparam("named", expanding=True)
-        of_providers = RP.c.uuid.in_(named)
-        named_ids = sa.select(RP.c.id).where(of_providers).scalar_subquery()
-        allocated = ALLOC.c.resource_provider_id.in_(named_ids)
+        of_providers = RP.c.uuid.in_(sa.bindparam("named", expanding=True))
         leading = [sa.literal_column("2", sa.Integer).label("kind"), RP.c.id, RP.c.uuid]
         padding = [sa.cast(sa.null(), sa.Integer)] * 3
     else:
-        providers = sa.bindparam("providers", expanding=True)
-        of_providers = RP.c.id.in_(providers)
-        allocated = ALLOC.c.resource_provider_id.in_(providers)
+        of_providers = RP.c.id.in_(sa.bindparam("providers", expanding=True))
         leading, padding = [RP.c.id], []
-    usage = (
-        sa.select(
-            ALLOC.c.resource_provider_id,
-            ALLOC.c.resource_class_id,
-            sa.func.sum(ALLOC.c.used).label("used"),
-            sa.func.sum(
-                sa.case((ALLOC.c.consumer_id.in_(consumers), ALLOC.c.used), else_=0)
-            ).label("used_by_writers"),
-        )
-        .where(allocated, ALLOC.c.resource_class_id.in_(classes))
-        .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
-        .subquery()
+    # Each inventory's usage by correlated sums (over the index of
+    # provider, class and amount; the writers' over their consumer's
+    # index): a derived table grouped and joined instead cost MariaDB a
+    # temporary table per claim, 20% more of its CPU for this statement.
+    of_inventory = sa.and_(
+        ALLOC.c.resource_provider_id == INV.c.resource_provider_id,
+        ALLOC.c.resource_class_id == INV.c.resource_class_id,
     )
+    used = sa.select(sa.func.sum(ALLOC.c.used)).where(of_inventory)
     return (
         sa.select(
             *leading,
@@ -398,8 +389,10 @@ def _state_query(by_uuid=False):
             INV.c.max_unit,
             INV.c.step_size,
             INV.c.allocation_ratio,
-            usage.c.used,
-            usage.c.used_by_writers,
+            used.scalar_subquery().label("used"),
+            used.where(ALLOC.c.consumer_id.in_(consumers))
+            .scalar_subquery()
+            .label("used_by_writers"),
         )
         .select_from(
             RP.outerjoin(
@@ -407,12 +400,6 @@ def _state_query(by_uuid=False):
                 sa.and_(
                     INV.c.resource_provider_id == RP.c.id,
                     INV.c.resource_class_id.in_(classes),
-                ),
-            ).outerjoin(
-                usage,
-                sa.and_(
-                    usage.c.resource_provider_id == INV.c.resource_provider_id,
-                    usage.c.resource_class_id == INV.c.resource_class_id,
                 ),
             )
         )

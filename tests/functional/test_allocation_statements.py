@@ -9,11 +9,13 @@ held as well, and moves their generations."""
 import dataclasses
 
 import pytest
+import sqlalchemy as sa
 
 from placement import exception
 from placement.objects import allocation as alloc_obj
 from placement.objects import allocation_reads
 from placement.objects import usage as usage_obj
+from placement.objects.catalog import refresh
 from tests.functional.test_allocation_retry import _claim
 from tests.functional.test_allocation_retry import _new_provider
 from tests.functional.test_allocation_retry import db  # noqa: F401
@@ -129,3 +131,47 @@ def test_a_consumer_created_meanwhile_fails_the_claim_whole(db, monkeypatch):  #
     assert found.allocations[elsewhere]["resources"] == {"VCPU": 5}
     assert list(found.allocations) == [elsewhere]
     assert found.generation == 1
+
+
+def _plans(database, seen):
+    """MariaDB's (MySQL's) plan of each SELECT in ``seen`` ((statement,
+    parameters)) naming the allocations: the rows of its EXPLAIN."""
+    plans = []
+    with database.engine.connect() as conn:
+        cursor = conn.connection.dbapi_connection.cursor()
+        for statement, parameters in seen:
+            if statement.lstrip().startswith("SELECT") and "allocations" in statement:
+                cursor.execute("EXPLAIN " + statement, parameters)
+                plans.append(cursor.fetchall())
+    return plans
+
+
+def test_a_claim_and_its_catch_up_read_without_temporary_tables(db):  # noqa: F811
+    """The claim's read (consumers, providers' state and usage) and the
+    catalog's catch-up after it (the consumer's allocations with the
+    provider's usage) are planned on the indexes alone: no temporary
+    table (a DISTINCT, a grouped derived table, an ORDER BY over a UNION
+    made MariaDB build one per claim, and sort in it)."""
+    if db.dialect != "mysql":
+        pytest.skip("MariaDB's and MySQL's plans")
+    rp = _new_provider(db)
+    alloc_obj.replace_allocations(db, [_write(rp)], check_generation=True)
+    refresh.warm(db)
+    seen = []
+
+    def record(conn, cursor, statement, parameters, *args):
+        seen.append((statement, parameters))
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        alloc_obj.replace_allocations(db, [_write(rp, amount=3)], check_generation=True)
+        with db.several_reads() as conn:
+            assert refresh.current(db, conn) is not None
+    finally:
+        sa.event.remove(db.engine, "before_cursor_execute", record)
+    plans = _plans(db, seen)
+    assert len(plans) == 2, seen  # the claim's read, the catch-up's
+    for plan in plans:
+        for row in plan:
+            assert not str(row[2]).startswith(("<derived", "<union")), plan
+            assert "temporary" not in str(row[-1]), plan

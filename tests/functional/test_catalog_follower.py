@@ -19,6 +19,8 @@ from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
 from placement.objects.catalog import verify
 from tests import fixtures
+from tests import helpers
+from tests import round_trips
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
 from tests.helpers import statements
@@ -146,6 +148,31 @@ def test_an_idle_host_looks_once_per_period_not_once_per_worker(cloud):
     with statements(db) as seen:
         assert watcher.step() == "none"
     assert seen
+
+
+def test_an_idle_workers_look_and_catch_up_send_their_statements_alone(
+    cloud, monkeypatch
+):
+    """The follower reads as a request does, in autocommit: its look is
+    its one round trip on MySQL and PostgreSQL (no BEGIN, no COMMIT
+    after it), and following a claim sends the catch-up's statements
+    alone (the look, the shards' counts, the log items, the consumer's
+    allocations with the provider's usage)."""
+    db = cloud.reader_db
+    watcher = follower.Follower(db, gate.Gate(cloud.reader, 2), every=60, idle=0)
+    rp = _new_host(cloud)
+    assert watcher.step() == "deltas"
+    for how, count in (("none", 1), ("counts", 4)):
+        if how == "counts":
+            claim = helpers.claim(rp, {"VCPU": 1})
+            cloud.write("/allocations/%s" % uuid.uuid4(), body=claim)
+        with round_trips.counted(db, monkeypatch) as trips, statements(db) as seen:
+            assert watcher.step() == how
+        sent = [s for s in seen if s != "BEGIN"]  # SQLite's
+        assert len(sent) == count, seen
+        assert "catalog_changes" in sent[0]
+        assert trips is None or len(trips) == count, trips
+    assert _catalog(db).stamp == _stamp(cloud.writer_db)
 
 
 def test_the_follower_thread_follows_until_stopped(cloud):

@@ -265,20 +265,43 @@ def slow_log(url, database):
         conn.close()
 
 
+# The server's counters diffed over the slice (the whole server's): its
+# commands by kind, the rows its engines handed out, its network bytes.
+STATUS = (
+    "Questions",
+    "Com_select",
+    "Com_commit",
+    "Com_rollback",
+    "Com_begin",
+    "Com_insert",
+    "Com_update",
+    "Com_delete",
+    "Com_admin_commands",
+    "Handler_commit",
+    "Handler_read_key",
+    "Handler_read_next",
+    "Handler_read_rnd_next",
+    "Bytes_received",
+    "Bytes_sent",
+)
+
+
 def _server_figures(url, database):
     """(beat of catalog_currency or None, rows the storage engines handed
-    out so far, Handler_read_*, the whole server's)."""
+    out so far, Handler_read_*, the whole server's; {STATUS name: value})."""
     conn = _connect(url)
     try:
         cur = conn.cursor()
-        cur.execute("SHOW GLOBAL STATUS LIKE 'Handler_read_%'")
-        rows = sum(int(value) for _, value in cur.fetchall())
+        cur.execute("SHOW GLOBAL STATUS")
+        status = {name: int(v) for name, v in cur.fetchall() if v.isdigit()}
+        rows = sum(v for name, v in status.items() if name.startswith("Handler_read_"))
+        counters = {name: status.get(name, 0) for name in STATUS}
         try:
             cur.execute("SELECT beat FROM `%s`.catalog_currency" % database)
             beat = int(cur.fetchone()[0])
         except pymysql.err.ProgrammingError:
             beat = None  # before the table
-        return beat, rows
+        return beat, rows, counters
     finally:
         conn.close()
 
@@ -316,10 +339,13 @@ def day(url, args, paths, summary_ms):
         if profile is not None:
             profile[0]()
         before = watch.sample()
-        beat, rows = _server_figures(url, database)
+        beat, rows, status = _server_figures(url, database)
         times, counts = run_slice(bases, paths, args.day, args.day_clients)
         figures["day_cores"] = cores(before, watch.sample())
-        beat_after, rows_after = _server_figures(url, database)
+        beat_after, rows_after, status_after = _server_figures(url, database)
+        figures["server_status"] = {
+            name: status_after[name] - status[name] for name in STATUS
+        }
         # Comparisons published by the lease holder (one per period for the
         # whole cloud), and rows the engines handed out (all databases).
         if beat is not None:

@@ -243,8 +243,11 @@ class Holder:
 
     def _up_to_date(self, db):
         """With ``reading`` held: the catalog at the stamp a new read
-        transaction sees."""
-        with db.reader() as conn:
+        transaction sees. Read as a request reads it, in autocommit
+        (``several_reads``): an idle host's look every period is its one
+        round trip, no COMMIT after it (the catch-up's statements need no
+        snapshot in common; a whole read takes its own)."""
+        with db.several_reads() as conn:
             catalog = self.catalog
             if catalog is None:
                 return self._refresh(db, conn)
