@@ -29,10 +29,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
+
+import tree_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.dirname(os.path.dirname(HERE))
@@ -110,35 +111,16 @@ def child(tree, driver):
 
 def trees_ab(args):
     trees = {"base": os.path.abspath(args.base), "new": os.path.abspath(args.new)}
-    procs = {}
-    for label, tree in trees.items():
-        procs[label] = subprocess.Popen(
-            [sys.executable, __file__, "--child", tree, "--driver", args.driver],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=tree),
-        )
-        assert json.loads(procs[label].stdout.readline())["ready"]
+    batches, load = tree_batches.alternated(
+        __file__, trees, ["--driver", args.driver], args.batches
+    )
     cpu = {label: {"GET": [], "PUT": []} for label in trees}
     statements = {label: {"GET": set(), "PUT": set()} for label in trees}
-    load = [os.getloadavg()]
-    order = list(trees)
-    for round_ in range(args.batches + 1):  # the first: warm up, not counted
-        for label in order:
-            procs[label].stdin.write("batch\n")
-            procs[label].stdin.flush()
-            out = json.loads(procs[label].stdout.readline())
-            if round_ == 0:
-                continue
+    for label, outs in batches.items():
+        for out in outs:
             for kind in ("GET", "PUT"):
                 cpu[label][kind].append(statistics.median(out[kind]) * 1000)
                 statements[label][kind].update(out[kind + " statements"])
-        order.reverse()
-    load.append(os.getloadavg())
-    for proc in procs.values():
-        proc.stdin.close()
-        proc.wait()
     figures = {"driver": args.driver, "batches": args.batches, "load": load}
     for label in trees:
         claim = [g + p for g, p in zip(cpu[label]["GET"], cpu[label]["PUT"])]

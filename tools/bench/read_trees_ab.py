@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+import tree_batches
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TREE = os.path.dirname(os.path.dirname(HERE))
 BATCH = 200
@@ -142,37 +144,17 @@ def child(args):
 
 def trees_ab(args):
     trees = {"base": os.path.abspath(args.base), "new": os.path.abspath(args.new)}
-    procs = {}
-    for label, tree in trees.items():
-        command = [sys.executable, __file__, "--child", tree]
-        for name in ("driver", "version", "consumers", "overlay"):
-            command += ["--" + name, str(getattr(args, name))]
-        for path in args.path:
-            command += ["--path", path]
-        procs[label] = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=tree),
-        )
-        assert json.loads(procs[label].stdout.readline())["ready"]
+    child_args = []
+    for name in ("driver", "version", "consumers", "overlay"):
+        child_args += ["--" + name, str(getattr(args, name))]
+    for path in args.path:
+        child_args += ["--path", path]
+    batches, load = tree_batches.alternated(__file__, trees, child_args, args.batches)
     found = {label: {} for label in trees}
-    load = [os.getloadavg()]
-    order = list(trees)
-    for round_ in range(args.batches + 1):  # the first: warm up, not counted
-        for label in order:
-            procs[label].stdin.write("batch\n")
-            procs[label].stdin.flush()
-            out = json.loads(procs[label].stdout.readline())
-            if round_:
-                for path, figures in out.items():
-                    found[label].setdefault(path, []).append(figures)
-        order.reverse()
-    load.append(os.getloadavg())
-    for proc in procs.values():
-        proc.stdin.close()
-        proc.wait()
+    for label, outs in batches.items():
+        for out in outs:
+            for path, figures in out.items():
+                found[label].setdefault(path, []).append(figures)
     figures = {
         "tool": "tools/bench/read_trees_ab.py (CPU ms per request)",
         **{name: getattr(args, name) for name in ("driver", "version", "batches")},
