@@ -379,6 +379,24 @@ def test_every_structural_write_reaches_the_other_worker(cloud):
     assert _count(cloud.check()[0]) == 1  # the first tree only
 
 
+def test_a_changed_amount_keeps_its_class_holders(cloud):
+    """A host's changed total (a heartbeat's PUT) is followed without a
+    copy of its class's holders, which stay the catalog's before (the
+    answers and maps checked against a fresh read as ever)."""
+    _tree(cloud)
+    rp = cloud.provider("cn2")
+    cloud.inventories(rp, VCPU=8, DISK_GB=100)
+    cloud.check()
+    before = refresh._CACHES[cloud.reader_db].catalog
+    cloud.inventories(rp, VCPU=16, DISK_GB=100)
+    cloud.check()
+    after = refresh._CACHES[cloud.reader_db].catalog
+    assert after is not before
+    vcpu = after.class_ids["VCPU"]
+    assert after.holders[vcpu] is before.holders[vcpu]
+    assert after.idle[vcpu] != before.idle[vcpu]
+
+
 def test_sharing_provider_joins_and_leaves(cloud):
     cn, _, _ = _tree(cloud)
     cloud.call(

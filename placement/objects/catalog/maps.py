@@ -144,22 +144,38 @@ class Maps:
             return
         idle, holders = dict(self.idle), dict(self.holders)
         for rc, rps in classes.items():
-            idle_rc, holders_rc = dict(idle.get(rc, ())), dict(holders.get(rc, ()))
+            idle_rc = dict(idle.get(rc, ()))
             for rp in rps:
-                provider, inventory = new[rp].provider, new[rp].inventories.get(rc)
+                inventory = new[rp].inventories.get(rc)
                 if inventory is None:
                     idle_rc.pop((rp, rc), None)
-                    holders_rc.pop(rp, None)
                 else:
                     # An existing key keeps its place.
                     idle_rc[rp, rc] = inventory
-                    holders_rc[rp] = provider
+            holders[rc] = _holding(holders.get(rc, {}), rc, rps, new)
             if idle_rc:
-                idle[rc], holders[rc] = idle_rc, holders_rc
+                idle[rc] = idle_rc
             else:
                 idle.pop(rc, None)
                 holders.pop(rc, None)
         self.idle, self.holders = idle, holders
+
+
+def _holding(holders_rc, rc, rps, new):
+    """{rp: Provider} of the holders of class ``rc`` with ``rps`` as
+    ``new`` has them: a copy only where a holder comes, goes or moves, so
+    that a changed amount (a heartbeat's ``reserved``) copies nothing."""
+    now = {rp: new[rp].provider if rc in new[rp].inventories else None for rp in rps}
+    if all(holders_rc.get(rp) == provider for rp, provider in now.items()):
+        return holders_rc
+    holders_rc = dict(holders_rc)
+    for rp, provider in now.items():
+        if provider is None:
+            holders_rc.pop(rp, None)
+        else:
+            # An existing key keeps its place.
+            holders_rc[rp] = provider
+    return holders_rc
 
 
 def _without_moved(value_roots, changed, old, new):
