@@ -46,6 +46,7 @@ import sqlalchemy as sa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
+import figures_file  # noqa: E402
 import profile_request  # noqa: E402  (Loader, fresh databases)
 import scale  # noqa: E402  (hosts, flavors, the loaded cloud)
 
@@ -327,10 +328,7 @@ def main():
     if args.cost_hosts:
         figures["cost"] = run_cost(conf, args)
         print(json.dumps(figures["cost"], indent=1))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(figures, f, indent=1)
-            f.write("\n")
+    figures_file.write(args.out, figures)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ import sys
 import time
 import uuid
 
+import figures_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 VARIANTS = {  # name -> (order, ranking age)
@@ -253,10 +255,7 @@ def main():
         figures[str(hosts)] = run(url, args)
         print(hosts, json.dumps(figures[str(hosts)], indent=1), flush=True)
     figures["load_average_after"] = os.getloadavg()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(figures, f, indent=1)
-            f.write("\n")
+    figures_file.write(args.out, figures)
 
 
 if __name__ == "__main__":

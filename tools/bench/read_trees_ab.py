@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+import figures_file
 import tree_batches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -302,10 +303,7 @@ def main():
     if not args.base:
         parser.error("--base TREE")
     figures = callgrind_ab(args) if args.callgrind else trees_ab(args)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(figures, f, indent=1)
-            f.write("\n")
+    figures_file.write(args.out, figures)
 
 
 if __name__ == "__main__":

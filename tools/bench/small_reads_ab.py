@@ -31,7 +31,6 @@ Ways name the cuts to run (e.g. ``kept``); all of them by default.
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -39,6 +38,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import figures_file  # noqa: E402
 import heartbeat  # noqa: E402
 import profile_request  # noqa: E402
 
@@ -277,10 +277,7 @@ def main():
                     flush=True,
                 )
     figures["load_average_after"] = os.getloadavg()
-    if args.out:
-        with open(args.out, "w") as out:
-            json.dump(figures, out, indent=1)
-            out.write("\n")
+    figures_file.write(args.out, figures)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ class Maps:
         for attr, value_of in values.items():
             current = getattr(self, attr)
             now = {rp: value_of(new[rp]) for rp in changed}
-            if all(current.get(rp) == value for rp, value in now.items()):
+            replaced = _patched(current, now)
+            if replaced is current:
                 continue
             if attr == "uuids":
                 ids = dict(self.ids)
@@ -88,12 +89,6 @@ class Maps:
                     ids.pop(current.get(rp), None)
                 ids.update((uuid, rp) for rp, uuid in now.items() if uuid)
                 self.ids = ids
-            replaced = dict(current)
-            for rp, value in now.items():
-                if value is None:
-                    replaced.pop(rp, None)
-                else:
-                    replaced[rp] = value
             setattr(self, attr, replaced)
 
     def _trees(self, changed, old, new):
@@ -144,15 +139,18 @@ class Maps:
             return
         idle, holders = dict(self.idle), dict(self.holders)
         for rc, rps in classes.items():
-            idle_rc = dict(idle.get(rc, ()))
-            for rp in rps:
-                inventory = new[rp].inventories.get(rc)
-                if inventory is None:
-                    idle_rc.pop((rp, rc), None)
-                else:
-                    # An existing key keeps its place.
-                    idle_rc[rp, rc] = inventory
-            holders[rc] = _holding(holders.get(rc, {}), rc, rps, new)
+            idle_rc = _patched(
+                idle.get(rc, {}), {(rp, rc): new[rp].inventories.get(rc) for rp in rps}
+            )
+            # Only where a holder comes, goes or moves: a changed amount
+            # (a heartbeat's ``reserved``) copies no holders map.
+            holders[rc] = _patched(
+                holders.get(rc, {}),
+                {
+                    rp: new[rp].provider if rc in new[rp].inventories else None
+                    for rp in rps
+                },
+            )
             if idle_rc:
                 idle[rc] = idle_rc
             else:
@@ -161,21 +159,19 @@ class Maps:
         self.idle, self.holders = idle, holders
 
 
-def _holding(holders_rc, rc, rps, new):
-    """{rp: Provider} of the holders of class ``rc`` with ``rps`` as
-    ``new`` has them: a copy only where a holder comes, goes or moves, so
-    that a changed amount (a heartbeat's ``reserved``) copies nothing."""
-    now = {rp: new[rp].provider if rc in new[rp].inventories else None for rp in rps}
-    if all(holders_rc.get(rp) == provider for rp, provider in now.items()):
-        return holders_rc
-    holders_rc = dict(holders_rc)
-    for rp, provider in now.items():
-        if provider is None:
-            holders_rc.pop(rp, None)
+def _patched(mapping, changes):
+    """``mapping`` with ``changes`` ({key: value, or None to drop}) made:
+    the same object where nothing differs, else a copy in which an
+    existing key keeps its place."""
+    if all(mapping.get(key) == value for key, value in changes.items()):
+        return mapping
+    patched = dict(mapping)
+    for key, value in changes.items():
+        if value is None:
+            patched.pop(key, None)
         else:
-            # An existing key keeps its place.
-            holders_rc[rp] = provider
-    return holders_rc
+            patched[key] = value
+    return patched
 
 
 def _without_moved(value_roots, changed, old, new):
