@@ -67,8 +67,8 @@ LOGGING = {
 def serve(conf, app, worker_ready, in_loop):
     """Serve ``app`` (built in this process, its database's connections
     closed) until SIGINT or SIGTERM; ``worker_ready`` runs in each worker
-    after the fork, before it serves; a cheap read may run in granian's
-    event loop when ``in_loop()`` (``rsgi.App``)."""
+    after the fork, before it serves; a cheap read may run at once, in
+    granian's own thread, when ``in_loop()`` (``rsgi.App``)."""
     served = rsgi.App(
         app,
         conf.threads,
@@ -82,6 +82,8 @@ def serve(conf, app, worker_ready, in_loop):
         worker_ready()
         return served
 
+    # A cheap read answered in granian's thread, not handed to the loop.
+    rsgi.install_scheduler(served)
     server = MPServer(
         target="placement",
         address=conf.host,

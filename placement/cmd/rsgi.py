@@ -15,13 +15,20 @@ the first 413 unread and never reads the second (``api/sizelimit``).
 
 A cheap read (``CHEAP``: the root document, and a provider's or a
 consumer's own records, answered from the held catalog after one
-statement) is run in the event loop itself while no request of the
-worker is in its threads and ``in_loop()`` allows (the catalog needs no
-comparison with the database first): no thread wake-up on either side,
-and no thread is executing, so the gate never makes it wait. The loop
-runs nothing else meanwhile; requests that come in then wait for it, as
-they would for a thread. Everything else, and a cheap read while
-another request is in a thread, goes to the threads.
+statement) is run at once while no request of the worker is in its
+threads and ``in_loop()`` allows (the catalog needs no comparison with
+the database first): no hand-off to one of placement's threads, and no
+thread is executing, so the gate never makes it wait. With the
+``scheduler`` installed (``placement-api`` does) it runs in granian's
+own thread, the one that holds the GIL to hand each request to the event
+loop (``answer_here``), so it is not handed to the loop either: that
+hand-off was a third of a small read's server CPU beyond the app's
+(thread wake-ups and GIL hand-overs while the read waited on the
+database; tools/bench/README, issue 45, "cheap reads in granian's
+thread"). Without it, or for a GET with a body, it runs in the event
+loop. Either way requests that come in meanwhile wait for it, as they
+would for a thread. Everything else, and a cheap read while another
+request is in a thread, goes to the threads.
 
 An answer the app returns as a list is written in one piece; one it
 returns as an iterator (a streamed candidate answer) is produced in the
@@ -30,6 +37,7 @@ the client goes away.
 """
 
 import asyncio
+import inspect
 import io
 import queue
 import re
@@ -127,6 +135,24 @@ class App:
         finally:
             self.in_threads -= 1
 
+    def answer_here(self, scope, proto):
+        """True when the request is a cheap read without a body that may
+        run now, answered here (in the calling thread); False when it
+        must go to the event loop (``__rsgi__``)."""
+        if self.in_threads or scope.method != "GET":
+            return False
+        path = scope.path
+        if self.script_name and path.startswith(self.script_name):
+            path = path[len(self.script_name) :]
+        if not CHEAP.match(path) or scope.headers.get("content-length"):
+            return False
+        if not self.in_loop():
+            return False
+        environ = self.environ(scope)
+        environ["wsgi.input"] = io.BytesIO(_EMPTY)
+        self.call(environ, proto, inline=True)
+        return True
+
     def environ(self, scope):
         """The WSGI environ of a request (PEP 3333: the path as latin-1
         of its bytes, repeated headers joined by commas)."""
@@ -214,3 +240,44 @@ class App:
 async def _send(transport, piece):
     # granian's send_bytes is an awaitable, not a coroutine.
     await transport.send_bytes(piece)
+
+
+def scheduler(served):
+    """granian's scheduling of an RSGI request (``_cbsched_schedule`` of
+    ``granian._futures``, which its worker calls in the thread that holds
+    the GIL for each request: it hands the request's coroutine to the
+    event loop) with ``served.answer_here`` first."""
+
+    def schedule(loop, ctx, run, cb):
+        def _schedule(watcher):
+            try:
+                answered = served.answer_here(watcher.scope, watcher.proto)
+            except BaseException as e:  # as granian's coroutine reports it
+                watcher.err(e)
+                return
+            if answered:
+                watcher.done()
+                return
+            loop.call_soon_threadsafe(run, cb(watcher), context=ctx)
+
+        return _schedule
+
+    return schedule
+
+
+def install_scheduler(served):
+    """``scheduler(served)`` in granian, for the workers it starts next;
+    False (nothing changed: cheap reads run in the event loop) where
+    granian has no such function of that signature (another release)."""
+    from granian import _futures
+
+    known = getattr(_futures, "_cbsched_schedule", None)
+    if known is None or list(inspect.signature(known).parameters) != [
+        "loop",
+        "ctx",
+        "run",
+        "cb",
+    ]:
+        return False
+    _futures._cbsched_schedule = scheduler(served)
+    return True

@@ -21,6 +21,9 @@ class Headers:
     def items(self):
         return self._items
 
+    def get(self, name, default=None):
+        return next((v for k, v in self._items if k == name), default)
+
 
 class Proto:
     """granian's protocol of one request, as the adapter uses it."""
@@ -210,3 +213,96 @@ def test_a_small_read_runs_in_the_loop_unless_it_may_not():
         assert proto.answers == [(200, [], b"{}")]
     assert ran_in[0] == threading.current_thread().name
     assert ran_in[1].startswith("placement-")
+
+
+class Watcher:
+    """granian's watcher of one request, as its scheduling uses it."""
+
+    def __init__(self, scope, proto):
+        self.scope, self.proto = scope, proto
+        self.ended = []
+
+    def done(self):
+        self.ended.append("done")
+
+    def err(self, e):
+        self.ended.append(e)
+
+
+class Loop:
+    def __init__(self):
+        self.handed = []
+
+    def call_soon_threadsafe(self, run, coroutine, context=None):
+        self.handed.append((run, coroutine, context))
+
+
+def _scheduled(app, scope, in_loop=True, in_threads=0):
+    """What granian's scheduling with ``rsgi.scheduler`` does with a
+    request: the app's thread, the protocol, the watcher's end, and what
+    was handed to the loop."""
+    ran_in = []
+
+    def wsgi(environ, start_response):
+        ran_in.append(threading.current_thread().name)
+        return app(environ, start_response)
+
+    served = rsgi.App(wsgi, 2, 1000, "/placement", lambda: in_loop)
+    served.in_threads = in_threads
+    loop, proto = Loop(), Proto()
+    watcher = Watcher(scope, proto)
+    schedule = rsgi.scheduler(served)(loop, "ctx", "run", lambda w: ("coro", w))
+    schedule(watcher)
+    return ran_in, proto, watcher.ended, loop.handed
+
+
+def _ok(environ, start_response):
+    start_response("200 OK", [("content-type", "application/json")])
+    return [environ["PATH_INFO"].encode()]
+
+
+def test_a_cheap_read_is_answered_in_the_scheduling_thread():
+    ran_in, proto, ended, handed = _scheduled(
+        _ok, _scope("/placement/resource_providers/x", [])
+    )
+    assert ran_in == [threading.current_thread().name]
+    assert proto.answers == [
+        (200, [("content-type", "application/json")], b"/resource_providers/x")
+    ]
+    assert ended == ["done"] and handed == []
+
+
+def test_anything_else_goes_to_the_loop():
+    body = [("content-length", "2"), ("content-type", "application/json")]
+    for scope, in_loop, in_threads in (
+        (_scope("/placement/resource_providers", []), True, 0),
+        (_scope("/placement/resource_providers/x", [], "PUT"), True, 0),
+        (_scope("/placement/resource_providers/x", body), True, 0),
+        (_scope("/placement/resource_providers/x", []), False, 0),
+        (_scope("/placement/resource_providers/x", []), True, 1),
+    ):
+        ran_in, proto, ended, handed = _scheduled(_ok, scope, in_loop, in_threads)
+        assert ran_in == [] and proto.answers == [] and ended == []
+        [(run, (coroutine, watcher), context)] = handed
+        assert (run, coroutine, context) == ("run", "coro", "ctx")
+        assert watcher.scope is scope
+
+
+def test_a_cheap_read_that_fails_is_reported_as_granian_reports_it():
+    def fails(environ, start_response):
+        raise RuntimeError("boom")
+
+    _, proto, [error], handed = _scheduled(fails, _scope("/placement/", []))
+    assert isinstance(error, RuntimeError) and handed == []
+    assert proto.answers == []
+
+
+def test_the_scheduler_is_installed_in_this_granian(monkeypatch):
+    from granian import _futures
+
+    monkeypatch.setattr(_futures, "_cbsched_schedule", _futures._cbsched_schedule)
+    served = rsgi.App(_ok, 2, 1000)
+    assert rsgi.install_scheduler(served)
+    assert _futures._cbsched_schedule.__qualname__ == "scheduler.<locals>.schedule"
+    monkeypatch.setattr(_futures, "_cbsched_schedule", lambda loop, cb: None)
+    assert not rsgi.install_scheduler(served)
