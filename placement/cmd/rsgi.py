@@ -24,7 +24,9 @@ they would for a thread. A claim's two requests (``CLAIM``: a candidate
 search with a ``limit``, whose answer is bounded, and the PUT of one
 consumer's allocations) are run there too on the same terms: the
 hand-off to a thread and back costs a claim about 0.4 ms of the
-worker's CPU, ~10% (tools/bench/README "Issue 45: a claim over HTTP").
+worker's CPU, ~10% (tools/bench/README "Issue 45: a claim over HTTP");
+the write's own pauses (a generation race's jitter, a deadlock's
+back-off, a few milliseconds) then hold the loop too.
 Everything else, and any of these while another request is in a thread,
 goes to the threads.
 
