@@ -26,9 +26,15 @@ hand-off was a third of a small read's server CPU beyond the app's
 (thread wake-ups and GIL hand-overs while the read waited on the
 database; tools/bench/README, issue 45, "cheap reads in granian's
 thread"). Without it, or for a GET with a body, it runs in the event
-loop. Either way requests that come in meanwhile wait for it, as they
-would for a thread. Everything else, and a cheap read while another
-request is in a thread, goes to the threads.
+loop. A claim's two requests (``CLAIM``: a candidate search with a
+``limit``, whose answer is bounded, and the PUT of one consumer's
+allocations) run in the event loop on the same terms: the hand-off to a
+thread and back cost a claim about 0.4 ms of the worker's CPU, ~10%
+(tools/bench/README "Issue 45: a claim over HTTP"); the write's own
+pauses (a generation race's jitter, a deadlock's back-off, a few
+milliseconds) then hold the loop too. Either way requests that come in
+meanwhile wait for it, as they would for a thread. Everything else, and
+any of these while another request is in a thread, goes to the threads.
 
 An answer the app returns as a list is written in one piece; one it
 returns as an iterator (a streamed candidate answer) is produced in the
@@ -64,6 +70,14 @@ CHEAP = re.compile(
     r"(?:/(?:allocations|inventories|usages|traits|aggregates))?"
     r"|/allocations/[^/]+)?/?\Z"
 )
+# A claim's requests, run in the event loop on the same terms: its
+# candidate search when limited (the answer is bounded, not streamed) and
+# its write of one consumer's allocations.
+CLAIM = {
+    "GET": re.compile(r"/allocation_candidates/?\Z"),
+    "PUT": re.compile(r"/allocations/[^/]+/?\Z"),
+}
+_LIMITED = re.compile(r"(?:\A|&)limit=")
 
 
 class App:
@@ -119,12 +133,7 @@ class App:
             except ProtocolClosed:  # the client went away
                 return
         environ["wsgi.input"] = io.BytesIO(body)
-        if (
-            not self.in_threads
-            and environ["REQUEST_METHOD"] == "GET"
-            and CHEAP.match(environ["PATH_INFO"])
-            and self.in_loop()
-        ):
+        if not self.in_threads and self._in_loop(environ):
             self.call(environ, proto, inline=True)
             return
         done = self.loop.create_future()
@@ -152,6 +161,20 @@ class App:
         environ["wsgi.input"] = io.BytesIO(_EMPTY)
         self.call(environ, proto, inline=True)
         return True
+
+    def _in_loop(self, environ):
+        """Whether the request may run in the event loop (when no request
+        of the worker is in its threads): a cheap read or a claim's, and
+        ``in_loop()``."""
+        method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+        if method == "GET" and CHEAP.match(path):
+            return self.in_loop()
+        claim = CLAIM.get(method)
+        if claim is None or not claim.match(path):
+            return False
+        if method == "GET" and not _LIMITED.search(environ["QUERY_STRING"]):
+            return False
+        return self.in_loop()
 
     def environ(self, scope):
         """The WSGI environ of a request (PEP 3333: the path as latin-1

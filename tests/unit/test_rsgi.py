@@ -2,9 +2,9 @@
 and what granian is told to answer: PEP 3333's environ (the path as
 latin-1 of its UTF-8 bytes, repeated headers joined, the mount prefix
 taken off), the body read before the app runs, its answer written once,
-a streamed answer piece by piece and closed; a small read run in the
-loop answered in one piece, or by a thread while a long request is in
-progress."""
+a streamed answer piece by piece and closed; a small read or a claim's
+request run in the loop answered in one piece, or by a thread while a
+long request is in progress."""
 
 import asyncio
 import threading
@@ -47,11 +47,11 @@ class Proto:
         self.pieces.append(piece)
 
 
-def _scope(path, headers, method="GET"):
+def _scope(path, headers, method="GET", query="a=1"):
     return types.SimpleNamespace(
         path=path,
         method=method,
-        query_string="a=1",
+        query_string=query,
         server="127.0.0.1:8778",
         client="10.0.0.9:40000",
         http_version="1.1",
@@ -306,3 +306,30 @@ def test_the_scheduler_is_installed_in_this_granian(monkeypatch):
     assert _futures._cbsched_schedule.__qualname__ == "scheduler.<locals>.schedule"
     monkeypatch.setattr(_futures, "_cbsched_schedule", lambda loop, cb: None)
     assert not rsgi.install_scheduler(served)
+
+
+def test_a_claims_requests_run_in_the_loop_unless_they_may_not():
+    ran_in = []
+
+    def app(environ, start_response):
+        ran_in.append(threading.current_thread().name)
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    loop = threading.current_thread().name
+    for method, path, query, in_loop, where in (
+        ("GET", "/allocation_candidates", "resources=VCPU:1&limit=5", True, loop),
+        ("GET", "/allocation_candidates", "limit=5", False, "placement-"),
+        # Unlimited: a streamed answer, as long as the cloud is large.
+        ("GET", "/allocation_candidates", "resources=VCPU:1", True, "placement-"),
+        ("GET", "/allocation_candidates", "resources=VCPU:1&xlimit=5", True, "pl"),
+        ("PUT", "/allocations/x", "", True, loop),
+        ("PUT", "/allocations/x", "", False, "placement-"),
+        ("DELETE", "/allocations/x", "", True, "placement-"),
+        ("POST", "/allocations", "", True, "placement-"),
+        ("PUT", "/resource_providers/x/inventories", "", True, "placement-"),
+    ):
+        proto = Proto()
+        _serve(app, _scope("/placement" + path, [], method, query), proto, in_loop)
+        assert proto.answers == [(200, [], b"{}")]
+        assert ran_in.pop().startswith(where), (method, path, query, in_loop)
