@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import random
 import threading
+import time
 import uuid
 
 import prometheus_client
@@ -1049,6 +1050,34 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
     cloud.call(cloud.writer, "/traits/CUSTOM_NEWER", "PUT", status=201)
     newer = cloud.call(cloud.reader, path + "&required=CUSTOM_NEWER", status=200)
     assert _count(newer.json()) == 0
+
+
+def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeypatch):
+    """A search answered from the held catalog is confirmed, with no
+    statement, by a look another worker of the host sent after the search
+    began that found the catalog's stamp and tokens (catalog/host_look.py);
+    not by one sent before it began, nor one that found another stamp."""
+    if cloud.reader_db.dialect == "sqlite":
+        pytest.skip("SQLite's reads see their transaction's snapshot")
+    cloud.inventories(cloud.provider("one"), VCPU=8)
+    cloud.check()
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 3600.0)
+    path = "/allocation_candidates?resources=VCPU:1&limit=5"
+    cloud.call(cloud.reader, path, status=200)  # compares once, now
+    cache = refresh._CACHES[cloud.reader_db]
+    stamp, tokens = cache.catalog.stamp, cache.catalog.token_sum
+
+    def statements_of_a_search(seen_stamp, sent):
+        cache.host_look.saw(seen_stamp, tokens, sent)
+        with rp_objects.statements(cloud.reader_db) as seen:
+            assert _count(cloud.call(cloud.reader, path, status=200).json()) == 1
+        return len(rp_objects._queries(seen))
+
+    # A clock ahead: sent after the search began.
+    assert statements_of_a_search(stamp, time.monotonic() + 3600) == 0
+    assert statements_of_a_search(stamp, time.monotonic() - 1) == 1
+    # Another stamp: the search reads the stamp first (its own look).
+    assert statements_of_a_search(stamp + 1, time.monotonic() + 3600) == 1
 
 
 def test_a_limited_search_reaches_the_trees_past_its_last_answer(cloud):

@@ -117,7 +117,8 @@ def _looked_elsewhere(db):
 
     def look():
         with db.reader() as conn:
-            cache.host_look.saw(*changes.look(conn)[:2])
+            sent = time.monotonic()
+            cache.host_look.saw(*changes.look(conn)[:2], sent)
 
     child = context.Process(target=look)
     child.start()

@@ -103,7 +103,7 @@ def find(
         except catalog_index.Behind as behind:
             refresh.found_behind(db)
             return _answer(
-                catalog_index.index(db, conn, behind.seen),
+                catalog_index.index(db, conn, behind.seen, shared=True),
                 request,
                 options,
             )
@@ -182,7 +182,7 @@ class Stream:
         self._connection = contextlib.ExitStack()
         conn = self._connection.enter_context(db.several_reads())
         try:
-            self._index = catalog_index.index(db, conn)
+            self._index = catalog_index.index(db, conn, shared=True)
             try:
                 search_ = _bounded(
                     functools.partial(_search, self._index, request, options),

@@ -6,6 +6,7 @@ writer's allocations (the catalog's ``used``), else it is read by
 
 import bisect
 import collections
+import time
 from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
@@ -49,9 +50,14 @@ class CatalogIndex:
         self.conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
+        # When it was made (the request had arrived): a look of the host
+        # sent after it may confirm it (``confirm``).
+        self.made = time.monotonic()
         # The catalog's usage where it answers usage (``refresh.used_of``).
         self.used = used
-        self.sql = sql.SqlIndex(conn)
+        self._sql = sql.SqlIndex(conn)
+        # Whether an answer read names through SQL (``sql``).
+        self.read_sql = False
         self._sharing = catalog.trait_holders.get(
             catalog.trait_ids.get(stage.SHARING_TRAIT), ()
         )
@@ -61,7 +67,7 @@ class CatalogIndex:
             return
         if stamp is None:
             assert self.db is not None  # an unconfirmed index has it
-            seen = refresh.look(self.db, self.conn)
+            seen = self._host_look() or refresh.look(self.db, self.conn, shared=True)
         else:
             seen = changes.Look(stamp, tokens)
         stamp, tokens = seen.stamp, seen.tokens
@@ -79,6 +85,26 @@ class CatalogIndex:
             raise Behind(seen)
         events.catalog_used("hit")
 
+    def _host_look(self) -> changes.Look | None:
+        """The look another request (or follower) of this host sent after
+        this index was made, when it found the catalog's stamp and tokens
+        and this answer is the catalog's alone (its usage from memory, no
+        name read through SQL): it confirms the answer as this request's
+        own look would have, without a statement (``host_look``)."""
+        if self.used is None or self.read_sql:
+            return None
+        assert self.db is not None  # an unconfirmed index has it
+        seen = refresh.host_saw(self.db, self.made)
+        catalog = self.catalog
+        if seen != (catalog.stamp, catalog.token_sum):
+            return None
+        return changes.Look(*seen)
+
+    def _by_sql(self) -> sql.SqlIndex:
+        """The SQL index, for what the catalog does not know (names)."""
+        self.read_sql = True
+        return self._sql
+
     def _same_structure(self, seen):
         """Whether the catalog at the look ``seen`` (brought there by the
         log) has the structure this one answered from: the changes between
@@ -90,10 +116,12 @@ class CatalogIndex:
         )
 
     def class_ids(self, names: Iterable[str]) -> dict[str, int]:
-        return _ids(self.catalog.class_ids, names, self.sql.class_ids)
+        known = _known(self.catalog.class_ids, names)
+        return known if known is not None else self._by_sql().class_ids(names)
 
     def trait_ids(self, names: Iterable[str]) -> dict[str, int]:
-        return _ids(self.catalog.trait_ids, names, self.sql.trait_ids)
+        known = _known(self.catalog.trait_ids, names)
+        return known if known is not None else self._by_sql().trait_ids(names)
 
     def aggregate_ids(self, uuids: Iterable[str]) -> dict[str, int]:
         known = self.catalog.aggregate_ids
@@ -104,7 +132,7 @@ class CatalogIndex:
             rp = self.catalog.ids.get(spelling)
             if rp is not None:
                 return self.catalog.providers[rp].root_id
-        return self.sql.root_of(provider_uuid)
+        return self._by_sql().root_of(provider_uuid)
 
     def root_ids(self) -> list[int]:
         return self.catalog.roots
@@ -201,7 +229,6 @@ class CatalogIndex:
                 roots=roots,
                 stamp=stamp,
             )
-        self.confirm()
         catalog = self.catalog
         if classes is None:
             if providers is None:
@@ -231,7 +258,6 @@ class CatalogIndex:
     ) -> dict[int, np.ndarray]:
         if self.used is None:
             return stage.usage_columns(self.conn, class_ids, stock)
-        self.confirm()
         return {rc: self.used.column(rc, stock[rc].rp) for rc in class_ids}
 
     def tree_usage(
@@ -240,7 +266,6 @@ class CatalogIndex:
         used = self.used
         if used is None:
             return None
-        self.confirm()
         columns = catalog_columns.of(self.catalog)
         page = np.fromiter(roots, dtype=np.int64, count=len(roots))
         at = columns.positions(page)
@@ -302,7 +327,6 @@ class CatalogIndex:
     ) -> np.ndarray | None:
         if self.used is None:
             return None
-        self.confirm()
         ids = np.fromiter(rps, dtype=np.int64, count=len(rps))
         return self.used.table(class_ids, ids)
 
@@ -343,11 +367,11 @@ class CatalogIndex:
         )
 
 
-def _ids(known, names, lookup):
-    """{name: id} from ``known``, or from ``lookup`` (which raises the
-    not-found error) when some name is missing."""
+def _known(known, names):
+    """{name: id} from ``known``, or None when some name is missing (the
+    SQL lookup raises the not-found error)."""
     if not all(name in known for name in names):
-        return lookup(names)
+        return None
     return {name: known[name] for name in names}
 
 
@@ -393,24 +417,32 @@ def index(
     db: db_api.Database,
     conn: sa.Connection,
     seen: changes.Look | None = None,
+    shared: bool = False,
 ) -> stage.Index:
     """Stage 2's index for a request reading on ``conn``: the catalog's
     when it is on and current, else SQL's. ``seen``: the look the
-    transaction has just read (read here otherwise)."""
-    catalog = refresh.current(db, conn, seen)
+    transaction has just read (read here otherwise). ``shared``: ``conn``
+    is in autocommit (``Database.several_reads``), its looks told to the
+    host's other workers (``refresh.current``)."""
+    catalog = refresh.current(db, conn, seen, shared)
     if catalog is None:
         return sql.SqlIndex(conn)
     return CatalogIndex(conn, catalog, used=refresh.used_of(db, catalog))
 
 
 def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
-    """``index`` without its statement when the process holds a catalog
-    needing no comparison with the database: answers from it are good
-    once ``confirm``ed by the stamp the request's first usage read reads
-    too (one round trip less); on ``Behind``, answer again from ``index``."""
+    """For a read on ``conn`` in autocommit (``Database.several_reads``):
+    ``index`` without its statement when the process holds a catalog
+    needing no comparison with the database and likely current
+    (``refresh.held``): answers from it are good once ``confirm``ed, by
+    the stamp the request's first usage read reads too where usage is
+    read through SQL (one round trip less), else after the answer, by a
+    look of this request or one another worker of the host sent after
+    this was made (``host_look``; none of its own); on ``Behind``, answer
+    again from ``index``."""
     catalog = refresh.held(db)
     if catalog is None:
-        return index(db, conn)
+        return index(db, conn, shared=True)
     return CatalogIndex(
         conn, catalog, unconfirmed=True, db=db, used=refresh.used_of(db, catalog)
     )

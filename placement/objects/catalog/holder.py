@@ -71,13 +71,19 @@ class Holder:
         # reads the shards' counts too (``look``).
         self.behind = False
 
-    def look(self, conn: sa.Connection) -> changes.Look:
+    def look(self, conn: sa.Connection, shared: bool = False) -> changes.Look:
         """The look ``conn`` reads, with the shards' counts and tokens
         (sparing a catch-up its statement of them) where the last look
         found the catalog behind: under a stream of claims nearly every
         look does, and the shards cost every look that does not some CPU
-        and the database's time (``changes.STAMP_SHARDS``)."""
+        and the database's time (``changes.STAMP_SHARDS``). ``shared``:
+        ``conn`` is in autocommit (``Database.several_reads``), its
+        statement a snapshot of its own: the host's other workers are
+        told what it saw and when it was sent (``host_look``)."""
+        sent = time.monotonic()
         seen = changes.look(conn, shards=self.behind)
+        if shared:
+            self.host_look.saw(seen.stamp, seen.tokens, sent)
         catalog = self.catalog
         self.behind = catalog is not None and catalog.stamp != seen.stamp
         return seen
@@ -251,8 +257,7 @@ class Holder:
             catalog = self.catalog
             if catalog is None:
                 return self._refresh(db, conn)
-            seen = self.look(conn)
-            self.host_look.saw(seen.stamp, seen.tokens)
+            seen = self.look(conn, shared=True)
             if history.diverged(catalog, seen.stamp, seen.tokens):
                 return self._refresh(db, conn, whole=True)
             if catalog.stamp == seen.stamp:

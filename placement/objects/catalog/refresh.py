@@ -40,12 +40,14 @@ class Cache(verify.Verifier):
         conn: sa.Connection,
         seen: changes.Look | None = None,
         used: Callable[[str], None] = events.catalog_used,
+        shared: bool = False,
     ) -> Catalog | None:
         """The catalog when it is (or could be made) current, else None
         (the caller reads through SQL); ``used`` is told how. ``seen``:
         the look (``changes.look``) when the caller has read it (its
         ``tokens`` None: not read, the history is taken as the
-        catalog's)."""
+        catalog's). ``shared``: ``conn`` is in autocommit, its looks are
+        told to the host's other workers (``Holder.look``)."""
         if self.stale():
             self.verify(db, wait=self.followed, own=True)
             if self.below_floor():
@@ -54,7 +56,7 @@ class Cache(verify.Verifier):
                 used("sql")
                 return None
         if seen is None:
-            seen = self.look(conn)
+            seen = self.look(conn, shared)
         stamp, tokens = seen.stamp, seen.tokens
         catalog = self.catalog
         outcome = "hit"
@@ -89,7 +91,7 @@ class Cache(verify.Verifier):
             # so it takes the count they see, and catches up with writes
             # that committed meanwhile (under steady writes there is
             # usually one).
-            seen = self.look(conn)
+            seen = self.look(conn, shared)
             stamp, tokens = seen.stamp, seen.tokens
         # A catalog newer than this transaction (SQLite reads one snapshot)
         # is kept for the next request, but this one reads through SQL.
@@ -110,21 +112,38 @@ def current(
     db: db_api.Database,
     conn: sa.Connection,
     seen: changes.Look | None = None,
+    shared: bool = False,
 ) -> Catalog | None:
     """The catalog of ``db`` at the stamp ``conn``'s transaction reads, or
     None when the caller should read through SQL (the catalog is off, or
     being read by another request, or newer than this transaction).
     ``seen``: the look (``changes.look``) the caller has just read in this
-    transaction (it is read here otherwise)."""
+    transaction (it is read here otherwise). ``shared``: ``conn`` is in
+    autocommit (``Database.several_reads``): its looks are told to the
+    host's other workers (``Holder.look``)."""
     if not db.conf.placement.provider_catalog:
         return None
-    return _cache(db).current(db, conn, seen)
+    return _cache(db).current(db, conn, seen, shared=shared)
 
 
-def look(db: db_api.Database, conn: sa.Connection) -> changes.Look:
+def look(
+    db: db_api.Database, conn: sa.Connection, shared: bool = False
+) -> changes.Look:
     """The look ``conn`` reads (``Holder.look``: with the shards' counts
-    where the last look found the catalog of ``db`` behind)."""
-    return _cache(db).look(conn)
+    where the last look found the catalog of ``db`` behind; told to the
+    host's other workers when ``shared``)."""
+    return _cache(db).look(conn, shared)
+
+
+def host_saw(db: db_api.Database, arrived: float) -> tuple[int, int] | None:
+    """The (stamp, tokens) a look of this host sent after ``arrived``
+    (``time.monotonic()``) found on ``db`` (``host_look``), if the last
+    one was: not on SQLite, whose reads see their transaction's snapshot
+    (``Database.several_reads``)."""
+    cache = _CACHES.get(db)
+    if cache is None or db.dialect == "sqlite":
+        return None
+    return cache.host_look.since(arrived)
 
 
 def structure_at(
@@ -141,19 +160,26 @@ def structure_at(
 
 
 def held(db: db_api.Database) -> Catalog | None:
-    """The catalog this process holds for ``db``, when it is on and no
+    """The catalog this process holds for ``db``, when it is on, no
     request need compare it with the database first (``Cache.stale``)
-    and no search found it behind in the last UNCONFIRMED_PAUSE_S; else
-    None. Whether it is the one a transaction reads is for the caller to
-    confirm (``current`` with the stamp it reads, when it is not)."""
+    and it is likely current: at the stamp and tokens the host's last
+    look found (``host_look``) or, where no look of the host is known
+    (SQLite: not shared), no search found it behind in the last
+    UNCONFIRMED_PAUSE_S; else None. Whether it is the one a transaction
+    reads is for the caller to confirm (``current`` with the stamp it
+    reads, when it is not)."""
     if not db.conf.placement.provider_catalog:
         return None
     cache = _CACHES.get(db)
     if cache is None or cache.stale():
         return None
+    catalog = cache.catalog
+    seen = cache.host_look.last() if db.dialect != "sqlite" else None
+    if seen is not None and catalog is not None:
+        return catalog if seen == (catalog.stamp, catalog.token_sum) else None
     if time.monotonic() - cache.behind_at < UNCONFIRMED_PAUSE_S:
         return None
-    return cache.catalog
+    return catalog
 
 
 def compares_first(db: db_api.Database) -> bool:
