@@ -19,6 +19,17 @@ from placement.objects.catalog import changes
 BIN = os.path.dirname(sys.executable)
 
 
+def in_child(action):
+    """Run ``action`` in a forked child; its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            action()
+        finally:
+            os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+
 def run_together(fn, count):
     """Call ``fn(i)`` for i in range(count), each in its own thread, all
     released at once; the return values, or the exceptions raised, in i

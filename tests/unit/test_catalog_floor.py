@@ -6,22 +6,12 @@ import os
 import signal
 
 from placement.objects.catalog import floor
-
-
-def _in_child(action):
-    """Run ``action`` in a forked child; its exit status."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            action()
-        finally:
-            os._exit(0)
-    return os.waitpid(pid, 0)[1]
+from tests import helpers
 
 
 def test_a_raise_in_a_forked_worker_is_seen_by_the_others():
     shared = floor.Floor()
-    assert _in_child(lambda: shared.raise_to(12.5)) == 0
+    assert helpers.in_child(lambda: shared.raise_to(12.5)) == 0
     assert shared.value() == 12.5
     shared.raise_to(3.0)
     assert shared.value() == 12.5

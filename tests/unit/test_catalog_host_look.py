@@ -2,21 +2,10 @@
 forked after it was made; a request takes it only when it was sent after
 the request arrived; a torn record is none."""
 
-import os
 import time
 
 from placement.objects.catalog import host_look
-
-
-def _in_child(action):
-    """Run ``action`` in a forked child; its exit status."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            action()
-        finally:
-            os._exit(0)
-    return os.waitpid(pid, 0)[1]
+from tests import helpers
 
 
 def test_a_look_sent_after_a_request_arrived_confirms_it():
@@ -25,7 +14,7 @@ def test_a_look_sent_after_a_request_arrived_confirms_it():
     arrived = time.monotonic()
     assert shared.since(arrived) is None
     sent = time.monotonic()
-    assert _in_child(lambda: shared.saw(7, 11, sent)) == 0
+    assert helpers.in_child(lambda: shared.saw(7, 11, sent)) == 0
     assert shared.last() == (7, 11)
     assert shared.since(arrived) == (7, 11)
     # Another process's, recent: the follower need not look.

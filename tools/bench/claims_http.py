@@ -47,7 +47,10 @@ import uuid
 import pymysql
 import sqlalchemy as sa
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+import figures_file  # noqa: E402
+
 from tests import private_mariadb  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -341,19 +344,16 @@ def main():
             "  %-32s %s"
             % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
         )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(
-                {
-                    "args": {k: v for k, v in vars(args).items() if k != "tree"},
-                    "trees": [label for label, _ in trees],
-                    "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
-                    "rounds": rounds,
-                    "medians": medians,
-                },
-                f,
-                indent=1,
-            )
+    figures_file.write(
+        args.out,
+        {
+            "args": {k: v for k, v in vars(args).items() if k != "tree"},
+            "trees": [label for label, _ in trees],
+            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+            "rounds": rounds,
+            "medians": medians,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ import uuid
 import sqlalchemy as sa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures_file  # noqa: E402
 import procfs  # noqa: E402
 import profile_request  # noqa: E402
 
@@ -318,20 +319,17 @@ def main():
                     m["other_cpu_cores"],
                 )
             )
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(
-                {
-                    "db": args.db,
-                    "duration_s": args.duration,
-                    "trees": dict(trees),
-                    "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
-                    "rounds": rounds,
-                    "medians": medians,
-                },
-                f,
-                indent=1,
-            )
+    figures_file.write(
+        args.out,
+        {
+            "db": args.db,
+            "duration_s": args.duration,
+            "trees": dict(trees),
+            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+            "rounds": rounds,
+            "medians": medians,
+        },
+    )
 
 
 if __name__ == "__main__":
