@@ -107,3 +107,43 @@ def test_kept_candidates_are_dropped_past_their_bound(monkeypatch):
     render._CANDIDATES.clear()
     assert render.document_json(result, form) == _written_plainly(result, form)
     assert not render._CANDIDATES
+
+
+class _Stream:
+    """An engine Stream's face to the renderer, over given batches."""
+
+    def __init__(self, batches, rps):
+        self._batches = batches
+        self._result = _result([], rps)
+        self.class_names = dict(NAMES)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return None
+
+    def batches(self, size):
+        uuids = self._result.uuids
+        for batch in self._batches:
+            yield batch, {rp: uuids[rp] for c in batch for rp, _, _ in c.allocations}
+
+    def summaries(self):
+        return self._result
+
+
+def test_a_stream_keeps_the_json_of_its_kept_candidates_only():
+    kept = [search.Kept(*_candidate(rp, 1, 2)) for rp in (1, 2)]
+    fresh = [_candidate(rp, 2, 2) for rp in (1, 2, 3)]
+    batches = [[kept[0], fresh[0]], [fresh[1], fresh[2]], [kept[1]]]
+    form = _form("1.39")
+    everything = _result([c for batch in batches for c in batch], (1, 2, 3))
+    for _ in range(2):
+        body = b"".join(render.document_stream(_Stream(batches, (1, 2, 3)), form))
+        assert body == _written_plainly(everything, form)
+        # New candidates each time elsewhere: theirs would push the kept out.
+        assert [entry[0] for entry in render._CANDIDATES[_key(form)].values()] == kept
+
+
+def _key(form):
+    return (form.dict_allocations, form.mappings, tuple(sorted(NAMES.items())))

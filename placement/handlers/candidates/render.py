@@ -174,10 +174,10 @@ class _Writer:
             for c in candidates
         ]
 
-    def kept_candidates(self, candidates, kept):
+    def kept_candidates(self, candidates, kept, only=object):
         """``candidates`` as by ``candidates``, each taken from ``kept``
         (``_kept_candidates``) when it is the very object written before,
-        and kept there otherwise."""
+        and kept there otherwise when it is an ``only``."""
         found = kept.get
         out = [
             entry[1] if (entry := found(id(c))) is not None and entry[0] is c else None
@@ -188,7 +188,8 @@ class _Writer:
             fresh = [candidates[at] for at in missing]
             for at, c, fragment in zip(missing, fresh, self.candidates(fresh)):
                 out[at] = fragment
-                kept[id(c)] = (c, fragment)
+                if isinstance(c, only):
+                    kept[id(c)] = (c, fragment)
         return out
 
 
@@ -332,7 +333,17 @@ def document_stream(stream: engine.Stream, form: Form) -> Iterator[bytes]:
         head = OPEN
         for batch, uuids in stream.batches(BATCH):
             writer.uuids.update(uuids)
-            yield head + b",".join(writer.candidates(batch))
+            if engine.Kept in set(map(type, batch)):
+                # Only the kept ones: the others are new objects each time
+                # and, unbounded, would push every kept one out.
+                written = writer.kept_candidates(
+                    batch,
+                    _kept_candidates(form, stream.class_names, len(batch)),
+                    engine.Kept,
+                )
+            else:
+                written = writer.candidates(batch)
+            yield head + b",".join(written)
             head = b","
             for cache in (writer.allocations, writer.mappings):
                 if len(cache) > CACHE_ENTRIES:

@@ -703,8 +703,7 @@ def _kept_streams(roots, usage, forest_of, engine_of, groups, kept_answers, seen
                     streamed.append(root)
                 yield itertools.chain(first, stream)
                 continue
-            kept_answers.keep(root, usage[root], first)
-            candidates = first
+            candidates = kept_answers.keep(root, usage[root], first)
         if candidates:
             if streamed is not None:
                 streamed.append(root)

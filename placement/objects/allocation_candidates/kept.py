@@ -17,6 +17,8 @@ from collections.abc import Hashable
 from collections.abc import Iterable
 from typing import Any
 
+from placement.objects.allocation_candidates import search
+
 MOST_PER_ANCHOR = 8  # candidates kept per anchor: busier trees are
 # walked each time (a wide tree can hold millions)
 MOST_PER_TREE = 16  # shapes kept per tree: past them its others go
@@ -76,9 +78,10 @@ class Answers:
             return None
         return found[1]
 
-    def keep(self, root: int, usage: Usage, candidates: tuple) -> None:
+    def keep(self, root: int, usage: Usage, candidates: tuple) -> tuple:
         """Keep every candidate found under ``root`` at ``usage`` (at most
-        MOST_PER_ANCHOR)."""
+        MOST_PER_ANCHOR), as the ``search.Kept`` candidates returned."""
+        candidates = tuple([_KEPT(search.Kept, c) for c in candidates])
         shapes = self._shapes
         if shapes.kept > MOST_KEPT:
             shapes.kept = 0
@@ -89,3 +92,7 @@ class Answers:
             answers.clear()
         answers[self._shape] = (usage, candidates)
         shapes.kept += len(candidates) + 1
+        return candidates
+
+
+_KEPT = tuple.__new__

@@ -37,6 +37,14 @@ class Candidate(typing.NamedTuple):
         return {rp for rp, _, _ in self.allocations}
 
 
+class Kept(Candidate):
+    """A Candidate kept for its tree across requests (``kept``): the same
+    object while the tree's usage holds, so a streamed answer's renderer
+    keeps its JSON by identity, as a limited answer's does for all."""
+
+    __slots__ = ()
+
+
 _new = tuple.__new__
 
 
