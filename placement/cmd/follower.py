@@ -10,7 +10,11 @@ the follower must not take CPU from them. A look costs one statement (the
 stamp), and none when another worker of the host looked within the
 period and found this catalog's stamp (``catalog/host_look.py``: idle,
 a host's followers look about once a period, not once per worker);
-catching up is what the next request would have done.
+catching up is what the next request would have done. So is, once it
+has caught up and the worker is still idle, making the provider
+summaries of the trees that have none (``catalog_index.warm``, a few
+dozen trees a look, from memory): after a load, each worker's first
+candidate search made every tree's.
 
 Busy or idle, it also compares the catalog with the database's
 fingerprint when that is due (other writers' changes, "Writes by other
@@ -25,6 +29,7 @@ import threading
 
 from placement.cmd import gate as gate_
 from placement.db import api as db_api
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.catalog import refresh
 
 LOG = logging.getLogger(__name__)
@@ -56,7 +61,10 @@ class Follower:
             refresh.prune_if_due(self.db)
             if not self.gate.idle_for(self.idle):
                 return None
-            return refresh.catch_up(self.db, told=self.every)
+            done = refresh.catch_up(self.db, told=self.every)
+            if self.gate.idle_for(self.idle):
+                catalog_index.warm(self.db)
+            return done
         except Exception as e:
             # The database may be away: the next request finds out and
             # answers for it; the next look tries again.

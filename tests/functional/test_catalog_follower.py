@@ -13,6 +13,7 @@ import pytest
 from placement.cmd import follower
 from placement.cmd import gate
 from placement.db import api as db_api
+from placement.objects.allocation_candidates import catalog_index
 from placement.objects.catalog import changes
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import precheck
@@ -315,3 +316,31 @@ def test_an_overdue_comparison_is_made_by_the_next_request_first(cloud):
     resp = wsgi_client.call(cloud.reader, "/resource_providers/" + rp, **HEADERS)
     assert resp.status == 200
     assert not refresh.compares_first(db)
+
+
+def test_an_idle_worker_summarises_the_trees_its_next_search_reads(cloud, monkeypatch):
+    monkeypatch.setattr(catalog_index, "WARM_TREES", 2)
+    gated = gate.Gate(cloud.reader, 2)
+    watcher = follower.Follower(cloud.reader_db, gated, idle=0)
+    watcher.step()
+    hosts = [_new_host(cloud) for _ in range(3)]
+    assert watcher.step() == "deltas"
+    catalog = _catalog(cloud.reader_db)
+    roots = [r for r, u in catalog.uuids.items() if u in hosts]
+
+    def summarised():
+        derived = catalog.derived_by_tree
+        return {r: derived[r].summaries if r in derived else None for r in roots}
+
+    assert sum(s is not None for s in summarised().values()) == 2
+    assert watcher.step() == "none"
+    made = summarised()
+    assert None not in made.values()
+    # The next search takes them as made, and its answer shows them.
+    resp = wsgi_client.call(gated, "/allocation_candidates?resources=VCPU:1", **HEADERS)
+    assert resp.status == 200
+    assert _catalog(cloud.reader_db) is catalog
+    assert all(summarised()[r] is made[r] for r in roots)
+    shown = resp.json()["provider_summaries"]
+    for rp in hosts:
+        assert shown[rp]["resources"] == {"VCPU": {"capacity": 4, "used": 0}}
