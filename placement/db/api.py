@@ -2,6 +2,7 @@
 modules that do one job each (``engine``: engines and dialect set-up;
 ``connect``: the URL and first-connection problems; ``transaction``: the
 Database and its transactions; ``held``: statements sent with the COMMIT;
+``held_text``: their text made without a SQLAlchemy execution;
 ``retry``: deadlock retries; ``remembered``: ids kept between writes;
 ``statements``: dialect helpers; ``errors``: what a database error
 means)."""
@@ -14,8 +15,9 @@ from placement.db.engine import create_engine
 from placement.db.engine import tables_not_utf8mb4
 from placement.db.engine import unbounded
 from placement.db.errors import is_read_only
-from placement.db.held import at_commit
 from placement.db.held import holds_for_commit
+from placement.db.held_text import at_commit
+from placement.db.held_text import watch_held
 from placement.db.remembered import Learned
 from placement.db.remembered import forget as forget_remembered
 from placement.db.remembered import known
@@ -77,5 +79,6 @@ __all__ = [
     "retry_on_deadlock",
     "tables_not_utf8mb4",
     "unbounded",
+    "watch_held",
     "write_notes",
 ]

@@ -6,6 +6,7 @@ inside their own transaction.
 
 import functools
 from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -134,24 +135,33 @@ def provider_rows(
 
 def get_provider_with(
     conn: sa.Connection, uuid: str, column: sa.Column[Any], lock: bool = False
-) -> tuple[sa.RowMapping, set[Any]]:
-    """(provider row, {values of ``column``}) for ``uuid``, where ``column``
-    belongs to a table of per-provider rows (inventories, aggregate or trait
-    links), in one statement; ResourceProviderNotFound if there is no
-    provider. ``lock``: the provider's row (and its rows read with it) is
-    held until the transaction ends, as a generation swap would hold it
-    (``bump_held``); a SQLite writer holds the whole database already."""
-    rows = _by_uuid(conn, _provider_with(column, lock), uuid, "uuid")
+) -> tuple[dict[str, Any], set[Any]]:
+    """(provider's {"id", "uuid", "generation"}, {values of ``column``})
+    for ``uuid``, where ``column`` belongs to a table of per-provider rows
+    (inventories, aggregate or trait links), in one statement;
+    ResourceProviderNotFound if there is no provider. ``lock``: the
+    provider's row (and its rows read with it) is held until the
+    transaction ends, as a generation swap would hold it (``bump_held``);
+    a SQLite writer holds the whole database already. Read on the
+    driver's cursor (``db_api.plain_rows``): every write of a provider's
+    inventories, traits or aggregates reads it."""
+    rows = []
+    if holdable(conn, [uuid]):
+        statement = _provider_with(column, lock)
+        rows = exact_in(db_api.plain_rows(conn, statement, {"b_uuid": uuid}), [uuid], 1)
     if not rows:
         raise provider_not_found(uuid)
-    return rows[0], {row[column.name] for row in rows if row[column.name] is not None}
+    provider_id, _, generation, _ = rows[0]
+    values = {row[3] for row in rows if row[3] is not None}
+    return {"id": provider_id, "uuid": uuid, "generation": generation}, values
 
 
 @functools.cache
 def _provider_with(column: sa.Column[Any], lock: bool) -> sa.Select[Any]:
-    """get_provider_with's statement, built once (and its cache key)."""
+    """get_provider_with's statement, built once: the provider's id, uuid,
+    generation and ``column``."""
     query = (
-        sa.select(*PROVIDER_COLUMNS, column)
+        sa.select(RP.c.id, RP.c.uuid, RP.c.generation, column)
         .select_from(
             RP.outerjoin(column.table, column.table.c.resource_provider_id == RP.c.id)
         )
@@ -249,7 +259,7 @@ _BUMP_HELD = (
 )
 
 
-def bump_held(conn: sa.Connection, provider: sa.RowMapping) -> int:
+def bump_held(conn: sa.Connection, provider: Mapping[str, Any]) -> int:
     """Move the generation of ``provider``, read with ``lock`` in this
     transaction: no other writer can have moved it since (it waits for the
     row, then finds the generation moved), so the move is only written,

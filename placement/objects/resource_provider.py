@@ -140,6 +140,26 @@ _PARENT = (
     .where(RP.c.uuid == sa.bindparam("b_uuid"))
 )
 _INSERT = RP.insert()
+
+
+class _Parent(typing.NamedTuple):
+    id: int
+    root_provider_id: int
+    root_uuid: str
+
+
+def _parent(conn: sa.Connection, uuid: str) -> _Parent | None:
+    """The would-be parent ``uuid``'s row (``_PARENT``), or None, read on
+    the driver's cursor (``db_api.plain_rows``): every child's creation
+    reads it. A value the database cannot hold goes through
+    ``conn.execute``, whose error listeners answer for it."""
+    if not db_api.holds_text(conn.dialect.name, uuid):
+        row = conn.execute(_PARENT, {"b_uuid": uuid}).first()
+    else:
+        row = next(iter(db_api.plain_rows(conn, _PARENT, {"b_uuid": uuid})), None)
+    return _Parent(*row) if row is not None else None
+
+
 # A new root provider's root is itself (its id is known once inserted).
 _ROOT_IS_SELF = (
     RP.update()
@@ -213,7 +233,7 @@ def create(
     with db.writer() as conn:
         parent = None
         if parent_uuid is not None:
-            parent = conn.execute(_PARENT, {"b_uuid": parent_uuid}).first()
+            parent = _parent(conn, parent_uuid)
             if parent is None:
                 raise exception.ObjectActionError(
                     "create", provider_tree.NO_SUCH_PARENT

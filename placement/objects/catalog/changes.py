@@ -112,21 +112,32 @@ on_unrecorded: Callable[[set[str]], None] = _report
 @event.listens_for(sa.engine.Engine, "after_cursor_execute")
 def _watch(conn, cursor, statement, parameters, context, executemany):
     """Note which of the catalog's tables a write transaction wrote (a
-    statement without a context is a read: ``db_api.plain_rows``)."""
+    statement without a context is a read, ``db_api.plain_rows``, or
+    one ``db_api.at_commit`` held: ``_watch_held``)."""
     if context is None:
         return
     if not (context.isinsert or context.isupdate or context.isdelete):
         return
+    _note_written(conn, context.compiled, cursor.rowcount)
+
+
+@db_api.watch_held
+def _watch_held(conn: sa.Connection, compiled: Any) -> None:
+    """``_watch`` for a statement held for the COMMIT (its row count is
+    not known: as a held statement's through ``conn.execute``)."""
+    _note_written(conn, compiled, -1)
+
+
+def _note_written(conn: sa.Connection, compiled: Any, rowcount: int) -> None:
     notes = db_api.write_notes(conn)
-    compiled = context.compiled
     if notes is None or compiled is None:
         return
     dml = compiled.statement
     name = getattr(getattr(dml, "table", None), "name", None)
-    if name not in KIND_OF_TABLE or cursor.rowcount == 0:
+    if name not in KIND_OF_TABLE or rowcount == 0:
         return
     unkept = UNKEPT_COLUMNS.get(name)
-    if unkept is not None and context.isupdate:
+    if unkept is not None and compiled.isupdate:
         values = getattr(dml, "_values", None)  # None: bound at execution
         if values and {getattr(c, "name", c) for c in values} <= unkept:
             return
