@@ -13,6 +13,7 @@ from placement.db.engine import PING_AFTER_IDLE_S
 from placement.db.engine import SQLITE_BUSY_TIMEOUT_MS
 from placement.db.engine import create_engine
 from placement.db.engine import tables_not_utf8mb4
+from placement.db.engine import twin_of
 from placement.db.engine import unbounded
 from placement.db.errors import is_read_only
 from placement.db.held import holds_for_commit
@@ -78,6 +79,7 @@ __all__ = [
     "remember",
     "retry_on_deadlock",
     "tables_not_utf8mb4",
+    "twin_of",
     "unbounded",
     "watch_held",
     "write_notes",

@@ -149,6 +149,11 @@ _TWIN = "placement_autocommit_twin"
 SINGLE = "placement_single"
 
 
+def twin_of(engine: sa.Engine) -> sa.Engine | None:
+    """``engine``'s autocommit twin (``autocommit``), if it has one."""
+    return getattr(engine, _TWIN, None)
+
+
 def autocommit(engine: sa.Engine) -> sa.Engine:
     """The engine of ``engine``'s reads of one statement, each its own
     snapshot: on MySQL and PostgreSQL its autocommit twin (no BEGIN,

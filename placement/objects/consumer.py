@@ -7,7 +7,6 @@ lost swap is a ``ConsumerRace`` that the writer retries in a new transaction.
 """
 
 import dataclasses
-from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
 from typing import NamedTuple
@@ -191,8 +190,7 @@ def save(
     kept = [w for w in writes if w.uuid in found and w.allocations]
     emptied = [found[w.uuid] for w in writes if w.uuid in found and not w.allocations]
     held = at_commit and not kept and not emptied and db_api.holds_for_commit(conn)
-    run = db_api.at_commit if held else _run
-    learned = _ensure_named(conn, writes, run)
+    learned = _ensure_named(conn, writes, held)
     if new:
         db_api.plain_insert(
             conn,
@@ -227,17 +225,15 @@ def save(
     return learned
 
 
-def _run(conn: sa.Connection, statement: Any, parameters: Any) -> None:
-    conn.execute(statement, parameters)
-
-
 def _ensure_named(
-    conn: sa.Connection, writes: list[ConsumerWrite], run: Callable[..., Any]
+    conn: sa.Connection, writes: list[ConsumerWrite], held: bool
 ) -> db_api.Learned:
     """Create the projects, users and types ``writes`` name that are not
-    known to exist (``run``: at once, or held for the COMMIT). Returns the
-    names, to remember (once committed) as existing, their ids not known:
-    the consumer statements take the ids by name."""
+    known to exist (at once, or ``held`` for the COMMIT: on the driver's
+    cursor, ``db_api.plain_insert``, a new claim's two statements without
+    SQLAlchemy's execution; nothing can fail before the COMMIT). Returns
+    the names, to remember (once committed) as existing, their ids not
+    known: the consumer statements take the ids by name."""
     learned: db_api.Learned = []
     for table, column, names in (
         (PROJECTS, "external_id", [w.project_id for w in writes if w.allocations]),
@@ -247,7 +243,11 @@ def _ensure_named(
         missing = set(names) - db_api.known(conn, table).keys()
         if missing:
             insert = db_api.insert_ignore(conn.dialect.name, table)
-            run(conn, insert, [{column: n} for n in sorted(missing)])
+            rows = [{column: n} for n in sorted(missing)]
+            if held:
+                db_api.plain_insert(conn, insert, rows, at_commit=True)
+            else:
+                conn.execute(insert, rows)
             learned.append((table, dict.fromkeys(missing)))
     return learned
 

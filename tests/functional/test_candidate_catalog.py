@@ -24,6 +24,7 @@ from placement.db import schema
 from placement.db import tables
 from placement.objects import common
 from placement.objects import standard_names
+from placement.objects.allocation_candidates import answering
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.allocation_candidates import trees
 from placement.objects.catalog import changes
@@ -1078,6 +1079,57 @@ def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeyp
     assert statements_of_a_search(stamp, time.monotonic() - 1) == 1
     # Another stamp: the search reads the stamp first (its own look).
     assert statements_of_a_search(stamp + 1, time.monotonic() + 3600) == 1
+
+
+def test_a_claims_search_after_its_own_write_is_made_once(cloud, monkeypatch):
+    """A worker's search after a write of its own committed since the
+    host's last look (a claim's GET after its PUT) reads the stamp first
+    rather than answer from the held catalog, find it behind and search
+    again: one search, the same three statements (the look with the
+    shards' counts, the log, the claimed allocations and usage), the
+    claims' usage in the answer. A search with no write since searches
+    once too (from the held catalog, confirmed by its look)."""
+    if cloud.reader_db.dialect == "sqlite":
+        pytest.skip("SQLite's reads see their transaction's snapshot")
+    rp = cloud.provider("one")
+    cloud.inventories(rp, VCPU=8)
+    monkeypatch.setattr(verify, "VERIFY_EVERY_S", 3600.0)
+    path = "/allocation_candidates?resources=VCPU:2&limit=5"
+    cloud.call(cloud.writer, path, status=200)  # compares once, now
+    searches = []
+    search = answering._answer
+
+    def counted(*args):
+        searches.append(args)
+        return search(*args)
+
+    monkeypatch.setattr(answering, "_answer", counted)
+    for claim in range(3):
+        del searches[:]
+        with rp_objects.statements(cloud.writer_db) as seen:
+            found = cloud.call(cloud.writer, path, status=200).json()
+        assert len(searches) == 1
+        if claim:
+            assert len(rp_objects._queries(seen)) == 3
+        summary = found["provider_summaries"][rp]["resources"]["VCPU"]
+        assert summary["used"] == 2 * claim
+        cloud.write(
+            "/allocations/%s" % uuid.uuid4(),
+            body={
+                "allocations": found["allocation_requests"][0]["allocations"],
+                "consumer_generation": None,
+                "project_id": str(uuid.uuid4()),
+                "user_id": str(uuid.uuid4()),
+                "consumer_type": "BENCH",
+            },
+        )
+    del searches[:]
+    cloud.call(cloud.writer, path, status=200)
+    with rp_objects.statements(cloud.writer_db) as seen:
+        found = cloud.call(cloud.writer, path, status=200).json()
+    assert len(searches) == 2
+    assert len(rp_objects._queries(seen)) == 1
+    assert found["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 6
 
 
 def test_a_limited_search_reaches_the_trees_past_its_last_answer(cloud):

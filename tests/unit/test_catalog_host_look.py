@@ -11,11 +11,13 @@ from tests import helpers
 def test_a_look_sent_after_a_request_arrived_confirms_it():
     shared = host_look.HostLook()
     assert shared.last() is None
+    assert shared.sent() == float("-inf")
     arrived = time.monotonic()
     assert shared.since(arrived) is None
     sent = time.monotonic()
     assert helpers.in_child(lambda: shared.saw(7, 11, sent)) == 0
     assert shared.last() == (7, 11)
+    assert shared.sent() == sent
     assert shared.since(arrived) == (7, 11)
     # Another process's, recent: the follower need not look.
     assert shared.told(60.0) == (7, 11)
@@ -36,3 +38,4 @@ def test_a_torn_record_is_none():
     assert shared.last() is None
     assert shared.since(arrived) is None
     assert shared.told(60.0) is None
+    assert shared.sent() is None

@@ -441,9 +441,12 @@ def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     read through SQL (one round trip less), else after the answer, by a
     look of this request or one another worker of the host sent after
     this was made (``host_look``; none of its own); on ``Behind``, answer
-    again from ``index``."""
+    again from ``index``. Not after a write of this process committed
+    since the host's last look (``refresh.wrote_since_look``: a claim's
+    GET after its own PUT): that answer would be thrown away (the search
+    twice, for the same statements), so ``index`` it is."""
     catalog = refresh.held(db)
-    if catalog is None:
+    if catalog is None or refresh.wrote_since_look(db):
         return index(db, conn, shared=True)
     return CatalogIndex(
         conn, catalog, unconfirmed=True, db=db, used=refresh.used_of(db, catalog)

@@ -7,6 +7,7 @@ import collections
 import logging
 import threading
 import time
+import weakref
 
 import sqlalchemy as sa
 
@@ -37,6 +38,20 @@ WARY_S = 60.0
 # Fingerprints of the catalogs a process held, by their counts, kept to
 # compare with a published one taken at the same counts.
 HISTORY = 64
+
+
+# When a write transaction of this process last began its COMMIT, by the
+# engine it wrote with and that engine's autocommit twin, which reads
+# the look (``Holder.wrote_since_look``).
+_WROTE: "weakref.WeakKeyDictionary[sa.Engine, float]" = weakref.WeakKeyDictionary()
+
+
+@db_api.before_commit
+def _wrote(conn: sa.Connection, notes: dict) -> None:
+    _WROTE[conn.engine] = now = time.monotonic()
+    twin = db_api.twin_of(conn.engine)
+    if twin is not None:
+        _WROTE[twin] = now
 
 
 class Holder:
@@ -74,19 +89,37 @@ class Holder:
     def look(self, conn: sa.Connection, shared: bool = False) -> changes.Look:
         """The look ``conn`` reads, with the shards' counts and tokens
         (sparing a catch-up its statement of them) where the last look
-        found the catalog behind: under a stream of claims nearly every
-        look does, and the shards cost every look that does not some CPU
+        found the catalog behind, or this process wrote since the host's
+        last look (``wrote_since_look``): under a stream of claims nearly
+        every look does, and the shards cost every look that does not some CPU
         and the database's time (``changes.STAMP_SHARDS``). ``shared``:
         ``conn`` is in autocommit (``Database.several_reads``), its
         statement a snapshot of its own: the host's other workers are
         told what it saw and when it was sent (``host_look``)."""
         sent = time.monotonic()
-        seen = changes.look(conn, shards=self.behind)
+        shards = self.behind or (
+            conn.dialect.name != "sqlite" and self.wrote_since_look(conn.engine)
+        )
+        seen = changes.look(conn, shards=shards)
         if shared:
             self.host_look.saw(seen.stamp, seen.tokens, sent)
         catalog = self.catalog
         self.behind = catalog is not None and catalog.stamp != seen.stamp
         return seen
+
+    def wrote_since_look(self, engine: sa.Engine) -> bool:
+        """Whether a write of this process on ``engine`` began its COMMIT
+        after the host's last look was sent (``host_look``): a claim's
+        PUT before its next GET. The catalog at that look's stamp then
+        likely lacks it (its allocations, logged by the triggers): the
+        next look reads the shards' counts too, and a search reads the
+        stamp first rather than answer from the held catalog
+        (``catalog_index.unconfirmed``). A guess, for the cost only."""
+        wrote = _WROTE.get(engine)
+        if wrote is None:
+            return False
+        sent = self.host_look.sent()
+        return sent is None or wrote > sent
 
     def _lock(self, wait):
         if self.reading.acquire(blocking=False):

@@ -74,6 +74,12 @@ class HostLook:
             return None
         return record[2], record[3]
 
+    def sent(self) -> float | None:
+        """When (``time.monotonic()``) the last look of this host was
+        sent: -inf before the first; None on a torn read."""
+        record = self._read()
+        return None if record is None else record[0]
+
     def since(self, arrived: float) -> tuple[int, int] | None:
         """The (stamp, tokens) a look of this host (any process) sent
         after ``arrived`` found, if the last one was."""

@@ -182,6 +182,17 @@ def held(db: db_api.Database) -> Catalog | None:
     return catalog
 
 
+def wrote_since_look(db: db_api.Database) -> bool:
+    """Whether a write of this process committed after the host's last
+    look was sent (``Holder.wrote_since_look``): the catalog ``held`` at
+    that look's stamp then likely lacks it. False on SQLite (no host
+    look) or before this process holds a catalog."""
+    cache = _CACHES.get(db)
+    if cache is None or db.dialect == "sqlite":
+        return False
+    return cache.wrote_since_look(db.engine)
+
+
 def compares_first(db: db_api.Database) -> bool:
     """Whether a request using the catalog of ``db`` now would compare it
     with the database first (``Cache.stale``: a statement, and a whole
