@@ -22,11 +22,13 @@ from oslo_log import log as oslo_log
 
 from placement import conf as placement_conf
 from placement import logformat
+from placement import schemas
 from placement.api import app as api_app
 from placement.db import api as db_api
 from placement.db import schema
 from placement.objects import standard_names
 from placement.objects.catalog import refresh
+from placement.web import request
 
 LOG = logging.getLogger(__name__)
 _LOGGING_SET_UP = False
@@ -257,6 +259,9 @@ def build_app(conf, db=None, sync_schema=None):
         # This process serves from its own database: the provider catalog
         # is read before it takes requests.
         refresh.warm(db)
+    # The request schemas' checks, compiled before any request (in
+    # placement-api's master: shared with the workers it forks).
+    request.compile_checks(schemas.request_schemas())
     return api_app.build_pipeline(conf, db)
 
 

@@ -126,6 +126,10 @@ class Table:
             reverse=True,
         )
 
+    def values(self) -> list[Any]:
+        """Every value of the table."""
+        return [value for _, value in self._rows]
+
     def __call__(self, version: Version) -> Any:
         for first, value in self._rows:
             if version >= first:

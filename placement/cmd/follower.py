@@ -13,8 +13,9 @@ a host's followers look about once a period, not once per worker);
 catching up is what the next request would have done. So is, once it
 has caught up and the worker is still idle, making the provider
 summaries of the trees that have none (``catalog_index.warm``, a few
-dozen trees a look, from memory): after a load, each worker's first
-candidate search made every tree's.
+dozen trees a look, from memory) and their JSON in the newest
+microversions' form (``render.write_summaries``): after a load, each
+worker's first candidate search made and wrote every tree's.
 
 Busy or idle, it also compares the catalog with the database's
 fingerprint when that is due (other writers' changes, "Writes by other
@@ -29,6 +30,7 @@ import threading
 
 from placement.cmd import gate as gate_
 from placement.db import api as db_api
+from placement.handlers.candidates import render
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.catalog import refresh
 
@@ -63,7 +65,7 @@ class Follower:
                 return None
             done = refresh.catch_up(self.db, told=self.every)
             if self.gate.idle_for(self.idle):
-                catalog_index.warm(self.db)
+                render.write_summaries(catalog_index.warm(self.db))
             return done
         except Exception as e:
             # The database may be away: the next request finds out and

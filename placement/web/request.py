@@ -157,6 +157,14 @@ def _check(schema: Mapping[str, Any]) -> Any:
     return held[1]
 
 
+def compile_checks(schemas: Iterable[Mapping[str, Any]]) -> None:
+    """Compile the checks of ``schemas`` ahead of the requests checked
+    against them (about 1 ms each: a worker's first request of each kind
+    paid it)."""
+    for schema in schemas:
+        _check(schema)
+
+
 def _python_keys(schema: Any) -> Any:
     """``schema`` with each ``patternProperties`` pattern's closing "$"
     also matching before a final newline, as jsonschema matches them

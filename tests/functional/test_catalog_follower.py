@@ -336,11 +336,19 @@ def test_an_idle_worker_summarises_the_trees_its_next_search_reads(cloud, monkey
     assert watcher.step() == "none"
     made = summarised()
     assert None not in made.values()
-    # The next search takes them as made, and its answer shows them.
+    # With their JSON in the newest microversions' form.
+    written = {r: dict(made[r].json) for r in roots}
+    assert all(len(json) == 1 for json in written.values())
+    # The next search takes them as made, and its answer shows them as
+    # written.
     resp = wsgi_client.call(gated, "/allocation_candidates?resources=VCPU:1", **HEADERS)
     assert resp.status == 200
     assert _catalog(cloud.reader_db) is catalog
     assert all(summarised()[r] is made[r] for r in roots)
+    assert {r: made[r].json for r in roots} == written
     shown = resp.json()["provider_summaries"]
     for rp in hosts:
         assert shown[rp]["resources"] == {"VCPU": {"capacity": 4, "used": 0}}
+        assert shown[rp]["traits"] == []
+        assert shown[rp]["root_provider_uuid"] == rp
+        assert shown[rp]["parent_provider_uuid"] is None

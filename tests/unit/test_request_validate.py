@@ -8,6 +8,7 @@ import random
 import jsonschema
 import pytest
 
+from placement import schemas
 from placement import versions
 from placement.schemas import aggregate
 from placement.schemas import allocation
@@ -179,3 +180,18 @@ def test_refused_body_reports_jsonschema_error():
     assert "0 is less than the minimum of 1" in str(raised.value)
     body["allocations"][UUIDS[0]]["resources"]["VCPU"] = 1
     request.validate(body, schema)
+
+
+def test_the_request_schemas_are_compiled_ahead():
+    """``deploy.build_app`` compiles every request schema's check before
+    any request: among them each microversion's candidate query and
+    provider PUT body."""
+    found = {id(schema) for schema in schemas.request_schemas()}
+    tables = (allocation_candidate.QUERY, resource_provider.PUT, allocation.PUT_SCHEMA)
+    for table in tables:
+        assert {id(schema) for schema in table.values()} <= found
+    assert id(trait.LIST_TRAITS_QUERY) in found
+    request.compile_checks(schemas.request_schemas())
+    for schema in schemas.request_schemas():
+        held = request._CHECKS[id(schema)]
+        assert held[0] is schema

@@ -15,13 +15,28 @@ worker's first request.
 
     .venv/bin/python tools/bench/wide_first.py --tree <base> --tree . \\
         --mysql-url mysql+pymysql://root@127.0.0.1:3306 --passes 3
+
+``--in-process N`` measures the same in process instead, for
+``callgrind.py``: the wide shape bulk-loaded (profile_request.py's
+loader) into a fresh database (``--db``), our WSGI app built on it, the
+catalog read and every tree's summaries made as an idle worker's
+follower does after the load (``--no-idle-warm``: not), then N requests
+of each of ``--groups`` (g1's first, then g2's, ...) called directly;
+each one's CPU (thread time) is printed, ``--profile first|warm`` adds a
+cProfile in thread time of a group's first request or of its next ones:
+
+    .venv/bin/python tools/bench/callgrind.py --small 0 --large 1 \\
+        --tree base=<base> --tree ours=. -- \\
+        .venv/bin/python tools/bench/wide_first.py --in-process {n} --groups 1
 """
 
 import argparse
 import concurrent.futures
+import cProfile
 import http.client
 import json
 import os
+import pstats
 import time
 import urllib.parse
 import urllib.request
@@ -139,9 +154,63 @@ def one_pass(tree, server, args):
         admin.close()
 
 
+def in_process(args):
+    """The wide queries in process (``--in-process``)."""
+    import profile_request  # placement's, of PYTHONPATH's tree
+
+    from placement import conf as placement_conf
+    from placement import deploy
+    from placement.cmd import api
+    from placement.cmd import follower
+    from placement.cmd import gate
+    from placement.objects.allocation_candidates import catalog_index
+    from placement.objects.catalog import refresh
+
+    conf = placement_conf.command_conf()
+    placement_conf.parse_args(conf, [], default_config_files=[])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    with profile_request.fresh_database(args.db, conf) as (url, db):
+        conf.set_override("connection", url, group="placement_database")
+        loader = profile_request.Loader(db)
+        profile_request.load_wide(loader, args.hosts, args.children)
+        loader.flush()
+        app = deploy.build_app(conf, db=db, sync_schema=False)
+        api.tune_gc()  # as placement-api does in every worker
+        refresh.warm(db)  # as a worker does before it takes requests
+        if not args.no_idle_warm:
+            # The follower of a worker idle after the load: its looks
+            # until every tree is summarised, and one more.
+            watcher = follower.Follower(db, gate.Gate(app, 2), idle=0)
+            for _ in range(args.hosts // catalog_index.WARM_TREES + 2):
+                watcher.step()
+        for groups in args.groups:
+            path = query(groups)
+            cpu = []
+            profiler = cProfile.Profile(time.thread_time) if args.profile else None
+            for number in range(args.in_process):
+                profiled = args.profile == ("first" if number == 0 else "warm")
+                start = time.thread_time()
+                if profiled:
+                    profiler.enable()
+                status, body = profile_request.call(app, path, "latest")
+                if profiled:
+                    profiler.disable()
+                cpu.append((time.thread_time() - start) * 1000)
+                assert status.startswith("200"), (status, body[:500])
+            if profiler is not None and profiler.getstats():
+                stats = pstats.Stats(profiler).strip_dirs()
+                stats.sort_stats("cumulative").print_stats(args.profile_lines)
+                stats.sort_stats("tottime").print_stats(args.profile_lines)
+            print(
+                "  g%d CPU per request in process (ms): %s"
+                % (groups, " ".join("%.1f" % ms for ms in cpu)),
+                flush=True,
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", action="append", required=True)
+    parser.add_argument("--tree", action="append")
     parser.add_argument("--mysql-url", default="mysql+pymysql://root@127.0.0.1:3306")
     parser.add_argument("--passes", type=int, default=1, help="trees alternated")
     parser.add_argument("--hosts", type=int, default=200)
@@ -149,8 +218,18 @@ def main():
     parser.add_argument("--idle", type=float, default=5.0, help="seconds")
     parser.add_argument("--requests", type=int, default=6)
     parser.add_argument("--groups", default="1,2")
+    parser.add_argument("--in-process", type=int, metavar="N")
+    parser.add_argument("--db", choices=("sqlite", "mysql"), default="sqlite")
+    parser.add_argument("--no-idle-warm", action="store_true")
+    parser.add_argument("--profile", choices=("first", "warm"))
+    parser.add_argument("--profile-lines", type=int, default=50)
     args = parser.parse_args()
     args.groups = [int(g) for g in args.groups.split(",")]
+    if args.in_process is not None:
+        in_process(args)
+        return
+    if not args.tree:
+        parser.error("--tree is needed (or --in-process)")
     server = urllib.parse.urlsplit(args.mysql_url)
     for number in range(1, args.passes + 1):
         for tree in args.tree:

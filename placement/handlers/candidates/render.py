@@ -14,6 +14,7 @@ handler works that out once and passes a ``Form``.
 import dataclasses
 import itertools
 import operator
+from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Any
 
@@ -242,20 +243,67 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
         return b"{%s}" % b",".join(
             _fragments(result.summaries, fragments, form, requested)
         )
-    key = _FORM_NUMBERS.get((form, requested))
-    if key is None:
-        key = _FORM_NUMBERS[form, requested] = next(_NUMBERS)
+    key = _form_number(form, requested)
     parts = []
     for tree in trees:
         fragment = tree.json.get(key)
         if fragment is None:
-            if len(tree.json) >= tree_summaries.FORMS_KEPT:
-                tree.json.clear()
-            fragment = tree.json[key] = b",".join(
-                _fragments(tree.summaries, fragments, form, requested)
-            )
+            fragment = _tree_json(tree, key, fragments, form, requested)
         parts.append(fragment)
     return b"{%s}" % b",".join(parts)
+
+
+def _form_number(form, requested):
+    """The key of the JSON of ``form`` and ``requested`` in a tree's
+    ``tree_summaries.Kept.json``."""
+    key = _FORM_NUMBERS.get((form, requested))
+    if key is None:
+        key = _FORM_NUMBERS[form, requested] = next(_NUMBERS)
+    return key
+
+
+def _tree_json(tree, key, fragments, form, requested):
+    """The JSON of a tree's kept summaries (``tree``), written and kept
+    under ``key``."""
+    if len(tree.json) >= tree_summaries.FORMS_KEPT:
+        tree.json.clear()
+    fragment = tree.json[key] = b",".join(
+        _fragments(tree.summaries, fragments, form, requested)
+    )
+    return fragment
+
+
+# The form of the newest microversions (1.34 on, nova's among them).
+NEWEST = Form(
+    dict_allocations=True,
+    traits=True,
+    all_inventories=True,
+    tree_uuids=True,
+    mappings=True,
+)
+
+
+def write_summaries(trees: Iterable[tree_summaries.Kept], form: Form = NEWEST) -> int:
+    """Write the JSON of the kept summaries ``trees`` in ``form`` (every
+    class's inventories) where it is not kept yet: what the next answer
+    showing them in that form would write first. For an idle worker's
+    follower, once it made them (``catalog_index.warm``); from memory.
+    How many trees it wrote."""
+    assert form.all_inventories
+    if (
+        len(_FRAGMENTS) > FRAGMENT_FORMS
+        or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
+    ):
+        _FRAGMENTS.clear()
+        _FORM_NUMBERS.clear()
+    fragments = _FRAGMENTS.setdefault((form, None), {})
+    key = _form_number(form, None)
+    written = 0
+    for tree in trees:
+        if key not in tree.json:
+            _tree_json(tree, key, fragments, form, None)
+            written += 1
+    return written
 
 
 def _fragments(summaries, fragments, form, requested):

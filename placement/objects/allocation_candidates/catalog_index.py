@@ -458,29 +458,30 @@ WARM_TREES = 50  # trees an idle worker's follower summarises per look (about
 # may wait)
 
 
-def warm(db: db_api.Database) -> int:
+def warm(db: db_api.Database) -> list[tree_summaries.Kept]:
     """Make the kept summaries (``tree_summaries``) of up to WARM_TREES
     trees of the held catalog that have none, from the usage in memory:
     what the next candidate request would make first. For an idle
     worker's follower (``cmd/follower.py``): each worker makes its own,
     and after a load the first request of each paid for every tree's.
-    How many trees it summarised (0 without a catalog, or usage in
-    memory, or past the trees kept)."""
+    The summaries it made (none without a catalog, or usage in memory,
+    or past the trees kept)."""
     catalog = refresh.held(db)
     if catalog is None or len(catalog.roots) > tree_summaries.TREES_KEPT:
-        return 0
+        return []
     used = refresh.used_of(db, catalog)
     if used is None:
-        return 0
+        return []
     derived = catalog.derived_by_tree.get
     roots = [
         root
         for root in catalog.roots
         if (tree := derived(root)) is None or tree.summaries is None
     ][:WARM_TREES]
-    if roots:
-        # No connection: with the usage in memory the summaries read
-        # nothing (a statement would fail rather than go unseen).
-        unread = typing.cast(sa.Connection, None)
-        tree_summaries.of_trees(CatalogIndex(unread, catalog, used=used), roots)
-    return len(roots)
+    if not roots:
+        return []
+    # No connection: with the usage in memory the summaries read nothing
+    # (a statement would fail rather than go unseen).
+    unread = typing.cast(sa.Connection, None)
+    made = tree_summaries.of_trees(CatalogIndex(unread, catalog, used=used), roots)
+    return made or []

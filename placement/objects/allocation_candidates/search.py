@@ -355,6 +355,10 @@ class Search:
         remaining = [iter(options[0])] + [iter(())] * (len(options) - 1)
         isolated = set()  # providers of suffixed groups
         last = len(options) - 1
+        # The last slot's options taken in one loop (``_last_picks``) where
+        # nothing but isolation is judged at it: a wide tree's candidates
+        # mostly differ only there (a group of one of its many devices).
+        quick = last if self._quick_last(layout, summed) else -1
         i = 0
         while True:
             option = next(remaining[i], None)
@@ -400,6 +404,13 @@ class Search:
             if i < last:
                 if isolating[i]:
                     isolated.add(rp)
+                if i + 1 == quick:
+                    yield from _last_picks(
+                        options[quick], layout, picks[quick], triples, mapped, isolated
+                    )
+                    if isolating[i]:
+                        isolated.discard(rp)
+                    continue
                 i += 1
                 remaining[i] = iter(options[i])
                 continue
@@ -420,6 +431,42 @@ class Search:
                 yield _new(Candidate, (tuple(sorted(sum(triples, ()))), tuple(mapped)))
             if summed:
                 _subtract(amounts, rp, allocations)
+
+    def _quick_last(self, layout, summed):
+        """Whether ``_walk`` may take its last slot's options in one loop
+        (``_last_picks``): candidates built, no sums, no check judged at
+        that slot, and it is a one-slot group's (its mapping its pick's)."""
+        last = len(layout.isolating) - 1
+        place = layout.places[last]
+        return (
+            self.build
+            and last > 0
+            and not summed
+            and not layout.checks[last]
+            and place is not None
+            and layout.mappings[place][1] is not None
+        )
+
+
+def _last_picks(options, layout, picks, triples, mapped, isolated):
+    """The candidates of every option of the last slot (``options``), the
+    slots before it picked (their ``triples``, the groups' ``mapped``):
+    what ``Search._walk`` yields for them, one loop."""
+    last = len(triples) - 1
+    prefix = sum(triples[:last], ())
+    place = layout.places[last]
+    suffix = layout.mappings[place][0]
+    isolating = layout.isolating[last]
+    for rp, allocations in options:
+        if isolating and rp in isolated:
+            continue
+        # ``layout.pick``'s, inline: a call per candidate is much of its
+        # cost here.
+        known = picks.get(rp)
+        if known is None:
+            known = picks[rp] = tuple([(rp, rc, n) for rc, n in allocations])
+        mapped[place] = (suffix, (rp,))
+        yield _new(Candidate, (tuple(sorted(prefix + known)), tuple(mapped)))
 
 
 def _subtract(amounts, rp, allocations):

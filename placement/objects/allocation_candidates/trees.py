@@ -238,9 +238,19 @@ class Trees:
                 self.observe(group, name, candidates)
         by_anchor = collections.defaultdict(list)
         option = group.resources
-        for rp in candidates:
-            for anchor in self.anchors_of(rp):
-                by_anchor[anchor].append((rp, option))
+        if self.snap.serves:
+            for rp in candidates:
+                for anchor in self.anchors_of(rp):
+                    by_anchor[anchor].append((rp, option))
+        else:
+            # ``anchors_of`` without sharing providers, inline: each
+            # provider's root, if an anchor (a call per provider is much of
+            # a wide tree's planning).
+            providers, anchor_ok = self.snap.providers, self.anchor_ok
+            for rp in candidates:
+                root = providers[rp].root_id
+                if root in anchor_ok:
+                    by_anchor[root].append((rp, option))
         if self.observe is not None:
             self.observe(group, "trees", by_anchor)
         return by_anchor
@@ -263,6 +273,15 @@ class Trees:
         if not group.resources:
             return {}
         per_class = []
+        # No in_tree, sharing provider or member_of: a provider serves
+        # under its own root alone.
+        plain = not (
+            group.in_tree_root is not None
+            or self.snap.serves
+            or group.any_aggregates
+            or group.forbidden_aggregates
+        )
+        providers, anchor_ok = self.snap.providers, self.anchor_ok
         for rc, amount in group.resources:
             candidates = self.holders.get(rc, ())
             if self.observe is not None:
@@ -275,9 +294,17 @@ class Trees:
                 self._observe_anchoring(group, candidates)
             pairs = collections.defaultdict(list)
             option = ((rc, amount),)
-            for rp in candidates:
-                for anchor in self.spread_anchors(rp, group):
-                    pairs[anchor].append((rp, option))
+            if plain:
+                # ``spread_anchors``, inline: each provider's root, if an
+                # anchor.
+                for rp in candidates:
+                    root = providers[rp].root_id
+                    if root in anchor_ok:
+                        pairs[root].append((rp, option))
+            else:
+                for rp in candidates:
+                    for anchor in self.spread_anchors(rp, group):
+                        pairs[anchor].append((rp, option))
             per_class.append(pairs)
         anchors = set.intersection(*(set(p) for p in per_class))
         if self.observe is not None:
