@@ -35,6 +35,7 @@ import sqlalchemy as sa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 
+import procfs  # noqa: E402
 import profile_request  # noqa: E402  (server, fresh databases)
 import scale  # noqa: E402  (load, session, group CPU)
 
@@ -139,7 +140,7 @@ def measure(args, url):
         scale.ready(
             base, time.perf_counter(), "/allocation_candidates?resources=VCPU:1&limit=1"
         )
-        pids = [pid for pid, _ in scale._group(pgid)]
+        pids = [pid for pid, _ in procfs.group(pgid)]
         for strategy in ("first", "spread", "pack"):
             url_ = base + path + "&strategy=" + strategy
             scale.timed(s, url_)  # warm-up: each worker's catalog, imports

@@ -397,22 +397,10 @@ def measure(app, counter, path, version, repeat, profile):
     return statistics.median(times)
 
 
-def _group(pgid):
-    """(pid, /proc stat fields) of the processes of the group ``pgid``."""
-    return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
-
-
-def _group_cpu(pgid):
-    """CPU seconds of every process in the process group ``pgid``."""
-    return sum(int(f[11]) + int(f[12]) for _, f in _group(pgid)) / (
-        os.sysconf("SC_CLK_TCK")
-    )
-
-
 def _peak_rss_mb(pgid):
     """Peak resident memory (VmHWM) of each process of the group."""
     out = []
-    for pid, _ in _group(pgid):
+    for pid, _ in procfs.group(pgid):
         with open("/proc/%s/status" % pid) as f:
             for line in f:
                 if line.startswith("VmHWM:"):
@@ -492,7 +480,7 @@ def throughput(base, pgid, path, version, total, concurrency, keepalive=False):
         return time.perf_counter() - start
 
     one(0)
-    cpu, start = _group_cpu(pgid), time.perf_counter()
+    cpu, start = procfs.group_cpu(pgid), time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         latencies = sorted(pool.map(one, range(total)))
     wall = time.perf_counter() - start
@@ -504,7 +492,7 @@ def throughput(base, pgid, path, version, total, concurrency, keepalive=False):
             total / wall,
             latencies[len(latencies) // 2],
             latencies[int(len(latencies) * 0.95)],
-            (_group_cpu(pgid) - cpu) * 1000 / total,
+            (procfs.group_cpu(pgid) - cpu) * 1000 / total,
         ),
         flush=True,
     )

@@ -231,16 +231,12 @@ def _tree(loader, i, aggregates):
     return {"DISK_GB": root[0], "VCPU": node, "MEMORY_MB": node}
 
 
-def _group(pgid):
-    return [(pid, f) for pid, f in procfs.stats() if int(f[2]) == pgid]
-
-
 def memory(pgid):
     """{pid: (RSS MB, peak RSS MB, 'master' or 'worker', PSS MB)} of the
     server: PSS from /proc/PID/smaps_rollup (pages shared by n processes
     count 1/n in each: their sum is the group's real footprint)."""
     out = {}
-    for pid, _ in _group(pgid):
+    for pid, _ in procfs.group(pgid):
         status = {}
         with open("/proc/%d/status" % pid) as f:
             for line in f:
@@ -321,7 +317,7 @@ def latency(base, pgid, paths, samples, clients):
     against 49-57 ms from processes, the server the same
     (tools/bench/README, issue 44, "The 4-client tail"). A client keeps
     its answers' bodies; they are decoded here, after the clock."""
-    pids = [pid for pid, _ in _group(pgid)]
+    pids = [pid for pid, _ in procfs.group(pgid)]
     jobs = [(base, pids, paths, samples, n, clients == 1) for n in range(clients)]
     cpu = group_cpu(pids)
     with multiprocessing.get_context("fork").Pool(clients) as pool:
@@ -521,7 +517,7 @@ def run(args, url):
         # CPU the server's processes used until then: steadier than wall
         # time on a shared machine.
         figures["ready_server_cpu_s"] = round(
-            group_cpu([pid for pid, _ in _group(pgid)]), 2
+            group_cpu([pid for pid, _ in procfs.group(pgid)]), 2
         )
         figures["first_answer_candidates"] = len(first["allocation_requests"])
         print(
@@ -547,7 +543,7 @@ def run(args, url):
         }
         s = session()
         capacity, capacity_cpu = [], []
-        pids = [pid for pid, _ in _group(pgid)]
+        pids = [pid for pid, _ in procfs.group(pgid)]
         for _ in range(3):
             before = group_cpu(pids)
             elapsed, response = timed(

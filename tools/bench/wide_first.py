@@ -43,6 +43,7 @@ import urllib.request
 import uuid
 
 import claims_http  # the server, as it starts it
+import procfs
 import pymysql
 
 HEADERS = {
@@ -75,22 +76,6 @@ def call(port, method, path, body=None):
     resp.read()
     conn.close()
     return resp.status, time.perf_counter() - start
-
-
-def group_cpu(pgid):
-    """CPU seconds of every thread of the process group ``pgid``."""
-    total = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
-                    continue
-            for tid in os.listdir("/proc/%s/task" % pid):
-                with open("/proc/%s/task/%s/schedstat" % (pid, tid)) as f:
-                    total += int(f.read().split()[0])
-        except OSError:
-            continue  # gone meanwhile
-    return total / 1e9
 
 
 def load(port, hosts, children):
@@ -140,10 +125,11 @@ def one_pass(tree, server, args):
             for groups in args.groups:
                 cpu = []
                 for _ in range(args.requests):
-                    before = group_cpu(pgid)
+                    pids = [pid for pid, _ in procfs.group(pgid)]
+                    before = procfs.threads_cpu(pids)
                     status, _ = call(port, "GET", query(groups))
                     assert status == 200, status
-                    cpu.append((group_cpu(pgid) - before) * 1000)
+                    cpu.append((procfs.threads_cpu(pids) - before) * 1000)
                 print(
                     "  g%d server CPU per request (ms): %s"
                     % (groups, " ".join("%.1f" % ms for ms in cpu)),

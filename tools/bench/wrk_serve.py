@@ -147,15 +147,15 @@ def run_wrk(base, pgid, path, duration, script=None):
         for name, value in HEADERS.items():
             argv += ["-H", "%s: %s" % (name, value)]
     started = time.monotonic()
-    pids = [pid for pid, _ in profile_request._group(pgid)]
+    pids = [pid for pid, _ in procfs.group(pgid)]
     switched = procfs.switches(pids)
-    cpu, busy = profile_request._group_cpu(pgid), procfs.machine_busy()
+    cpu, busy = procfs.group_cpu(pgid), procfs.machine_busy()
     argv.append(base + path)
     if script:
         # Each run's consumers are new: a uuid prefix of its own.
         argv += ["--", str(uuid.uuid4())[:24]]
     wrk = subprocess.run(argv, capture_output=True, text=True)
-    server_cpu = profile_request._group_cpu(pgid) - cpu
+    server_cpu = procfs.group_cpu(pgid) - cpu
     others = procfs.machine_busy() - busy - server_cpu
     voluntary, involuntary = map(operator.sub, procfs.switches(pids), switched)
     wall = time.monotonic() - started
