@@ -30,11 +30,9 @@ def group_cpu(pgid):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def threads_cpu(pids):
-    """CPU seconds so far of every thread of the processes ``pids``, from
-    /proc/PID/task/TID/schedstat (nanoseconds: what ticks cannot tell
-    apart at 10 ms). Threads that ended are not counted."""
-    total = 0
+def _task_files(pids, name):
+    """The text of /proc/PID/task/TID/``name`` of every thread of the
+    processes ``pids``; threads that ended are skipped."""
     for pid in pids:
         try:
             tasks = os.listdir("/proc/%s/task" % pid)
@@ -42,11 +40,18 @@ def threads_cpu(pids):
             continue
         for task in tasks:
             try:
-                with open("/proc/%s/task/%s/schedstat" % (pid, task)) as f:
-                    total += int(f.read().split()[0])
+                with open("/proc/%s/task/%s/%s" % (pid, task, name)) as f:
+                    text = f.read()
             except OSError:
                 continue  # gone since the listing
-    return total / 1e9
+            yield text
+
+
+def threads_cpu(pids):
+    """CPU seconds so far of every thread of the processes ``pids``, from
+    their schedstat (nanoseconds: what ticks cannot tell apart at 10 ms).
+    Threads that ended are not counted."""
+    return sum(int(text.split()[0]) for text in _task_files(pids, "schedstat")) / 1e9
 
 
 def switches(pids):
@@ -55,21 +60,12 @@ def switches(pids):
     queue, a socket) switches voluntarily; a preempted one involuntarily.
     Threads that ended are not counted."""
     found = [0, 0]
-    for pid in pids:
-        try:
-            tasks = os.listdir("/proc/%s/task" % pid)
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open("/proc/%s/task/%s/status" % (pid, task)) as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches"):
-                            found[0] += int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches"):
-                            found[1] += int(line.split()[1])
-            except OSError:
-                continue  # gone since the listing
+    for text in _task_files(pids, "status"):
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches"):
+                found[0] += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches"):
+                found[1] += int(line.split()[1])
     return tuple(found)
 
 
