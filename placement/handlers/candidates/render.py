@@ -231,13 +231,7 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
     """The "provider_summaries" object, byte for byte what orjson writes
     of it as a dict in provider id order."""
     requested = None if form.all_inventories else frozenset(result.class_names.values())
-    if (
-        len(_FRAGMENTS) > FRAGMENT_FORMS
-        or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
-    ):
-        _FRAGMENTS.clear()
-        _FORM_NUMBERS.clear()
-    fragments = _FRAGMENTS.setdefault((form, requested), {})
+    fragments = _fragments_of(form, requested)
     trees = _in_provider_order(result.trees)
     if trees is None:
         return b"{%s}" % b",".join(
@@ -251,6 +245,18 @@ def summaries_json(result: engine.Result, form: Form) -> bytes:
             fragment = _tree_json(tree, key, fragments, form, requested)
         parts.append(fragment)
     return b"{%s}" % b",".join(parts)
+
+
+def _fragments_of(form, requested):
+    """The kept fragments of ``form`` and ``requested`` (``_FRAGMENTS``),
+    every form's dropped first when they hold too many."""
+    if (
+        len(_FRAGMENTS) > FRAGMENT_FORMS
+        or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
+    ):
+        _FRAGMENTS.clear()
+        _FORM_NUMBERS.clear()
+    return _FRAGMENTS.setdefault((form, requested), {})
 
 
 def _form_number(form, requested):
@@ -290,13 +296,7 @@ def write_summaries(trees: Iterable[tree_summaries.Kept], form: Form = NEWEST) -
     follower, once it made them (``catalog_index.warm``); from memory.
     How many trees it wrote."""
     assert form.all_inventories
-    if (
-        len(_FRAGMENTS) > FRAGMENT_FORMS
-        or sum(map(len, _FRAGMENTS.values())) > FRAGMENTS_KEPT
-    ):
-        _FRAGMENTS.clear()
-        _FORM_NUMBERS.clear()
-    fragments = _FRAGMENTS.setdefault((form, None), {})
+    fragments = _fragments_of(form, None)
     key = _form_number(form, None)
     written = 0
     for tree in trees:
