@@ -1,5 +1,7 @@
 """PyMySQL connections that parse each distinct column description once,
-and rows in one loop each.
+and rows in one loop each; a multi-statement query's answers read
+without a result object each (``read_answers``). What reads PyMySQL's
+packets by hand is here, in one place.
 
 Every result set starts with one packet per column describing it (its
 name, table, type, charset, flags). PyMySQL parses them afresh for each
@@ -113,6 +115,38 @@ class Connection(connections.Connection):
         if result.server_status is not None:
             self.server_status = result.server_status
         return result.affected_rows
+
+
+def read_answers(conn: Any) -> None:
+    """Read the answers of a multi-statement query on the PyMySQL
+    connection ``conn`` as its ``next_result`` does, one after the other
+    until the last (raising the first error met), without a result object
+    each: the held statements and the COMMIT each answer an OK packet,
+    whose status tells whether another answer follows."""
+    conn._result = None
+    while True:
+        packet = conn._read_packet()  # raises a statement's error
+        if packet.is_ok_packet():
+            packet.advance(1)
+            conn._affected_rows = packet.read_length_encoded_integer()
+            packet.read_length_encoded_integer()  # the insert id
+            status = conn.server_status = packet.read_uint16()
+            more = status & _MORE_RESULTS
+        else:  # a result set: read as PyMySQL reads one
+            result = _Result(conn)
+            try:
+                result._read_result_packet(packet)
+            finally:
+                result.connection = None
+            conn._result, conn._affected_rows = result, result.affected_rows
+            if result.server_status is not None:
+                conn.server_status = result.server_status
+            more = result.has_next
+        if not more:
+            return
+
+
+_MORE_RESULTS = connections.SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
 
 
 def parse_once(engine: sa.Engine) -> None:

@@ -14,8 +14,9 @@ import weakref
 from typing import Any
 
 import sqlalchemy as sa
-from pymysql import connections
 from sqlalchemy import event
+
+from placement.db import described
 
 # Execution option of a statement that ``at_commit`` holds back; the
 # connection's info key of the SQL held back (sent with the COMMIT).
@@ -116,45 +117,13 @@ def _send_several_pymysql(conn: Any, sql: str) -> None:
     try:
         conn._read_packet()  # switched on (each command's answer starts at 1)
         conn._next_seq_id = 1
-        _read_answers(conn)
+        described.read_answers(conn)
     finally:
         # Read even after a statement's error, which ends the query but
         # not the switch; a lost connection has nothing more to read.
         if conn._sock is not None:
             conn._next_seq_id = 1
             conn._read_packet()  # switched off
-
-
-def _read_answers(conn: Any) -> None:
-    """Read the answers of a multi-statement query on the PyMySQL
-    connection ``conn`` as its ``next_result`` does, one after the other
-    until the last (raising the first error met), without a result object
-    each: the held statements and the COMMIT each answer an OK packet,
-    whose status tells whether another answer follows."""
-    conn._result = None
-    while True:
-        packet = conn._read_packet()  # raises a statement's error
-        if packet.is_ok_packet():
-            packet.advance(1)
-            conn._affected_rows = packet.read_length_encoded_integer()
-            packet.read_length_encoded_integer()  # the insert id
-            status = conn.server_status = packet.read_uint16()
-            more = status & _MORE_RESULTS
-        else:  # a result set: read as PyMySQL reads one
-            result = connections.MySQLResult(conn)
-            try:
-                result._read_result_packet(packet)
-            finally:
-                result.connection = None
-            conn._result, conn._affected_rows = result, result.affected_rows
-            if result.server_status is not None:
-                conn.server_status = result.server_status
-            more = result.has_next
-        if not more:
-            return
-
-
-_MORE_RESULTS = connections.SERVER_STATUS.SERVER_MORE_RESULTS_EXISTS
 
 
 # mysql_set_server_option's options (MySQLdb names no constants).

@@ -8,6 +8,7 @@ import random
 import jsonschema
 import pytest
 
+from placement import deploy
 from placement import schemas
 from placement import versions
 from placement.schemas import aggregate
@@ -21,6 +22,7 @@ from placement.schemas import trait
 from placement.schemas import usage
 from placement.web import errors
 from placement.web import request
+from tests import fixtures
 
 UUIDS = [
     "c0ffee00-0000-4000-8000-000000000002",
@@ -182,7 +184,7 @@ def test_refused_body_reports_jsonschema_error():
     request.validate(body, schema)
 
 
-def test_the_request_schemas_are_compiled_ahead():
+def test_the_request_schemas_are_compiled_ahead(monkeypatch):
     """``deploy.build_app`` compiles every request schema's check before
     any request: among them each microversion's candidate query and
     provider PUT body."""
@@ -191,7 +193,9 @@ def test_the_request_schemas_are_compiled_ahead():
     for table in tables:
         assert {id(schema) for schema in table.values()} <= found
     assert id(trait.LIST_TRAITS_QUERY) in found
-    request.compile_checks(schemas.request_schemas())
+    monkeypatch.setattr(request, "_CHECKS", {})
+    with fixtures.database("sqlite") as db:
+        deploy.build_app(fixtures.configure(), db=db)
     for schema in schemas.request_schemas():
         held = request._CHECKS[id(schema)]
         assert held[0] is schema

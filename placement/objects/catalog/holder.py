@@ -97,9 +97,7 @@ class Holder:
         statement a snapshot of its own: the host's other workers are
         told what it saw and when it was sent (``host_look``)."""
         sent = time.monotonic()
-        shards = self.behind or (
-            conn.dialect.name != "sqlite" and self.wrote_since_look(conn.engine)
-        )
+        shards = self.behind or self.wrote_since_look(conn.engine)
         seen = changes.look(conn, shards=shards)
         if shared:
             self.host_look.saw(seen.stamp, seen.tokens, sent)
@@ -114,9 +112,10 @@ class Holder:
         likely lacks it (its allocations, logged by the triggers): the
         next look reads the shards' counts too, and a search reads the
         stamp first rather than answer from the held catalog
-        (``catalog_index.unconfirmed``). A guess, for the cost only."""
+        (``catalog_index.unconfirmed``). A guess, for the cost only; never
+        on SQLite, which has no host look."""
         wrote = _WROTE.get(engine)
-        if wrote is None:
+        if wrote is None or engine.dialect.name == "sqlite":
             return False
         sent = self.host_look.sent()
         return sent is None or wrote > sent

@@ -188,9 +188,7 @@ def wrote_since_look(db: db_api.Database) -> bool:
     that look's stamp then likely lacks it. False on SQLite (no host
     look) or before this process holds a catalog."""
     cache = _CACHES.get(db)
-    if cache is None or db.dialect == "sqlite":
-        return False
-    return cache.wrote_since_look(db.engine)
+    return cache is not None and cache.wrote_since_look(db.engine)
 
 
 def compares_first(db: db_api.Database) -> bool:
