@@ -29,7 +29,6 @@ import time
 
 import sqlalchemy as sa
 
-from placement import conf as placement_conf
 from placement import deploy
 from placement.cmd import api as cmd_api
 from placement.db import api as db_api
@@ -102,9 +101,7 @@ def main():
     )
     parser.add_argument("--profile", action="store_true", help="cProfile them")
     args = parser.parse_args()
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     conf.set_override("provider_catalog", not args.sql, group="placement")
     engine = db_api.create_engine(args.url, conf)
     db = db_api.Database(engine, conf)

@@ -50,7 +50,6 @@ import figures_file  # noqa: E402
 import profile_request  # noqa: E402  (Loader, fresh databases)
 import scale  # noqa: E402  (hosts, flavors, the loaded cloud)
 
-from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
 from placement.db import tables  # noqa: E402
@@ -319,9 +318,7 @@ def main():
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     figures = {"args": vars(args)}
     if not args.skip_fill:
         figures["fill"] = run_fill(conf, args)

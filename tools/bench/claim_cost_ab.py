@@ -45,7 +45,6 @@ import claim_trees_ab  # noqa: E402
 import profile_request  # noqa: E402
 import wrk_serve  # noqa: E402
 
-from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
 from placement.db import api as db_api  # noqa: E402
@@ -148,9 +147,7 @@ def main():
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
     names = args.ways.split(",")
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     headers = dict(wrk_serve.HEADERS)
     sent = collections.Counter()
     execute_command = connections.Connection._execute_command

@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import profile_request  # noqa: E402  (call)
 import scale  # noqa: E402  (the shapes)
 
-from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement.cmd import api  # noqa: E402
 from placement.db import api as db_api  # noqa: E402
@@ -98,10 +97,7 @@ def main():
     parser.add_argument("--profile", help="cProfile this shape's cold request")
     parser.add_argument("--out")
     args = parser.parse_args()
-    conf = placement_conf.command_conf()
-    conf.register_cli_opts(api.serve_opts)
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf(api.serve_opts)
     conf.set_override("connection", args.url, group="placement_database")
     db = db_api.Database(db_api.create_engine(args.url, conf), conf)
     start = time.process_time()

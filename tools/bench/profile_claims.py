@@ -35,7 +35,6 @@ sys.path.insert(0, __file__.rsplit("/", 3)[0])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import profile_request  # noqa: E402
 
-from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
 from placement import events  # noqa: E402
 from placement.cmd import api  # noqa: E402
@@ -155,9 +154,7 @@ def main():
     if args.profile and args.threads != 1:
         parser.error("--profile profiles one thread: --threads 1")
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     with profile_request.fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         loader = profile_request.Loader(db)

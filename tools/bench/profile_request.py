@@ -505,6 +505,17 @@ def fresh_database(backend, conf):
             yield url, db
 
 
+def noauth_conf(cli_opts=()):
+    """A parsed configuration for an app built in process: no files read,
+    the defaults, no authentication (noauth2); ``cli_opts`` registered
+    first (a command's own options)."""
+    conf = placement_conf.command_conf()
+    conf.register_cli_opts(cli_opts)
+    placement_conf.parse_args(conf, [], default_config_files=[])
+    conf.set_override("auth_strategy", "noauth2", group="api")
+    return conf
+
+
 @contextlib.contextmanager
 def at_head(url, conf):
     """The Database of the empty database ``url`` (for ``conf``), its
@@ -558,9 +569,7 @@ def main():
     parser.add_argument("--active", type=int, default=2, help="placement-api --active")
     args = parser.parse_args()
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = noauth_conf()
     with fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         loader = Loader(db)

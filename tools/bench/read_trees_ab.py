@@ -65,15 +65,12 @@ def child(args):
     import profile_request
     import wrk_serve
 
-    from placement import conf as placement_conf
     from placement import deploy
     from placement.cmd import api
     from tests import fixtures
     from tests import wsgi_client
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     # Written at wrk_serve.py's microversion, read at --version.
     written = dict(wrk_serve.HEADERS)
     read = dict(written, **{"openstack-api-version": "placement " + args.version})

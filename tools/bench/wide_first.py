@@ -144,7 +144,6 @@ def in_process(args):
     """The wide queries in process (``--in-process``)."""
     import profile_request  # placement's, of PYTHONPATH's tree
 
-    from placement import conf as placement_conf
     from placement import deploy
     from placement.cmd import api
     from placement.cmd import follower
@@ -152,9 +151,7 @@ def in_process(args):
     from placement.objects.allocation_candidates import catalog_index
     from placement.objects.catalog import refresh
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = profile_request.noauth_conf()
     with profile_request.fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         loader = profile_request.Loader(db)

@@ -31,7 +31,6 @@ import uuid
 import orjson
 import sqlalchemy as sa
 
-from placement import conf as placement_conf
 from placement import deploy
 from placement.cmd import api
 
@@ -39,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from profile_request import FLAT_AGGREGATES  # noqa: E402
 from profile_request import FLAT_TRAITS  # noqa: E402
 from profile_request import fresh_database  # noqa: E402
+from profile_request import noauth_conf  # noqa: E402
 
 FLAT_INVENTORY = {
     "MEMORY_MB": {"total": 8192, "min_unit": 128, "max_unit": 8192},
@@ -206,9 +206,7 @@ def main():
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
-    conf = placement_conf.command_conf()
-    placement_conf.parse_args(conf, [], default_config_files=[])
-    conf.set_override("auth_strategy", "noauth2", group="api")
+    conf = noauth_conf()
     with fresh_database(args.db, conf) as (url, db):
         conf.set_override("connection", url, group="placement_database")
         app = deploy.build_app(conf, db=db, sync_schema=False)
