@@ -75,15 +75,21 @@ REQUESTS = {
     "GET /resource_providers/{uuid}/traits": "/resource_providers/%s/traits" % PROVIDER,
 }
 CLAIM = "claim (candidates GET + PUT)"
-# wrk alternates a claim's candidate GET and its PUT; every PUT claims
-# for a new consumer, a counter in its uuid.
-CLAIM_LUA = """
+# A script's request counter, and the uuid prefix of the run (its first
+# argument).
+LUA_HEAD = """
 local n = 0
 local prefix = ""
 local headers = %(headers)s
 init = function(args)
   prefix = args[1]
 end
+"""
+# wrk alternates a claim's candidate GET and its PUT; every PUT claims
+# for a new consumer, a counter in its uuid.
+CLAIM_LUA = (
+    LUA_HEAD
+    + """
 request = function()
   n = n + 1
   if n %% 2 == 1 then
@@ -97,17 +103,14 @@ request = function()
   return wrk.format("PUT", "/allocations/" .. consumer, headers, body)
 end
 """
+)
 REGISTER = "registration (POST provider + PUT inventories + PUT traits)"
 # A host's registration, one request at a time (one connection: each
 # request needs the one before answered): a new provider, its
 # inventories (generation 0), its traits (generation 1).
-REGISTER_LUA = """
-local n = 0
-local prefix = ""
-local headers = %(headers)s
-init = function(args)
-  prefix = args[1]
-end
+REGISTER_LUA = (
+    LUA_HEAD
+    + """
 request = function()
   n = n + 1
   local step = n %% 3
@@ -127,6 +130,7 @@ request = function()
     .. '["HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "COMPUTE_NET_ATTACH_INTERFACE"]}')
 end
 """
+)
 
 
 def _call(base, method, path, body=None):
