@@ -33,8 +33,9 @@ thread and back cost a claim about 0.4 ms of the worker's CPU, ~10%
 (tools/bench/README "Issue 45: a claim over HTTP"); so do a host's
 registration writes (the POST of a provider, the PUT of its
 inventories, traits or aggregates: one provider's rows each), whose
-hand-off was about 0.2 ms of a write's ~1.2 (tools/bench/README "Issue
-45: where a request's CPU goes over HTTP"). A write's own pauses (a
+hand-off was ~4 of a write's ~14 context switches, up to ~0.09 ms of
+its ~1.4 ms of server CPU (tools/bench/README "Issue 45: where a
+request's CPU goes over HTTP"). A write's own pauses (a
 generation race's jitter, a deadlock's back-off, a few milliseconds)
 then hold the loop too. Either way requests that come in
 meanwhile wait for it, as they would for a thread. Everything else, and
