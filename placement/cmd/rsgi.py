@@ -26,13 +26,18 @@ hand-off was a third of a small read's server CPU beyond the app's
 (thread wake-ups and GIL hand-overs while the read waited on the
 database; tools/bench/README, issue 45, "cheap reads in granian's
 thread"). Without it, or for a GET with a body, it runs in the event
-loop. A claim's two requests (``CLAIM``: a candidate search with a
+loop. A claim's two requests (``BOUNDED``: a candidate search with a
 ``limit``, whose answer is bounded, and the PUT of one consumer's
 allocations) run in the event loop on the same terms: the hand-off to a
 thread and back cost a claim about 0.4 ms of the worker's CPU, ~10%
-(tools/bench/README "Issue 45: a claim over HTTP"); the write's own
-pauses (a generation race's jitter, a deadlock's back-off, a few
-milliseconds) then hold the loop too. Either way requests that come in
+(tools/bench/README "Issue 45: a claim over HTTP"); so do a host's
+registration writes (the POST of a provider, the PUT of its
+inventories, traits or aggregates: one provider's rows each), whose
+hand-off was ~4 of a write's ~14 context switches, up to ~0.09 ms of
+its ~1.4 ms of server CPU (tools/bench/README "Issue 45: where a
+request's CPU goes over HTTP"). A write's own pauses (a
+generation race's jitter, a deadlock's back-off, a few milliseconds)
+then hold the loop too. Either way requests that come in
 meanwhile wait for it, as they would for a thread. Everything else, and
 any of these while another request is in a thread, goes to the threads.
 
@@ -70,12 +75,17 @@ CHEAP = re.compile(
     r"(?:/(?:allocations|inventories|usages|traits|aggregates))?"
     r"|/allocations/[^/]+)?/?\Z"
 )
-# A claim's requests, run in the event loop on the same terms: its
-# candidate search when limited (the answer is bounded, not streamed) and
-# its write of one consumer's allocations.
-CLAIM = {
+# Requests run in the event loop on the same terms: a claim's candidate
+# search when limited (the answer is bounded, not streamed) and its write
+# of one consumer's allocations; a host's registration writes, one
+# provider's rows each.
+BOUNDED = {
     "GET": re.compile(r"/allocation_candidates/?\Z"),
-    "PUT": re.compile(r"/allocations/[^/]+/?\Z"),
+    "POST": re.compile(r"/resource_providers/?\Z"),
+    "PUT": re.compile(
+        r"(?:/allocations/[^/]+"
+        r"|/resource_providers/[^/]+/(?:inventories|traits|aggregates))/?\Z"
+    ),
 }
 _LIMITED = re.compile(r"(?:\A|&)limit=")
 
@@ -164,13 +174,13 @@ class App:
 
     def _in_loop(self, environ):
         """Whether the request may run in the event loop (when no request
-        of the worker is in its threads): a cheap read or a claim's, and
-        ``in_loop()``."""
+        of the worker is in its threads): a cheap read, a claim's or a
+        registration write (``BOUNDED``), and ``in_loop()``."""
         method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
         if method == "GET" and CHEAP.match(path):
             return self.in_loop()
-        claim = CLAIM.get(method)
-        if claim is None or not claim.match(path):
+        bounded = BOUNDED.get(method)
+        if bounded is None or not bounded.match(path):
             return False
         if method == "GET" and not _LIMITED.search(environ["QUERY_STRING"]):
             return False

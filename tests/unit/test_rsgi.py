@@ -308,7 +308,7 @@ def test_the_scheduler_is_installed_in_this_granian(monkeypatch):
     assert not rsgi.install_scheduler(served)
 
 
-def test_a_claims_requests_run_in_the_loop_unless_they_may_not():
+def test_claims_and_registrations_run_in_the_loop_unless_they_may_not():
     ran_in = []
 
     def app(environ, start_response):
@@ -327,7 +327,17 @@ def test_a_claims_requests_run_in_the_loop_unless_they_may_not():
         ("PUT", "/allocations/x", "", False, "placement-"),
         ("DELETE", "/allocations/x", "", True, "placement-"),
         ("POST", "/allocations", "", True, "placement-"),
-        ("PUT", "/resource_providers/x/inventories", "", True, "placement-"),
+        # A host's registration: one provider's rows a write.
+        ("POST", "/resource_providers", "", True, loop),
+        ("POST", "/resource_providers", "", False, "placement-"),
+        ("PUT", "/resource_providers/x/inventories", "", True, loop),
+        ("PUT", "/resource_providers/x/traits", "", True, loop),
+        ("PUT", "/resource_providers/x/aggregates/", "", True, loop),
+        ("PUT", "/resource_providers/x/inventories", "", False, "placement-"),
+        ("PUT", "/resource_providers/x", "", True, "placement-"),
+        ("PUT", "/resource_providers/x/inventories/VCPU", "", True, "placement-"),
+        ("DELETE", "/resource_providers/x", "", True, "placement-"),
+        ("DELETE", "/resource_providers/x/traits", "", True, "placement-"),
     ):
         proto = Proto()
         _serve(app, _scope("/placement" + path, [], method, query), proto, in_loop)

@@ -10,7 +10,11 @@ the server's CPU time from /proc (its process group): CPU per request,
 requests/s and wrk's latency. A claim is its candidate GET and its PUT of
 a new consumer's allocations (wrk alternates them; CPU per claim counts
 both), and the server's context switches per request (its threads'
-voluntary ones count its hand-offs between threads). Each round runs
+voluntary ones count its hand-offs between threads). A registration is
+a host's POST of a new provider, the PUT of its inventories and of its
+traits, one request at a time on one connection (CPU per request).
+``--close`` sends every request with ``Connection: close``: a new TCP
+connection each, as the shared bench's client opens. Each round runs
 every server once, in turn, for each code tree given (``--tree
 LABEL=DIR``: placement imported from DIR, e.g. ``git archive`` of
 another commit, alternated with this one in the same run) and MySQL
@@ -71,15 +75,21 @@ REQUESTS = {
     "GET /resource_providers/{uuid}/traits": "/resource_providers/%s/traits" % PROVIDER,
 }
 CLAIM = "claim (candidates GET + PUT)"
-# wrk alternates a claim's candidate GET and its PUT; every PUT claims
-# for a new consumer, a counter in its uuid.
-CLAIM_LUA = """
+# A script's request counter, and the uuid prefix of the run (its first
+# argument).
+LUA_HEAD = """
 local n = 0
 local prefix = ""
 local headers = %(headers)s
 init = function(args)
   prefix = args[1]
 end
+"""
+# wrk alternates a claim's candidate GET and its PUT; every PUT claims
+# for a new consumer, a counter in its uuid.
+CLAIM_LUA = (
+    LUA_HEAD
+    + """
 request = function()
   n = n + 1
   if n %% 2 == 1 then
@@ -93,6 +103,34 @@ request = function()
   return wrk.format("PUT", "/allocations/" .. consumer, headers, body)
 end
 """
+)
+REGISTER = "registration (POST provider + PUT inventories + PUT traits)"
+# A host's registration, one request at a time (one connection: each
+# request needs the one before answered): a new provider, its
+# inventories (generation 0), its traits (generation 1).
+REGISTER_LUA = (
+    LUA_HEAD
+    + """
+request = function()
+  n = n + 1
+  local step = n %% 3
+  local provider = prefix .. string.format("%%012x", math.floor((n + 2) / 3))
+  if step == 1 then
+    return wrk.format("POST", "/resource_providers", headers,
+      '{"name": "' .. provider .. '", "uuid": "' .. provider .. '"}')
+  end
+  local path = "/resource_providers/" .. provider
+  if step == 2 then
+    return wrk.format("PUT", path .. "/inventories", headers,
+      '{"resource_provider_generation": 0, "inventories": '
+      .. '{"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262144}}}')
+  end
+  return wrk.format("PUT", path .. "/traits", headers,
+    '{"resource_provider_generation": 1, "traits": '
+    .. '["HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "COMPUTE_NET_ATTACH_INTERFACE"]}')
+end
+"""
+)
 
 
 def _call(base, method, path, body=None):
@@ -137,10 +175,10 @@ def seed(base):
     )
 
 
-def run_wrk(base, pgid, path, duration, script=None):
+def run_wrk(base, pgid, path, duration, script=None, connections=4):
     """One wrk run against ``path``: requests/s, server CPU ms per request,
     wrk's latency p50/p99 (ms), and the other processes' CPU (cores)."""
-    argv = ["wrk", "-t1", "-c4", "-d%ds" % duration, "--latency"]
+    argv = ["wrk", "-t1", "-c%d" % connections, "-d%ds" % duration, "--latency"]
     if script:
         argv += ["-s", script]
     else:
@@ -181,7 +219,7 @@ def _latency(out, percentile):
     return float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 
 
-def one_server(url, name, duration, claim_script, wanted):
+def one_server(url, name, duration, scripts, wanted):
     """The ``wanted`` requests' wrk runs against a fresh placement-api
     ``name``."""
     with profile_request.server(url, 1, 4, 2, http_server=name) as (base, pgid):
@@ -191,12 +229,15 @@ def one_server(url, name, duration, claim_script, wanted):
                 run_wrk(base, pgid, path, 1)  # warm up
                 found[label] = run_wrk(base, pgid, path, duration)
         if CLAIM in wanted:
-            claim = run_wrk(base, pgid, "/", duration, claim_script)
+            claim = run_wrk(base, pgid, "/", duration, scripts[CLAIM])
             # Two requests a claim.
             for key in ("server_cpu_ms", "voluntary_switches", "involuntary_switches"):
                 claim[key] *= 2
             claim["requests_per_s"] /= 2
             found[CLAIM] = claim
+        if REGISTER in wanted:
+            # Per request (of three a host).
+            found[REGISTER] = run_wrk(base, pgid, "/", duration, scripts[REGISTER], 1)
     return found
 
 
@@ -237,13 +278,21 @@ def main():
     parser.add_argument(
         "--request",
         action="append",
-        choices=(*REQUESTS, CLAIM),
+        choices=(*REQUESTS, CLAIM, REGISTER),
         help="run only these (default: every one)",
+    )
+    parser.add_argument(
+        "--close",
+        action="store_true",
+        help="a new connection per request (Connection: close), as the shared"
+        " bench's client",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=int, default=8, help="seconds per run")
     parser.add_argument("--out", help="write the raw results here (JSON)")
     args = parser.parse_args()
+    if args.close:
+        HEADERS["connection"] = "close"
     trees = [("", os.environ.get("PYTHONPATH"))]
     trees += [tuple(tree.split("=", 1)) for tree in args.tree]
     runs = {}  # what each run is named: its server and PYTHONPATH
@@ -259,6 +308,7 @@ def main():
     lua_headers = "{%s}" % ", ".join('["%s"] = "%s"' % kv for kv in HEADERS.items())
     with (
         tempfile.NamedTemporaryFile("w", suffix=".lua") as script,
+        tempfile.NamedTemporaryFile("w", suffix=".lua") as register,
         profile_request.fresh_database(args.db, conf) as (url, db),
     ):
         script.write(
@@ -270,6 +320,8 @@ def main():
             }
         )
         script.flush()
+        register.write(REGISTER_LUA % {"headers": lua_headers})
+        register.flush()
         db.engine.dispose()
         with profile_request.server(url, 1, 4, 2) as (base, _):
             seed(base)
@@ -285,8 +337,8 @@ def main():
                     through,
                     server,
                     args.duration,
-                    script.name,
-                    args.request or (*REQUESTS, CLAIM),
+                    {CLAIM: script.name, REGISTER: register.name},
+                    args.request or (*REQUESTS, CLAIM, REGISTER),
                 )
             rounds.append(found)
             print("round %d: %s" % (number + 1, json.dumps(rounds[-1])), flush=True)
