@@ -32,6 +32,7 @@ class Question:
         self._req = req
         self._store: host_answers.HostAnswers | None = None
         self._key = b""
+        self._state = ""
 
     def search(
         self, db: db_api.Database, request: ac_request.Request, options: engine.Options
@@ -46,11 +47,16 @@ class Question:
             or options.order != "id"
         ):
             return engine.answer(db, request, options)
+        floor = store.floor()  # before the look
         stream = engine.Stream(db, request, options, search=False)
+        found = stream.state()
+        if found is None:  # not the catalog's alone
+            stream.start()
+            return stream
         asked = (str(self._req.context.version), request_.query_pairs(self._req))
         self._key = repr((*asked, options)).encode()
-        state = stream.state()
-        known = None if state is None else store.get(self._key, state)
+        self._state = store.state(found, floor)
+        known = store.get(self._key, self._state)
         if known is not None:
             with stream:
                 return known
@@ -74,6 +80,6 @@ class Question:
                 if size > host_answers.ENTRY_BYTES:
                     pieces = None
             yield piece
-        state = stream.state()  # None if a name was read through SQL
-        if pieces is not None and state is not None:
-            store.put(self._key, state, b"".join(pieces), stream.count)
+        # Not if a name was read through SQL.
+        if pieces is not None and stream.state() is not None:
+            store.put(self._key, self._state, b"".join(pieces), stream.count)

@@ -75,19 +75,26 @@ class HostAnswers:
         if os.getpid() == pid:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _state(self, state: tuple[int, int]) -> str:
-        key = repr((*map(int, state), self._floor.value())).encode()
+    def floor(self) -> float:
+        """The host's floor now: read before a request's look, for
+        ``state``."""
+        return self._floor.value()
+
+    def state(self, stamp_tokens: tuple[int, int], floor: float) -> str:
+        """The key of the state a request's look found (the catalog's
+        stamp and token sum) with the host's ``floor`` read before it."""
+        key = repr((*map(int, stamp_tokens), floor)).encode()
         return hashlib.blake2b(key, digest_size=8).hexdigest()
 
     def _path(self, state: str, question: bytes) -> str:
         name = hashlib.blake2b(question, digest_size=16).hexdigest()
         return os.path.join(self.directory, "%s-%s" % (state, name))
 
-    def get(self, question: bytes, state: tuple[int, int]) -> Known | None:
-        """The answer to ``question`` at ``state`` (stamp, token sum) a
-        worker of this host kept, if there is one."""
+    def get(self, question: bytes, state: str) -> Known | None:
+        """The answer to ``question`` at ``state`` (``state``) a worker of
+        this host kept, if there is one."""
         try:
-            with open(self._path(self._state(state), question), "rb") as f:
+            with open(self._path(state, question), "rb") as f:
                 data = f.read()
         except OSError:
             return None
@@ -99,22 +106,20 @@ class HostAnswers:
         events.host_answer("served")
         return Known(data[_HEAD.size :], count)
 
-    def put(
-        self, question: bytes, state: tuple[int, int], body: bytes, count: int
-    ) -> None:
+    def put(self, question: bytes, state: str, body: bytes, count: int) -> None:
         """Keep ``body`` (``count`` candidates), the answer to
-        ``question`` at ``state``, for the host's other workers."""
+        ``question`` at ``state`` (``state``), for the host's other
+        workers."""
         if self.broken or len(body) > ENTRY_BYTES:
             return
-        at = self._state(state)
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             fd, temporary = tempfile.mkstemp(prefix=_TEMPORARY, dir=self.directory)
             with os.fdopen(fd, "wb") as f:
                 f.write(_HEAD.pack(count, len(body)))
                 f.write(body)
-            os.replace(temporary, self._path(at, question))
-            self._bound(at)
+            os.replace(temporary, self._path(state, question))
+            self._bound(state)
             events.host_answer("kept")
         except OSError as e:
             self.broken = True
