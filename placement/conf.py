@@ -198,6 +198,20 @@ placement_opts = [
         "Costs memory in proportion to the number of "
         "providers; False reads everything per request.",
     ),
+    cfg.BoolOpt(
+        "host_answers",
+        default=True,
+        help="Let the workers of one placement-api share the allocation "
+        "candidates answers they render: a worker asked a question "
+        "another worker answered (the same microversion and query "
+        "string), whose own look at the database finds the state that "
+        "answer was made at, sends its bytes instead of searching. Only "
+        "answers without a limit, in the id order, not randomized, with "
+        "the provider catalog and the change-log triggers. Kept in files "
+        "under /dev/shm (else the temporary directory): at most 64 "
+        "answers and 64 MiB, none over 8 MiB, those of one database "
+        "state only.",
+    ),
 ]
 
 workarounds_opts = [

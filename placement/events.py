@@ -62,8 +62,17 @@ CATALOG_UPDATES = prometheus_client.Counter(
     "another writer changed its tables).",
     ["how"],
 )
+HOST_ANSWERS = prometheus_client.Counter(
+    "placement_host_answers",
+    "Allocation candidates answers shared by the workers of a host, by "
+    "how: served (the body another worker rendered for the same question "
+    "at the same state, sent without a search), kept (a body this worker "
+    "rendered, kept for the others).",
+    ["how"],
+)
 _CATALOG = Children(CATALOG)
 _CATALOG_UPDATES = Children(CATALOG_UPDATES)
+_HOST_ANSWERS = Children(HOST_ANSWERS)
 DEADLOCKS = prometheus_client.Counter(
     "placement_deadlock_retries_exhausted",
     "Writes the database refused as deadlocked (or lock wait timed out) on "
@@ -101,6 +110,12 @@ def catalog_updated(how: str) -> None:
     ``host`` (by what another worker of its host read), ``deltas``,
     ``full`` or ``foreign``."""
     _CATALOG_UPDATES(how).inc()
+
+
+def host_answer(how: str) -> None:
+    """An allocation candidates answer shared by the host's workers:
+    ``served`` or ``kept``."""
+    _HOST_ANSWERS(how).inc()
 
 
 def candidates_returned(count: int) -> None:

@@ -1,8 +1,10 @@
 """Helpers shared by the functional tests: threads released at the same
 moment, child processes that see only the configuration a test gives
-them, and providers written directly to a database."""
+them, providers written directly to a database, and this process's
+counts of a metric."""
 
 import contextlib
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -11,12 +13,43 @@ import uuid
 
 import httpx
 import hypothesis
+import prometheus_client
 import sqlalchemy as sa
 
+from placement.db import api as db_api
 from placement.db import tables
 from placement.objects.catalog import changes
 
 BIN = os.path.dirname(sys.executable)
+
+
+def counted(metric, **labels):
+    """This process's count of ``metric`` with ``labels`` (0 before any)."""
+    return prometheus_client.REGISTRY.get_sample_value(metric, labels) or 0
+
+
+def in_another_worker(db, action):
+    """``action()``'s value, run in a process forked from this one (as
+    placement-api forks its workers from its master, whose host-wide
+    state they share) that uses none of the connections of ``db`` this
+    one holds."""
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+
+    def worker():
+        # The autocommit twin's first: disposing of the engine disposes
+        # of it, closing the parent's sessions.
+        for engine in (db_api.twin_of(db.engine), db.engine):
+            if engine is not None:
+                engine.dispose(close=False)
+        answer.put(action())
+
+    child = context.Process(target=worker)
+    child.start()
+    value = answer.get(timeout=60)
+    child.join(30)
+    assert child.exitcode == 0
+    return value
 
 
 def in_child(action):

@@ -4,11 +4,9 @@ claim, whoever wrote it (a worker of another host, SQL by hand), and the
 others read neither the log nor the claimed rows again."""
 
 import decimal
-import multiprocessing
 import types
 import uuid
 
-import prometheus_client
 import pytest
 import sqlalchemy as sa
 
@@ -16,6 +14,7 @@ from placement.objects.catalog import host_deltas
 from placement.objects.catalog import refresh
 from placement.objects.catalog.store import Fresh
 from tests import fixtures
+from tests import helpers
 from tests import wsgi_client
 from tests.functional.test_candidate_catalog import two_workers
 from tests.functional.test_resource_provider_objects import statements
@@ -35,12 +34,7 @@ def cloud(request):
 
 
 def _by_host():
-    return (
-        prometheus_client.REGISTRY.get_sample_value(
-            "placement_catalog_updates_total", {"how": "host"}
-        )
-        or 0
-    )
+    return helpers.counted("placement_catalog_updates_total", how="host")
 
 
 def _vcpu_used(cloud):
@@ -52,21 +46,8 @@ def _vcpu_used(cloud):
 
 
 def _read_in_another_worker(cloud):
-    """What a client reads through another worker of the reader's host (a
-    process forked from it, as placement-api forks its workers)."""
-    context = multiprocessing.get_context("fork")
-    answer = context.Queue()
-
-    def worker():
-        cloud.reader_db.engine.dispose(close=False)
-        answer.put(_vcpu_used(cloud))
-
-    child = context.Process(target=worker)
-    child.start()
-    used = answer.get(timeout=60)
-    child.join(30)
-    assert child.exitcode == 0
-    return used
+    """What a client reads through another worker of the reader's host."""
+    return helpers.in_another_worker(cloud.reader_db, lambda: _vcpu_used(cloud))
 
 
 def _claim(cloud, vcpu):

@@ -1,10 +1,13 @@
 """GET /allocation_candidates: parse the query into a Request, run the
-engine, render for the microversion (doc/api.md "Allocation candidates")."""
+engine (or take the body another worker of this host rendered for the
+same question at the same state: ``shared``), render for the
+microversion (doc/api.md "Allocation candidates")."""
 
 from placement import events
 from placement import versions
 from placement.handlers.candidates import query as candidate_query
 from placement.handlers.candidates import render
+from placement.handlers.candidates import shared
 from placement.objects import allocation_candidates as engine
 from placement.web import decorators
 from placement.web import request
@@ -13,10 +16,16 @@ from placement.web import request
 @decorators.versioned(versions.ALLOCATION_CANDIDATES)
 @decorators.accepts_json
 def list_allocation_candidates(req, resp):
-    found = candidate_query.run(req, engine.answer)
+    # The body another worker of this host rendered, when this request's
+    # look finds the state it was made at (handlers/candidates/shared).
+    question = shared.Question(req)
+    found = candidate_query.run(req, question.search)
     form = document_form(req.context.version)
-    if isinstance(found, engine.Stream):
-        request.render_stream(resp, _counted(found, form))
+    if isinstance(found, shared.Known):
+        events.candidates_returned(found.candidates)
+        request.render(resp, found.body)
+    elif isinstance(found, engine.Stream):
+        request.render_stream(resp, question.kept(found, _counted(found, form)))
     else:
         events.candidates_returned(len(found.candidates))
         request.render(resp, render.document_json(found, form))

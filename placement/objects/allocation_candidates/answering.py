@@ -171,18 +171,39 @@ class Stream:
     of the providers they used: memory follows the providers involved, not
     the number of candidates. For requests without a limit or randomised
     order (those need every candidate first). Names are resolved, and
-    their errors raised, when it is made. It holds its connection
-    (``Database.several_reads``) until it is left as a context manager
-    (``with stream:``), which also stops the search; an error while it is
-    made gives it back there (it may be lost)."""
+    their errors raised, when it is made (``search`` False: by
+    ``start``, once the caller has seen ``state``). It holds its
+    connection (``Database.several_reads``) until it is left as a context
+    manager (``with stream:``), which also stops the search; an error
+    while it is made gives it back there (it may be lost)."""
 
     def __init__(
-        self, db: db_api.Database, request: ac_request.Request, options: Options
+        self,
+        db: db_api.Database,
+        request: ac_request.Request,
+        options: Options,
+        search: bool = True,
     ) -> None:
         self._connection = contextlib.ExitStack()
         conn = self._connection.enter_context(db.several_reads())
+        self._request, self._options = request, options
         try:
             self._index = catalog_index.index(db, conn, shared=True)
+        except BaseException as e:
+            self._connection.__exit__(type(e), e, e.__traceback__)
+            raise
+        if search:
+            self.start()
+
+    def state(self) -> tuple[int, int] | None:
+        """The database's state (``catalog_index.state``) its answer
+        shows, when it is the catalog's alone."""
+        return catalog_index.state(self._index)
+
+    def start(self) -> None:
+        """Start the search (resolving the names: their errors here)."""
+        request, options = self._request, self._options
+        try:
             try:
                 search_ = _bounded(
                     functools.partial(_search, self._index, request, options),

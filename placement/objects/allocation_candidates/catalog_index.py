@@ -432,6 +432,22 @@ def index(
     return CatalogIndex(conn, catalog, used=refresh.used_of(db, catalog))
 
 
+def state(index: stage.Index) -> tuple[int, int] | None:
+    """The (stamp, token sum) of the catalog ``index`` answers from,
+    confirmed by its request's look, when its answers are the catalog's
+    alone: usage from memory (which needs the triggers: every writer's
+    writes move the stamp), no name read through SQL. What identifies the
+    database's state those answers show; None otherwise."""
+    if (
+        not isinstance(index, CatalogIndex)
+        or index.unconfirmed
+        or index.used is None
+        or index.read_sql
+    ):
+        return None
+    return index.catalog.stamp, index.catalog.token_sum
+
+
 def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     """For a read on ``conn`` in autocommit (``Database.several_reads``):
     ``index`` without its statement when the process holds a catalog

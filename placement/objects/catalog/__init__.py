@@ -48,6 +48,9 @@ One job per module, each importing only those before it:
     The last look of the host's idle followers, shared by its workers.
 ``host_deltas``
     What one worker of the host read to follow a claim, for the others.
+``host_answers``
+    The answers one worker of the host rendered at a state, for the
+    others (files).
 ``holder``
     The held catalog and its lock, brought up to date by the log or read
     whole; its fingerprints by counts; the triggers' look.

@@ -16,6 +16,7 @@ from placement.db import api as db_api
 from placement.objects.catalog import changes
 from placement.objects.catalog import history
 from placement.objects.catalog import holder
+from placement.objects.catalog import host_answers
 from placement.objects.catalog import used as catalog_used
 from placement.objects.catalog import verify
 from placement.objects.catalog.store import Catalog
@@ -144,6 +145,20 @@ def host_saw(db: db_api.Database, arrived: float) -> tuple[int, int] | None:
     if cache is None or db.dialect == "sqlite":
         return None
     return cache.host_look.since(arrived)
+
+
+def shared_answers(db: db_api.Database) -> host_answers.HostAnswers | None:
+    """The answers this host's workers share on ``db``
+    (``host_answers``), when they do: the catalog and ``[placement]
+    host_answers`` on, this process's Cache made (in placement-api's
+    master, before the fork: ``warm``) and its store writable."""
+    placement = db.conf.placement
+    if not (placement.provider_catalog and placement.host_answers):
+        return None
+    cache = _CACHES.get(db)
+    if cache is None or cache.host_answers.broken:
+        return None
+    return cache.host_answers
 
 
 def structure_at(

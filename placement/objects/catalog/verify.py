@@ -19,6 +19,7 @@ from placement.objects.catalog import deltas
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import floor
 from placement.objects.catalog import holder
+from placement.objects.catalog import host_answers
 from placement.objects.catalog import precheck
 from placement.objects.catalog import snapshot
 from placement.objects.catalog.store import Catalog
@@ -98,6 +99,9 @@ class Verifier(holder.Holder):
         # its own catalog holds what it was raised for.
         self.floor = floor.Floor()
         self.raised = float("-inf")
+        # Answers its workers rendered, for the others (keyed with the
+        # floor: none from before a raise is served past it).
+        self.host_answers = host_answers.HostAnswers(self.floor)
         # When this process last pruned the log, and the counts it did at.
         self.pruned_at = float("-inf")
         self.pruned: dict[int, int] = {}
