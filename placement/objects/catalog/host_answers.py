@@ -112,6 +112,7 @@ class HostAnswers:
         workers."""
         if self.broken or len(body) > ENTRY_BYTES:
             return
+        temporary = None
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             fd, temporary = tempfile.mkstemp(prefix=_TEMPORARY, dir=self.directory)
@@ -119,9 +120,12 @@ class HostAnswers:
                 f.write(_HEAD.pack(count, len(body)))
                 f.write(body)
             os.replace(temporary, self._path(state, question))
+            temporary = None
             self._bound(state)
             events.host_answer("kept")
         except OSError as e:
+            if temporary is not None:  # a full disk: not left behind
+                _remove_file(temporary)
             self.broken = True
             LOGGER.warning(
                 "allocation candidates: answers are not shared by this "
