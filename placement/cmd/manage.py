@@ -18,9 +18,6 @@ from placement import deploy
 from placement import versions
 from placement.cmd import audit as audit_cmd
 from placement.db import schema
-from placement.handlers import drain as drain_handler
-from placement.handlers.candidates import query as candidate_query
-from placement.objects import capacity as capacity_obj
 from placement.objects import online_migrations
 from placement.objects import standard_names
 from placement.schemas import uuids
@@ -130,6 +127,11 @@ def capacity(conf, db):
     """How many more instances of the request fit: the top hosts and the
     total, as a table or (``--json``) the answer of GET
     /allocation_candidates/capacity."""
+    # The candidate engine's modules, imported by the two commands that
+    # use them: the db commands start without them (see deploy.build_app).
+    from placement.handlers.candidates import query as candidate_query
+    from placement.objects import capacity as capacity_obj
+
     args = conf.category
     pairs = [("resources", args.resources)]
     pairs += [("required", r) for r in args.required or ()]
@@ -178,6 +180,8 @@ def drain_plan(conf, db):
     """Where the consumers of some trees would go if they were emptied:
     the moves and the consumers left, as a table, or (``--json``) the
     answer of GET /maintenance/drain."""
+    from placement.handlers import drain as drain_handler
+
     args = conf.category
     named = [u for value in args.providers or () for u in value.split(",")]
     named += [args.in_tree] if args.in_tree else []
