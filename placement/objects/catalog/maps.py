@@ -211,7 +211,9 @@ def _holders(holders, changed, old, new, field):
     holders = dict(holders)
     for value in gained.keys() | lost.keys():
         gone = lost.get(value, ())
-        members = [rp for rp in holders.get(value, ()) if rp not in gone]
+        members = list(holders.get(value, ()))  # a copy in C
+        if gone:
+            members = [rp for rp in members if rp not in gone]
         members += gained.get(value, [])
         if members:
             holders[value] = members
