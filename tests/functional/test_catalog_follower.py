@@ -15,6 +15,7 @@ from placement.cmd import gate
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import catalog_index
 from placement.objects.catalog import changes
+from placement.objects.catalog import columns
 from placement.objects.catalog import fingerprint
 from placement.objects.catalog import precheck
 from placement.objects.catalog import refresh
@@ -352,3 +353,62 @@ def test_an_idle_worker_summarises_the_trees_its_next_search_reads(cloud, monkey
         assert shown[rp]["traits"] == []
         assert shown[rp]["root_provider_uuid"] == rp
         assert shown[rp]["parent_provider_uuid"] is None
+
+
+def test_an_idle_worker_summarises_new_trees_without_walking_the_catalog(
+    cloud, monkeypatch
+):
+    """The trees a load just added (nested, with usage on a child) are
+    summarised by the idle worker's follower from their own providers:
+    the catalog's columns, which are made from every provider, are not
+    made for it (issue 45: a cost per look that grew with the cloud);
+    the next search takes the summaries as made, and the trees' usage is
+    the same bytes once the columns are made (what a search that makes
+    them compares the kept summaries' with)."""
+    monkeypatch.setattr(catalog_index, "WARM_TREES", 10)
+    gated = gate.Gate(cloud.reader, 2)
+    watcher = follower.Follower(cloud.reader_db, gated, idle=0)
+    watcher.step()
+    hosts = []
+    for _ in range(2):
+        host = _new_host(cloud)
+        child = cloud.provider("numa-%s" % uuid.uuid4(), parent=host)
+        cloud.inventories(child, VCPU=8, MEMORY_MB=1024)
+        hosts.append((host, child))
+    consumer = str(uuid.uuid4())
+    cloud.write(
+        "/allocations/" + consumer,
+        body={
+            "allocations": {hosts[1][1]: {"resources": {"VCPU": 3}}},
+            "project_id": str(uuid.uuid4()),
+            "user_id": str(uuid.uuid4()),
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
+    assert watcher.step() == "deltas"
+    catalog = _catalog(cloud.reader_db)
+    roots = [r for r, u in catalog.uuids.items() if u in {h for h, _ in hosts}]
+    derived = catalog.derived_by_tree
+    made = {r: derived[r].summaries for r in roots}
+    assert None not in made.values()
+    assert catalog.columns is None
+
+    resp = wsgi_client.call(gated, "/allocation_candidates?resources=VCPU:1", **HEADERS)
+    assert resp.status == 200
+    assert _catalog(cloud.reader_db) is catalog
+    assert all(derived[r].summaries is made[r] for r in roots)
+    index = catalog_index.CatalogIndex(
+        None, catalog, used=refresh.used_of(cloud.reader_db, catalog)
+    )
+    classes = sorted(index.used.rp)
+    every = list(catalog.roots)
+    by_members = index.tree_usage(classes, every)
+    assert catalog.columns is None
+    columns.of(catalog)
+    assert index.tree_usage(classes, every) == by_members
+    assert {r: made[r].usage for r in roots} == {r: by_members[r] for r in roots}
+    shown = resp.json()["provider_summaries"]
+    assert shown[hosts[0][1]]["resources"]["VCPU"] == {"capacity": 8, "used": 0}
+    assert shown[hosts[1][1]]["resources"]["VCPU"] == {"capacity": 8, "used": 3}
+    assert shown[hosts[1][0]]["resources"]["VCPU"] == {"capacity": 4, "used": 0}

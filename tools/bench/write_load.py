@@ -193,6 +193,21 @@ def nested(replay, i):
 SHAPES = {"flat": flat, "nested": nested}
 
 
+def other_worker(url, conf):
+    """The follower of another worker of the host, idle (``cmd/follower.py``):
+    its own Database and catalog, read whole now, as a worker's at start."""
+    from placement.cmd import follower
+    from placement.cmd import gate
+    from placement.db import api as db_api
+    from placement.objects.catalog import refresh
+
+    db = db_api.Database(db_api.create_engine(url, conf), conf)
+    app = deploy.build_app(conf, db=db, sync_schema=False)
+    refresh.warm(db)
+    refresh.follow(db, True)
+    return follower.Follower(db, gate.Gate(app, 2), idle=0)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=("sqlite", "mysql"), default="sqlite")
@@ -204,6 +219,11 @@ def main():
     parser.add_argument("--version", default="1.39")
     parser.add_argument("--sql", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="another worker's follower steps after each unit (its CPU apart)",
+    )
     args = parser.parse_args()
 
     conf = noauth_conf()
@@ -219,6 +239,7 @@ def main():
         for i in range(args.warm):
             shape(replay, i)
         replay = Replay(app, trips, args.version)
+        watcher = other_worker(url, conf) if args.follow else None
         profiler = None
         if args.profile:
             import pyinstrument
@@ -226,8 +247,13 @@ def main():
             profiler = pyinstrument.Profiler(interval=0.0002)
             profiler.start()
         start_cpu = time.process_time()
+        followed = []
         for i in range(args.warm, args.warm + args.scale):
             shape(replay, i)
+            if watcher is not None:
+                start = time.thread_time()
+                watcher.step()
+                followed.append(time.thread_time() - start)
         total_cpu = time.process_time() - start_cpu
         if profiler is not None:
             profiler.stop()
@@ -247,6 +273,17 @@ def main():
                     dict(sorted(collections.Counter(replay.count[kind]).items())),
                 ),
                 flush=True,
+            )
+        if followed:
+            half = len(followed) // 2
+            print(
+                "follower step    %6d %9.3f  (first half %.3f, second half %.3f)"
+                % (
+                    len(followed),
+                    statistics.median(followed) * 1000,
+                    statistics.median(followed[:half]) * 1000,
+                    statistics.median(followed[half:]) * 1000,
+                )
             )
         if args.sql:
             for kind, sent in replay.last_sql.items():

@@ -6,6 +6,7 @@ writer's allocations (the catalog's ``used``), else it is read by
 
 import bisect
 import collections
+import itertools
 import time
 import typing
 from collections.abc import Collection
@@ -268,7 +269,9 @@ class CatalogIndex:
         used = self.used
         if used is None:
             return None
-        columns = catalog_columns.of(self.catalog)
+        if self.catalog.columns is None:
+            return _tree_usage_by_members(self.catalog, used, class_ids, roots)
+        columns = self.catalog.columns
         page = np.fromiter(roots, dtype=np.int64, count=len(roots))
         at = columns.positions(page)
         flat = columns.flat()
@@ -467,6 +470,32 @@ def unconfirmed(db: db_api.Database, conn: sa.Connection) -> stage.Index:
     return CatalogIndex(
         conn, catalog, unconfirmed=True, db=db, used=refresh.used_of(db, catalog)
     )
+
+
+def _tree_usage_by_members(
+    catalog: Catalog,
+    used: catalog_used.Used,
+    class_ids: Sequence[int],
+    roots: Sequence[int],
+) -> dict[int, bytes]:
+    """``CatalogIndex.tree_usage`` where the catalog's columns are not
+    made: from the trees' member lists, the same bytes. A catalog that
+    followed a change of structure has none until a request asks, and
+    making them reads every provider: an idle worker's follower
+    summarising the few trees a load just added (``warm``) paid that at
+    every look, a cost per write that grew with the catalog (issue 45)."""
+    members = catalog.members
+    trees = [members.get(root, ()) for root in roots]
+    sizes = [len(tree) for tree in trees]
+    rps = np.fromiter(
+        itertools.chain.from_iterable(trees), dtype=np.int64, count=sum(sizes)
+    )
+    table = np.empty((len(rps), 1 + len(class_ids)), dtype=np.int64)
+    table[:, 0] = rps
+    table[:, 1:] = used.table(list(class_ids), rps)
+    blob = table.tobytes()
+    ends = (np.cumsum(sizes, dtype=np.int64) * table.itemsize * table.shape[1]).tolist()
+    return dict(zip(roots, map(blob.__getitem__, map(slice, [0, *ends], ends))))
 
 
 WARM_TREES = 50  # trees an idle worker's follower summarises per look (about

@@ -37,11 +37,13 @@ class Maps:
             for state in (old[rp], new[rp])
             if state.provider is not None
         }
-        self.derived_by_tree = {
-            root: value
-            for root, value in self.derived_by_tree.items()
-            if root not in stale
-        }
+        # A new dict always (the catalog advanced from may still add
+        # entries of its trees to its own), copied in C rather than by a
+        # walk over every tree's entry in Python.
+        derived = dict(self.derived_by_tree)
+        for root in stale:
+            derived.pop(root, None)
+        self.derived_by_tree = derived
         self._per_provider(changed, new)
         self._trees(changed, old, new)
         self._inventories(changed, old, new)
@@ -209,7 +211,9 @@ def _holders(holders, changed, old, new, field):
     holders = dict(holders)
     for value in gained.keys() | lost.keys():
         gone = lost.get(value, ())
-        members = [rp for rp in holders.get(value, ()) if rp not in gone]
+        members = list(holders.get(value, ()))  # a copy in C
+        if gone:
+            members = [rp for rp in members if rp not in gone]
         members += gained.get(value, [])
         if members:
             holders[value] = members
