@@ -29,6 +29,7 @@ import time
 
 import pymysql
 
+from tests import processes
 from tests.ports import free_ports
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
@@ -237,9 +238,11 @@ def _start_once(base, nodes):
 def kill(base, n):
     """Kill node ``n`` (1 for the first) with SIGKILL, as a crash would, and
     reap it."""
-    with open(os.path.join(base, "node%d" % n, "server.pid")) as f:
+    node_dir = os.path.join(base, "node%d" % n)
+    with open(os.path.join(node_dir, "server.pid")) as f:
         pid = int(f.read())
-    os.kill(pid, signal.SIGKILL)
+    if not processes.signal_ours(pid, node_dir, signal.SIGKILL):
+        raise RuntimeError("node %d (pid %d) is not running" % (n, pid))
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
@@ -350,9 +353,8 @@ def _stop_servers(base):
                 pid = int(f.read())
         except (OSError, ValueError):
             continue
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
+        # A stale file (a node killed before) may name another process now.
+        if not processes.signal_ours(pid, node_dir, signal.SIGTERM):
             continue
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -360,16 +362,12 @@ def _stop_servers(base):
                 done, _ = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 # Not our child (started by another command): poll it.
-                try:
-                    os.kill(pid, 0)
-                    done = 0
-                except ProcessLookupError:
-                    done = pid
+                done = 0 if processes.is_ours(pid, node_dir) else pid
             if done:
                 break
             time.sleep(0.2)
         else:
-            os.kill(pid, signal.SIGKILL)
+            processes.signal_ours(pid, node_dir, signal.SIGKILL)
 
 
 def main(argv=None):

@@ -25,6 +25,7 @@ import pymysql
 import pytest
 
 from tests import ports
+from tests import processes
 from tests import server_cli
 
 INSTALL_DB = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
@@ -153,12 +154,12 @@ def stop(top):
     try:
         with open(os.path.join(top, "mysqld.pid")) as f:
             pid = int(f.read())
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            os.kill(pid, 0)
-            time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
+        # A stale file may name another process now: signal only ours.
+        if processes.signal_ours(pid, top, signal.SIGTERM):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and processes.is_ours(pid, top):
+                time.sleep(0.1)
+            processes.signal_ours(pid, top, signal.SIGKILL)
     except (OSError, ValueError):
         pass  # not running (any more)
     shutil.rmtree(top, ignore_errors=True)
