@@ -54,9 +54,11 @@ import queue
 import re
 import sys
 import threading
+import time
 
 from granian.rsgi import ProtocolClosed
 
+from placement import arrival
 from placement.cmd.worker import BODY_TIMEOUT
 from placement.cmd.worker import LATE_BODY
 
@@ -143,6 +145,7 @@ class App:
             except ProtocolClosed:  # the client went away
                 return
         environ["wsgi.input"] = io.BytesIO(body)
+        environ[ARRIVED] = _arrived(scope)
         if not self.in_threads and self._in_loop(environ):
             self.call(environ, proto, inline=True)
             return
@@ -236,7 +239,8 @@ class App:
         def start_response(status, headers, exc_info=None):
             started[:] = (status, headers)
 
-        answer = self.app(environ, start_response)
+        with arrival.at(environ.get(ARRIVED)):
+            answer = self.app(environ, start_response)
         if inline and type(answer) is not list:
             pieces = answer
             try:
@@ -275,6 +279,31 @@ async def _send(transport, piece):
     await transport.send_bytes(piece)
 
 
+# When each request handed to the event loop arrived (``scheduler``): by
+# the id of its scope, with the scope itself (so that the id is not another
+# object's meanwhile), taken by ``__rsgi__``. Requests whose coroutine
+# never ran leave theirs: past ARRIVALS_KEPT it is emptied (the requests
+# then have no arrival: their answers are confirmed as before).
+_ARRIVALS: dict[int, tuple[object, float]] = {}
+ARRIVALS_KEPT = 4096
+# The environ's key for it (``arrival``).
+ARRIVED = "placement.arrived"
+
+
+def _arriving(scope, arrived):
+    if len(_ARRIVALS) >= ARRIVALS_KEPT:
+        _ARRIVALS.clear()
+    _ARRIVALS[id(scope)] = (scope, arrived)
+
+
+def _arrived(scope):
+    """When the request of ``scope`` arrived (``scheduler``), or None."""
+    entry = _ARRIVALS.pop(id(scope), None)
+    if entry is None or entry[0] is not scope:
+        return None
+    return entry[1]
+
+
 def scheduler(served):
     """granian's scheduling of an RSGI request (``_cbsched_schedule`` of
     ``granian._futures``, which its worker calls in the thread that holds
@@ -283,6 +312,7 @@ def scheduler(served):
 
     def schedule(loop, ctx, run, cb):
         def _schedule(watcher):
+            arrived = time.monotonic()
             try:
                 answered = served.answer_here(watcher.scope, watcher.proto)
             except BaseException as e:  # as granian's coroutine reports it
@@ -291,6 +321,7 @@ def scheduler(served):
             if answered:
                 watcher.done()
                 return
+            _arriving(watcher.scope, arrived)
             loop.call_soon_threadsafe(run, cb(watcher), context=ctx)
 
         return _schedule

@@ -18,6 +18,7 @@ import prometheus_client
 import pytest
 import sqlalchemy as sa
 
+from placement import arrival
 from placement import deploy
 from placement.db import api as db_api
 from placement.db import schema
@@ -1053,11 +1054,10 @@ def test_a_limited_search_on_a_current_catalog_reads_one_statement(cloud, monkey
     assert _count(newer.json()) == 0
 
 
-def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeypatch):
-    """A search answered from the held catalog is confirmed, with no
-    statement, by a look another worker of the host sent after the search
-    began that found the catalog's stamp and tokens (catalog/host_look.py);
-    not by one sent before it began, nor one that found another stamp."""
+def _held(cloud, monkeypatch):
+    """(the reader's Cache, a candidate path) once the reader holds a
+    catalog of one provider it needs not compare (not on SQLite, whose
+    reads see their transaction's snapshot: skipped)."""
     if cloud.reader_db.dialect == "sqlite":
         pytest.skip("SQLite's reads see their transaction's snapshot")
     cloud.inventories(cloud.provider("one"), VCPU=8)
@@ -1065,7 +1065,15 @@ def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeyp
     monkeypatch.setattr(verify, "VERIFY_EVERY_S", 3600.0)
     path = "/allocation_candidates?resources=VCPU:1&limit=5"
     cloud.call(cloud.reader, path, status=200)  # compares once, now
-    cache = refresh._CACHES[cloud.reader_db]
+    return refresh._CACHES[cloud.reader_db], path
+
+
+def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeypatch):
+    """A search answered from the held catalog is confirmed, with no
+    statement, by a look another worker of the host sent after the search
+    began that found the catalog's stamp and tokens (catalog/host_look.py);
+    not by one sent before it began, nor one that found another stamp."""
+    cache, path = _held(cloud, monkeypatch)
     stamp, tokens = cache.catalog.stamp, cache.catalog.token_sum
 
     def statements_of_a_search(seen_stamp, sent):
@@ -1079,6 +1087,30 @@ def test_a_look_of_the_host_sent_after_a_search_began_confirms_it(cloud, monkeyp
     assert statements_of_a_search(stamp, time.monotonic() - 1) == 1
     # Another stamp: the search reads the stamp first (its own look).
     assert statements_of_a_search(stamp + 1, time.monotonic() + 3600) == 1
+
+
+def test_a_look_of_the_host_sent_after_the_request_arrived_confirms_it(
+    cloud, monkeypatch
+):
+    """Where the server's front tells when the request arrived (granian's
+    thread, before the worker's loop got to it: ``placement.arrival``), a
+    look of the host sent after that moment confirms the search, even one
+    sent before the search began (the look of the request the loop served
+    meanwhile); not one sent before the request arrived. Without the
+    arrival known, the search's beginning is the moment, as before."""
+    cache, path = _held(cloud, monkeypatch)
+    stamp, tokens = cache.catalog.stamp, cache.catalog.token_sum
+
+    def statements_of_a_search(arrived, sent):
+        cache.host_look.saw(stamp, tokens, sent)
+        with arrival.at(arrived), rp_objects.statements(cloud.reader_db) as seen:
+            assert _count(cloud.call(cloud.reader, path, status=200).json()) == 1
+        return len(rp_objects._queries(seen))
+
+    now = time.monotonic()
+    assert statements_of_a_search(now - 10, now - 5) == 0
+    assert statements_of_a_search(now - 10, now - 20) == 1
+    assert statements_of_a_search(None, now - 5) == 1
 
 
 def test_a_claims_search_after_its_own_write_is_made_once(cloud, monkeypatch):

@@ -92,6 +92,25 @@ def test_a_claim_read_by_one_worker_is_followed_by_the_others(cloud):
     assert _by_host() == followed + 2
 
 
+def test_a_worker_that_missed_a_move_follows_the_moves_one_after_another(cloud):
+    """A worker two claims behind, each claim read by another worker of
+    the host (from where its own catalog was), follows both by what they
+    read, one after the other, with no statement but its look."""
+    cache = refresh._CACHES[cloud.reader_db]
+    behind = cache.catalog  # this worker, before both claims
+    _claim(cloud, 3)
+    assert _read_in_another_worker(cloud) == 3  # the first move, shared
+    assert _vcpu_used(cloud) == 3  # the host's catalog past it
+    _claim(cloud, 2)
+    assert _read_in_another_worker(cloud) == 5  # the second, from there
+    cache.catalog = behind
+    followed = _by_host()
+    with statements(cloud.reader_db) as seen:
+        assert _vcpu_used(cloud) == 5
+    assert _by_host() == followed + 1
+    assert not [s for s in seen if "catalog_log" in s or "allocations" in s]
+
+
 def test_a_worker_without_the_move_reads_the_database(cloud):
     _claim(cloud, 2)
     # No other worker read it: this one does, and its answer is the claim.
@@ -160,3 +179,23 @@ def test_a_catalog_past_the_move_s_start_on_some_shards_follows_by_it():
     assert ring.get(_at({0: 5, 1: 2}, {0: 11, 1: 20}), 8, 32) == both
     # Shard 0 at the end's count with another token: another history.
     assert ring.get(_at({0: 5, 1: 2}, {0: 12, 1: 20}), 8, 32) is None
+
+
+def test_moves_one_after_another_are_followed_in_order():
+    ring = host_deltas.HostDeltas()
+    second = host_deltas.Move(
+        MOVE.seqs, MOVE.tokens, {0: 5, 1: 3}, {0: 11, 1: 22}, {}, Fresh(None, [])
+    )
+    assert ring.put(MOVE) and ring.put(second)
+    start = _at({0: 4, 1: 2}, {0: 10, 1: 20})
+    assert ring.path(start, 8, 33) == [MOVE, second]
+    assert ring.path(_at(MOVE.seqs, MOVE.tokens), 8, 33) == [second]
+    # Another history at the start's counts: neither.
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 21}), 8, 33) is None
+    # The first gone from the ring: the database it is.
+    ring._map[: host_deltas._HEAD.size] = bytes(host_deltas._HEAD.size)
+    ring._map[ring._at(7, 31) : ring._at(7, 31) + host_deltas._HEAD.size] = bytes(
+        host_deltas._HEAD.size
+    )
+    assert ring.path(start, 8, 33) is None
+    assert ring.path(_at(MOVE.seqs, MOVE.tokens), 8, 33) == [second]

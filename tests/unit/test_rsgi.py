@@ -8,8 +8,10 @@ long request is in progress."""
 
 import asyncio
 import threading
+import time
 import types
 
+from placement import arrival
 from placement.cmd import gate
 from placement.cmd import rsgi
 
@@ -286,6 +288,30 @@ def test_anything_else_goes_to_the_loop():
         [(run, (coroutine, watcher), context)] = handed
         assert (run, coroutine, context) == ("run", "coro", "ctx")
         assert watcher.scope is scope
+
+
+def test_a_request_handed_to_the_loop_keeps_when_it_arrived():
+    """The moment granian's thread handed a request to the loop is the
+    request's arrival for the app (``placement.arrival``, its environ's
+    ``placement.arrived``), however long the loop took to get to it; a
+    request granian did not schedule through the adapter has none."""
+    seen = []
+
+    def app(environ, start_response):
+        seen.append((arrival.get(), environ[rsgi.ARRIVED]))
+        return _ok(environ, start_response)
+
+    scope = _scope("/placement/resource_providers", [])
+    before = time.monotonic()
+    _scheduled(app, scope)
+    after = time.monotonic()
+    time.sleep(0.01)
+    _serve(app, scope, Proto())
+    [(arrived, same)] = seen
+    assert before <= arrived <= after and same == arrived
+    assert arrival.get() is None
+    _serve(app, _scope("/placement/resource_providers", []), Proto())
+    assert seen[1] == (None, None)
 
 
 def test_a_cheap_read_that_fails_is_reported_as_granian_reports_it():

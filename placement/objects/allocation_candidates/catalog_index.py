@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from placement import arrival
 from placement import events
 from placement.db import api as db_api
 from placement.objects.allocation_candidates import kept
@@ -35,6 +36,14 @@ from placement.objects.catalog import history
 from placement.objects.catalog import refresh
 from placement.objects.catalog import used as catalog_used
 from placement.objects.catalog.store import Catalog
+
+# What a request that answered from the held catalog waits, the GIL let go,
+# before it sends its own look (where the server's front tells when
+# requests arrive: ``arrival``): a worker runs a bounded search in its
+# event loop (cmd/rsgi), where the requests that came in meanwhile wait
+# for it unseen; let go, the front's thread notes their arrival, before
+# the look, which then confirms their answers as well (issue 44).
+YIELD_S = 0.0001
 
 
 class CatalogIndex:
@@ -53,9 +62,10 @@ class CatalogIndex:
         self.conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
-        # When it was made (the request had arrived): a look of the host
-        # sent after it may confirm it (``confirm``).
-        self.made = time.monotonic()
+        # When its request arrived (where the server's front tells:
+        # ``arrival``), else when it was made: a look of the host sent
+        # after it may confirm it (``confirm``).
+        self.made = arrival.get() or time.monotonic()
         # The catalog's usage where it answers usage (``refresh.used_of``).
         self.used = used
         self._sql = sql.SqlIndex(conn)
@@ -70,7 +80,7 @@ class CatalogIndex:
             return
         if stamp is None:
             assert self.db is not None  # an unconfirmed index has it
-            seen = self._host_look() or refresh.look(self.db, self.conn, shared=True)
+            seen = self._host_look() or self._look()
         else:
             seen = changes.Look(stamp, tokens)
         stamp, tokens = seen.stamp, seen.tokens
@@ -87,6 +97,18 @@ class CatalogIndex:
         ):
             raise Behind(seen)
         events.catalog_used("hit")
+
+    def _look(self) -> changes.Look:
+        """This request's own look, sent once the requests that arrived
+        meanwhile are known to have (``YIELD_S``): the look confirms their
+        answers too (``_host_look``)."""
+        assert self.db is not None  # an unconfirmed index has it
+        if arrival.get() is not None:
+            time.sleep(YIELD_S)
+            seen = self._host_look()
+            if seen is not None:
+                return seen
+        return refresh.look(self.db, self.conn, shared=True)
 
     def _host_look(self) -> changes.Look | None:
         """The look another request (or follower) of this host sent after

@@ -179,16 +179,24 @@ class Holder:
 
     def _by_host(self, db, old, stamp, tokens):
         """Whether the catalog ``old`` was brought to the look (``stamp``,
-        ``tokens``) by what another worker of this host read for the same
-        move (``host_deltas``), with no statement."""
+        ``tokens``) by what other workers of this host read for the same
+        moves (``host_deltas``: one, or a few one after another), with no
+        statement."""
         if (old.stamp, old.token_sum) == (stamp, tokens):
             return False
-        move = self.host_deltas.get(old, stamp, tokens)
-        if move is None or not old.covers(move.changed, move.fresh):
+        moves = self.host_deltas.path(old, stamp, tokens)
+        if moves is None:
             return False
-        self._install(
-            db, old.advanced(None, move.seqs, move.changed, move.tokens, move.fresh)
-        )
+        catalog = old
+        for move in moves:
+            if not host_deltas.on_the_way(catalog, move) or not catalog.covers(
+                move.changed, move.fresh
+            ):
+                return False
+            catalog = catalog.advanced(
+                None, move.seqs, move.changed, move.tokens, move.fresh
+            )
+        self._install(db, catalog)
         events.catalog_updated("host")
         return True
 

@@ -29,6 +29,8 @@ from placement.objects.catalog.store import Catalog
 from placement.objects.catalog.store import Fresh
 
 SLOTS = 32
+# Moves a catalog follows by the ring at most, one after another (``path``).
+HOPS = 4
 SLOT_BYTES = 32 * 1024
 # from stamp, from token sum, to stamp, to token sum, payload length, digest
 _HEAD = struct.Struct("qqqqq16s")
@@ -54,7 +56,7 @@ def _digest(key: tuple, body: bytes) -> bytes:
     return hashlib.blake2b(repr(key).encode() + body, digest_size=16).digest()
 
 
-def _on_the_way(catalog: Catalog, move: Move) -> bool:
+def on_the_way(catalog: Catalog, move: Move) -> bool:
     """Whether ``catalog``'s counts are, shard by shard, those of the
     move's start or of its end, with their tokens: the move read again
     everything the log named past them (and, for the shards it had
@@ -92,12 +94,43 @@ class HostDeltas:
     def get(self, catalog: Catalog, stamp: int, tokens: int) -> Move | None:
         """A move that a worker of this host shared to the look
         (``stamp``, ``tokens``) from ``catalog``'s counts and tokens (or
-        from counts it has passed on some shards: ``_on_the_way``), if
+        from counts it has passed on some shards: ``on_the_way``), if
         the ring still has it, whole."""
-        stamp, tokens = int(stamp), int(tokens)  # MySQL's sums: Decimal
+        move = self._to(int(stamp), int(tokens))  # MySQL's sums: Decimal
+        if move is None or not on_the_way(catalog, move):
+            return None
+        return move
+
+    def path(self, catalog: Catalog, stamp: int, tokens: int) -> list[Move] | None:
+        """The moves, in order, that bring ``catalog`` to the look
+        (``stamp``, ``tokens``): the one there (``get``), or where it
+        starts further on than ``catalog``, the one to its start before
+        it, and so on, up to HOPS moves (a worker's follower that missed
+        a claim, read by a busy worker of the host, while the next one
+        came: each move is then in the ring, but none from its
+        catalog). Each move starts where the one before it ends
+        (``on_the_way`` of the catalog it made), so the last one ends
+        at exactly the look's counts and tokens, as one catch-up from the
+        database would have. None when the ring lacks any of them."""
+        target = (int(stamp), int(tokens))  # MySQL's sums: Decimal
+        moves: list[Move] = []
+        for _ in range(HOPS):
+            move = self._to(*target)
+            if move is None:
+                return None
+            moves.append(move)
+            if on_the_way(catalog, move):
+                return moves[::-1]
+            target = _sums(move.then, move.then_tokens)
+            if target[0] <= catalog.stamp:
+                return None
+        return None
+
+    def _to(self, stamp: int, tokens: int) -> Move | None:
+        """The move the ring holds to (``stamp``, ``tokens``), whole."""
         at = self._at(stamp, tokens)
         *key, length, digest = _HEAD.unpack_from(self._map, at)
-        if (key[2], key[3]) != (stamp, tokens) or key[0] > catalog.stamp:
+        if (key[2], key[3]) != (stamp, tokens):
             return None
         if not 0 < length <= self._size - _HEAD.size:
             return None
@@ -105,8 +138,6 @@ class HostDeltas:
         if _digest(tuple(key), body) != digest:
             return None
         move = Move(*pickle.loads(body))
-        if not _on_the_way(catalog, move):
-            return None
         if _sums(move.seqs, move.tokens) != (stamp, tokens):
             return None
         return move
