@@ -278,6 +278,53 @@ def one_run(args, base_url, tree, admin, db_pid):
     return found
 
 
+def database(stack, args, options):
+    """(base URL, mariadbd's pid or None, admin connection) of the MariaDB
+    the runs use: a private one (``args.private_mysql``, started with
+    ``options``, stopped and removed by ``stack``) or ``args.mysql_url``."""
+    db_pid = None
+    if args.private_mysql:
+        mysql = private_mariadb.PrivateMariaDB(base=args.private_mysql, options=options)
+        mysql.start()
+        stack.callback(mysql.close)
+        base_url, db_pid = sa.engine.make_url(mysql.url()), mysql.proc.pid
+    else:
+        base_url = sa.engine.make_url(args.mysql_url)
+    base_url = base_url.set(drivername="mysql+pymysql")
+    admin = pymysql.connect(
+        host=base_url.host,
+        port=base_url.port,
+        user=base_url.username,
+        password=base_url.password or "",
+        autocommit=True,
+    )
+    return base_url, db_pid, admin
+
+
+def alternated(trees, count, run):
+    """The rounds of ``run(tree)`` for every (label, tree) of ``trees``, in
+    reverse order every other round (each printed), and the medians of
+    their figures per label."""
+    rounds = []
+    for number in range(count):
+        found = {}
+        for label, tree in trees[:: -1 if number % 2 else 1]:
+            found[label] = run(tree)
+            shown = {k: round(v, 3) for k, v in found[label].items()}
+            print(
+                "round %d %s: %s" % (number + 1, label, json.dumps(shown)), flush=True
+            )
+        rounds.append(found)
+    medians = {
+        label: {
+            key: statistics.median(r[label].get(key, 0) for r in rounds)
+            for key in sorted(set().union(*(r[label] for r in rounds)))
+        }
+        for label, _ in trees
+    }
+    return rounds, medians
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -302,42 +349,14 @@ def main():
     args = parser.parse_args()
     trees = [tuple(t.split("=", 1)) for t in args.tree] or [("ours", "")]
     with contextlib.ExitStack() as stack:
-        db_pid = None
-        if args.private_mysql:
-            mysql = private_mariadb.PrivateMariaDB(
-                base=args.private_mysql,
-                options=private_mariadb.DEBIAN + private_mariadb.SMALL,
-            )
-            mysql.start()
-            stack.callback(mysql.stop)
-            base_url, db_pid = sa.engine.make_url(mysql.url()), mysql.proc.pid
-        else:
-            base_url = sa.engine.make_url(args.mysql_url)
-        base_url = base_url.set(drivername="mysql+pymysql")
-        admin = pymysql.connect(
-            host=base_url.host,
-            port=base_url.port,
-            user=base_url.username,
-            password=base_url.password or "",
-            autocommit=True,
+        base_url, db_pid, admin = database(
+            stack, args, private_mariadb.DEBIAN + private_mariadb.SMALL
         )
-        rounds = []
-        for number in range(args.rounds):
-            found = {}
-            for label, tree in trees[:: -1 if number % 2 else 1]:
-                found[label] = one_run(args, base_url, tree, admin, db_pid)
-                print(
-                    "round %d %s: %s" % (number + 1, label, json.dumps(found[label])),
-                    flush=True,
-                )
-            rounds.append(found)
-    medians = {
-        label: {
-            key: statistics.median(r[label].get(key, 0) for r in rounds)
-            for key in sorted(set().union(*(r[label] for r in rounds)))
-        }
-        for label, _ in trees
-    }
+        rounds, medians = alternated(
+            trees,
+            args.rounds,
+            lambda tree: one_run(args, base_url, tree, admin, db_pid),
+        )
     print("medians over %d rounds (per claim started):" % args.rounds)
     for key in medians[trees[0][0]]:
         print(
