@@ -325,8 +325,36 @@ def alternated(trees, count, run):
     return rounds, medians
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def report(args, trees, rounds, medians, unit, paths=("private_mysql", "out")):
+    """The medians printed, and every round written to ``args.out``
+    (JSON; the arguments ``paths`` only as whether they were given: no
+    machine paths)."""
+    print("medians over %d rounds (%s):" % (args.rounds, unit))
+    print("  %-32s %s" % ("", "  ".join("%10s" % label for label, _ in trees)))
+    for key in medians[trees[0][0]]:
+        print(
+            "  %-32s %s"
+            % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
+        )
+    figures_file.write(
+        args.out,
+        {
+            "args": {
+                k: (bool(v) if k in paths else v)
+                for k, v in vars(args).items()
+                if k != "tree"
+            },
+            "trees": [label for label, _ in trees],
+            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+            "rounds": rounds,
+            "medians": medians,
+        },
+    )
+
+
+def common_arguments(parser):
+    """The code trees' and the database's arguments (``--tree``,
+    ``--mysql-url``, ``--private-mysql``)."""
     parser.add_argument(
         "--tree",
         action="append",
@@ -336,6 +364,11 @@ def main():
     )
     parser.add_argument("--mysql-url", help="a MariaDB's URL (root)")
     parser.add_argument("--private-mysql", metavar="DIR", help="start a MariaDB here")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_arguments(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--claims", type=int, default=1000)
     parser.add_argument("--providers", type=int, default=100)
@@ -357,22 +390,7 @@ def main():
             args.rounds,
             lambda tree: one_run(args, base_url, tree, admin, db_pid),
         )
-    print("medians over %d rounds (per claim started):" % args.rounds)
-    for key in medians[trees[0][0]]:
-        print(
-            "  %-32s %s"
-            % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
-        )
-    figures_file.write(
-        args.out,
-        {
-            "args": {k: v for k, v in vars(args).items() if k != "tree"},
-            "trees": [label for label, _ in trees],
-            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
-            "rounds": rounds,
-            "medians": medians,
-        },
-    )
+    report(args, trees, rounds, medians, "per claim started")
 
 
 if __name__ == "__main__":

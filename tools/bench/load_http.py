@@ -48,7 +48,6 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import claims_http  # noqa: E402
-import figures_file  # noqa: E402
 import procfs  # noqa: E402
 from profile_request import FLAT_AGGREGATES  # noqa: E402
 from profile_request import FLAT_TRAITS  # noqa: E402
@@ -318,18 +317,10 @@ def one_run(args, base_url, tree, admin, db_pid):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--tree",
-        action="append",
-        default=[],
-        help="LABEL=DIR[;ARGS]: placement from DIR (empty: this tree), with "
-        "placement-api's ARGS (e.g. 'w1=;--workers 1')",
-    )
+    claims_http.common_arguments(parser)
     parser.add_argument("--shape", choices=("flat", "nested"), default="flat")
     parser.add_argument("--scale", type=int, default=1000, help="providers or trees")
     parser.add_argument("--clients", type=int, default=10)
-    parser.add_argument("--mysql-url", help="a MariaDB's URL (root)")
-    parser.add_argument("--private-mysql", metavar="DIR", help="start a MariaDB here")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=10)
@@ -346,27 +337,8 @@ def main():
             args.rounds,
             lambda tree: one_run(args, base_url, tree, admin, db_pid),
         )
-    print("medians over %d rounds (per request):" % args.rounds)
-    print("  %-28s %s" % ("", "  ".join("%10s" % label for label, _ in trees)))
-    for key in medians[trees[0][0]]:
-        print(
-            "  %-28s %s"
-            % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
-        )
-    figures_file.write(
-        args.out,
-        {
-            # No machine paths: whether a private MariaDB and py-spy were used.
-            "args": {
-                k: (bool(v) if k in ("private_mysql", "py_spy", "out") else v)
-                for k, v in vars(args).items()
-                if k != "tree"
-            },
-            "trees": [label for label, _ in trees],
-            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
-            "rounds": rounds,
-            "medians": medians,
-        },
+    claims_http.report(
+        args, trees, rounds, medians, "per request", ("private_mysql", "py_spy", "out")
     )
 
 
