@@ -278,8 +278,83 @@ def one_run(args, base_url, tree, admin, db_pid):
     return found
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def database(stack, args, options):
+    """(base URL, mariadbd's pid or None, admin connection) of the MariaDB
+    the runs use: a private one (``args.private_mysql``, started with
+    ``options``, stopped and removed by ``stack``) or ``args.mysql_url``."""
+    db_pid = None
+    if args.private_mysql:
+        mysql = private_mariadb.PrivateMariaDB(base=args.private_mysql, options=options)
+        mysql.start()
+        stack.callback(mysql.close)
+        base_url, db_pid = sa.engine.make_url(mysql.url()), mysql.proc.pid
+    else:
+        base_url = sa.engine.make_url(args.mysql_url)
+    base_url = base_url.set(drivername="mysql+pymysql")
+    admin = pymysql.connect(
+        host=base_url.host,
+        port=base_url.port,
+        user=base_url.username,
+        password=base_url.password or "",
+        autocommit=True,
+    )
+    return base_url, db_pid, admin
+
+
+def alternated(trees, count, run):
+    """The rounds of ``run(tree)`` for every (label, tree) of ``trees``, in
+    reverse order every other round (each printed), and the medians of
+    their figures per label."""
+    rounds = []
+    for number in range(count):
+        found = {}
+        for label, tree in trees[:: -1 if number % 2 else 1]:
+            found[label] = run(tree)
+            shown = {k: round(v, 3) for k, v in found[label].items()}
+            print(
+                "round %d %s: %s" % (number + 1, label, json.dumps(shown)), flush=True
+            )
+        rounds.append(found)
+    medians = {
+        label: {
+            key: statistics.median(r[label].get(key, 0) for r in rounds)
+            for key in sorted(set().union(*(r[label] for r in rounds)))
+        }
+        for label, _ in trees
+    }
+    return rounds, medians
+
+
+def report(args, trees, rounds, medians, unit, paths=("private_mysql", "out")):
+    """The medians printed, and every round written to ``args.out``
+    (JSON; the arguments ``paths`` only as whether they were given: no
+    machine paths)."""
+    print("medians over %d rounds (%s):" % (args.rounds, unit))
+    print("  %-32s %s" % ("", "  ".join("%10s" % label for label, _ in trees)))
+    for key in medians[trees[0][0]]:
+        print(
+            "  %-32s %s"
+            % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
+        )
+    figures_file.write(
+        args.out,
+        {
+            "args": {
+                k: (bool(v) if k in paths else v)
+                for k, v in vars(args).items()
+                if k != "tree"
+            },
+            "trees": [label for label, _ in trees],
+            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+            "rounds": rounds,
+            "medians": medians,
+        },
+    )
+
+
+def common_arguments(parser):
+    """The code trees' and the database's arguments (``--tree``,
+    ``--mysql-url``, ``--private-mysql``)."""
     parser.add_argument(
         "--tree",
         action="append",
@@ -289,6 +364,11 @@ def main():
     )
     parser.add_argument("--mysql-url", help="a MariaDB's URL (root)")
     parser.add_argument("--private-mysql", metavar="DIR", help="start a MariaDB here")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_arguments(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--claims", type=int, default=1000)
     parser.add_argument("--providers", type=int, default=100)
@@ -302,58 +382,15 @@ def main():
     args = parser.parse_args()
     trees = [tuple(t.split("=", 1)) for t in args.tree] or [("ours", "")]
     with contextlib.ExitStack() as stack:
-        db_pid = None
-        if args.private_mysql:
-            mysql = private_mariadb.PrivateMariaDB(
-                base=args.private_mysql,
-                options=private_mariadb.DEBIAN + private_mariadb.SMALL,
-            )
-            mysql.start()
-            stack.callback(mysql.stop)
-            base_url, db_pid = sa.engine.make_url(mysql.url()), mysql.proc.pid
-        else:
-            base_url = sa.engine.make_url(args.mysql_url)
-        base_url = base_url.set(drivername="mysql+pymysql")
-        admin = pymysql.connect(
-            host=base_url.host,
-            port=base_url.port,
-            user=base_url.username,
-            password=base_url.password or "",
-            autocommit=True,
+        base_url, db_pid, admin = database(
+            stack, args, private_mariadb.DEBIAN + private_mariadb.SMALL
         )
-        rounds = []
-        for number in range(args.rounds):
-            found = {}
-            for label, tree in trees[:: -1 if number % 2 else 1]:
-                found[label] = one_run(args, base_url, tree, admin, db_pid)
-                print(
-                    "round %d %s: %s" % (number + 1, label, json.dumps(found[label])),
-                    flush=True,
-                )
-            rounds.append(found)
-    medians = {
-        label: {
-            key: statistics.median(r[label].get(key, 0) for r in rounds)
-            for key in sorted(set().union(*(r[label] for r in rounds)))
-        }
-        for label, _ in trees
-    }
-    print("medians over %d rounds (per claim started):" % args.rounds)
-    for key in medians[trees[0][0]]:
-        print(
-            "  %-32s %s"
-            % (key, "  ".join("%10.3f" % medians[label][key] for label, _ in trees))
+        rounds, medians = alternated(
+            trees,
+            args.rounds,
+            lambda tree: one_run(args, base_url, tree, admin, db_pid),
         )
-    figures_file.write(
-        args.out,
-        {
-            "args": {k: v for k, v in vars(args).items() if k != "tree"},
-            "trees": [label for label, _ in trees],
-            "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
-            "rounds": rounds,
-            "medians": medians,
-        },
-    )
+    report(args, trees, rounds, medians, "per claim started")
 
 
 if __name__ == "__main__":
