@@ -15,6 +15,7 @@ from placement.db.engine import create_engine
 from placement.db.engine import tables_not_utf8mb4
 from placement.db.engine import twin_of
 from placement.db.engine import unbounded
+from placement.db.errors import is_count_check
 from placement.db.errors import is_read_only
 from placement.db.held import holds_for_commit
 from placement.db.held_text import at_commit
@@ -30,6 +31,7 @@ from placement.db.statements import insert_ignore
 from placement.db.statements import inserted_id
 from placement.db.statements import int_list
 from placement.db.statements import plain_count
+from placement.db.statements import plain_count_at_commit
 from placement.db.statements import plain_insert
 from placement.db.statements import plain_rows
 from placement.db.transaction import AFTER_COMMIT
@@ -67,11 +69,13 @@ __all__ = [
     "holds_for_commit",
     "holds_text",
     "insert_ignore",
+    "is_count_check",
     "is_read_only",
     "inserted_id",
     "int_list",
     "known",
     "plain_count",
+    "plain_count_at_commit",
     "plain_insert",
     "plain_rows",
     "may_conflict",

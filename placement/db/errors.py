@@ -30,6 +30,10 @@ TOO_MANY_PARAMETERS = "too many parameters"  # more than one statement binds
 # A NULL where a statement read an id, or a foreign key without its row:
 # a row the write relied on is gone (another writer's change).
 FOREIGN_CHANGE = "foreign change"
+# A statement held for the COMMIT matched fewer rows than it had to
+# (``statements.plain_count_at_commit``): the query stopped before the
+# COMMIT, nothing was written.
+COUNT_CHECK = "count check"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +102,9 @@ MYSQL = Backend(
         1048: FOREIGN_CHANGE,  # column cannot be null
         1216: FOREIGN_CHANGE,  # no referenced row
         1452: FOREIGN_CHANGE,  # no referenced row (a child row's key)
+        # SIGNAL's own error: placement signals only a held statement's
+        # row count check (``statements.plain_count_at_commit``).
+        1644: COUNT_CHECK,
     },
     # A storage engine's own error (1030, 1180...) naming a full disk.
     messages={"No space left on device": FULL},
@@ -255,6 +262,12 @@ def is_interrupted(error: BaseException) -> bool:
     """True when a statement was cancelled or killed by someone (an
     operator's KILL QUERY or pg_cancel_backend), not for its time."""
     return kind(error) == INTERRUPTED
+
+
+def is_count_check(error: BaseException) -> bool:
+    """True when a statement held for the COMMIT matched fewer rows than
+    it had to (``statements.plain_count_at_commit``): nothing written."""
+    return kind(error) == COUNT_CHECK
 
 
 def is_foreign_change(error: BaseException) -> bool:

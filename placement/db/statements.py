@@ -128,25 +128,79 @@ def plain_insert(
     sent = bound if several else bound[0]
     hold = held.held_list(conn) if at_commit else None
     if hold is not None:
-        dbapi_conn = conn.connection.dbapi_connection
-        assert dbapi_conn is not None
-        cursor = dbapi_conn.cursor()
-        try:
-            for listener in conn.dispatch.before_cursor_execute:
-                listener(conn, cursor, text, sent, None, several)
-            hold.extend(held.mogrified(cursor, text, bound))
-            for listener in conn.dispatch.after_cursor_execute:
-                listener(conn, cursor, text, sent, None, several)
-            cursor.close()
-        except dialect.loaded_dbapi.Error as e:
-            raise _driver_error(conn, e, text, sent, cursor) from e
+        _hold(conn, hold, text, sent, several, lambda c: held.mogrified(c, text, bound))
         return
     _on_cursor(conn, text, sent, fetch=False, several=several)
+
+
+def _hold(conn, hold, text, sent, several, made):
+    """Hold in ``hold`` (``held.held_list``) what ``made(cursor)`` (a list
+    of SQL) makes of ``text`` run with ``sent`` on the driver's cursor,
+    the cursor listeners told of ``text`` as if it ran."""
+    dbapi_conn = conn.connection.dbapi_connection
+    assert dbapi_conn is not None
+    cursor = dbapi_conn.cursor()
+    try:
+        for listener in conn.dispatch.before_cursor_execute:
+            listener(conn, cursor, text, sent, None, several)
+        hold.extend(made(cursor))
+        for listener in conn.dispatch.after_cursor_execute:
+            listener(conn, cursor, text, sent, None, several)
+        cursor.close()
+    except conn.dialect.loaded_dbapi.Error as e:
+        raise _driver_error(conn, e, text, sent, cursor) from e
+
+
+def plain_count_at_commit(
+    conn: sa.Connection,
+    statement: sa.Update | sa.Delete,
+    params: dict[str, Any],
+    count: int,
+    message: str,
+) -> bool:
+    """Hold ``statement`` (parameters as ``plain_count``'s) for the COMMIT
+    of ``conn``'s write transaction, checked: unless it matched exactly
+    ``count`` rows the query stops there with an error (``errors.
+    COUNT_CHECK``: ``message``, then ": none" when it matched no row, ":
+    some" when fewer), so that nothing held after it, nor the COMMIT,
+    runs. Held where a write's last statements are (``held.
+    holds_for_commit``) on MariaDB, whose anonymous compound statement
+    (``BEGIN NOT ATOMIC``) makes the check; True then, False (nothing
+    done: run it with ``plain_count``) elsewhere. The listeners see the
+    statement itself, as ``plain_count``'s."""
+    mariadb = getattr(conn.dialect, "is_mariadb", False)
+    hold = held.held_list(conn) if mariadb else None
+    if hold is None:
+        return False
+    text, bound = _plain_sql(conn, statement, params)
+
+    def checked(cursor):
+        return [_CHECKED % (cursor.mogrify(text, bound), message, count, message)]
+
+    _hold(conn, hold, text, bound, False, checked)
+    return True
+
+
+# MariaDB's check of a held statement's row count (``plain_count_at_
+# commit``); SIGNAL's error is 1644 (ER_SIGNAL_EXCEPTION).
+_CHECKED = (
+    "BEGIN NOT ATOMIC DECLARE matched BIGINT DEFAULT 0; %s; "
+    "SET matched = ROW_COUNT(); "
+    "IF matched = 0 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '%s: none'; "
+    "ELSEIF matched <> %d THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '%s: some'; "
+    "END IF; END"
+)
 
 
 def _plain(conn, statement, params, fetch):
     """(rows if ``fetch``, row count) of ``statement`` on the driver's
     cursor."""
+    return _on_cursor(conn, *_plain_sql(conn, statement, params), fetch)
+
+
+def _plain_sql(conn, statement, params):
+    """(text, bound values) of ``statement`` with ``params`` for the
+    driver's cursor (``plain_rows``)."""
     dialect = conn.dialect
     template, written, listed, names, positional, fixed = _plain_text(
         dialect, statement
@@ -166,7 +220,7 @@ def _plain(conn, statement, params, fetch):
             keys = ["%s__%d" % (n, i) for i in range(len(params[n]))]
             values[n] = ", ".join(["%%(%s)s" % k for k in keys]) or "NULL"
             bound.update(zip(keys, params[n]))
-    return _on_cursor(conn, template % values, bound, fetch)
+    return template % values, bound
 
 
 def _on_cursor(conn, text, bound, fetch, several=False):

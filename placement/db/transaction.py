@@ -23,6 +23,7 @@ from oslo_config import cfg
 from sqlalchemy import exc as sa_exc
 
 from placement.db import engine as db_engine
+from placement.db import errors
 from placement.db import statements
 
 LOG = logging.getLogger(__name__)
@@ -364,7 +365,8 @@ _FAILED_AT_COMMIT = "placement_failed_at_commit"
 
 
 # Errors of a statement the server refused: one held for the COMMIT stops
-# the query there, before the COMMIT, which then never runs.
+# the query there, before the COMMIT, which then never runs (so does a
+# held statement's failed row count check, ``errors.is_count_check``).
 _REFUSED = (sa_exc.IntegrityError, sa_exc.DataError, sa_exc.ProgrammingError)
 
 
@@ -374,7 +376,11 @@ def maybe_committed(error: BaseException) -> bool:
     that sent it, statements held for it included), and is not a statement
     refused before it (a lost connection, a deadlock or certification
     failure, anything else). Errors before the COMMIT wrote nothing."""
-    return getattr(error, _FAILED_AT_COMMIT, False) and not isinstance(error, _REFUSED)
+    return (
+        getattr(error, _FAILED_AT_COMMIT, False)
+        and not isinstance(error, _REFUSED)
+        and not errors.is_count_check(error)
+    )
 
 
 class PerDatabase(weakref.WeakKeyDictionary):

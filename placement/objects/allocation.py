@@ -50,8 +50,9 @@ RETRY_JITTER_S = 0.005
 class ProviderRace(exception.ConcurrentUpdate):
     """A provider generation moved between our read and our swap."""
 
-    def __init__(self, message="resource provider generation changed"):
+    def __init__(self, message="resource provider generation changed", pause=True):
         super().__init__(message)
+        self.pause = pause  # whether to pause (jitter) before the next try
 
 
 # --------------------------------------------------------------- the write
@@ -123,7 +124,8 @@ def run_write(
                 )
                 raise exception.ConcurrentUpdate(conflict_prefix + message)
             # Jitter so that racing writers do not collide again in step.
-            time.sleep(random.uniform(0, RETRY_JITTER_S * retries.taken))
+            if getattr(race, "pause", True):
+                time.sleep(random.uniform(0, RETRY_JITTER_S * retries.taken))
 
 
 @db_api.retry_on_deadlock
@@ -142,6 +144,15 @@ def _transaction(db, attempt):
             # sent with (``write_in``): nothing was written either way.
             raise consumer_obj.ConsumerRace("consumer created concurrently") from e
         raise
+    except sa_exc.DBAPIError as e:
+        lost = common.lost_swap(e)
+        if lost is None:
+            raise
+        # The swap sent with the COMMIT lost (``write_in``), nothing was
+        # written. Lost for every provider, it waited for the winner's
+        # commit, which the next read sees: no pause before it, as when
+        # the swap is read in the transaction.
+        raise ProviderRace(pause=lost == "some") from e
 
 
 def _expect(conn: sa.Connection, outcome: dict) -> None:
@@ -295,6 +306,9 @@ def write_in(
     for uuid in emptied:
         touched.update(prepared.held.get(uuid, ()))
     state = prepared.state
+    # Everything after the swap is held for the COMMIT (only new consumers:
+    # an existing one's swap is read): the swap can go with it.
+    held_to_the_end = last and not any(u in prepared.consumers for u in uuids)
     while touched:
         if state is not None and touched <= state[0].keys():
             generations, capacity = state  # read with the consumers
@@ -309,7 +323,10 @@ def write_in(
             {v: k for k, v in rc_ids.items()},
             {v: k for k, v in prepared.providers.items()},
         )
-        swapped = common.swap_count(conn, {rp: generations[rp] for rp in touched})
+        seen = {rp: generations[rp] for rp in touched}
+        if held_to_the_end and common.swap_at_commit(conn, seen):
+            break  # checked at the COMMIT: ``_transaction``
+        swapped = common.swap_count(conn, seen)
         if swapped == len(touched):
             break
         if swapped or retries is None or not retries.take():

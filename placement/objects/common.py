@@ -214,6 +214,40 @@ def swap_count(conn: sa.Connection, seen: dict[int, int]) -> int:
     ).rowcount
 
 
+# The message of a generation swap held for the COMMIT that lost
+# (``swap_at_commit``), ": none" (lost for every provider) or ": some"
+# after it.
+SWAP_LOST = "placement: provider generation swap lost"
+
+
+def swap_at_commit(conn: sa.Connection, seen: dict[int, int]) -> bool:
+    """``swap_count``'s swap held for the COMMIT of a write whose last
+    statements are held (``db_api.plain_count_at_commit``: on MariaDB),
+    checked there: one that lost for any provider stops the query before
+    the statements after it and the COMMIT (``lost_swap`` tells the
+    error), nothing written. A round trip less than ``swap_count``
+    followed by the held statements. False (nothing done) elsewhere or
+    for many providers."""
+    if len(seen) > SWAP_BUILT_ONCE:
+        return False
+    params = {"ids": list(seen), "seen": list(seen.items())}
+    return db_api.plain_count_at_commit(conn, _SWAP, params, len(seen), SWAP_LOST)
+
+
+def lost_swap(error: BaseException) -> str | None:
+    """Of a write's error: "none" when its swap held for the COMMIT
+    (``swap_at_commit``) lost for every provider, "some" when for some of
+    them; None for any other error."""
+    if not db_api.is_count_check(error):
+        return None
+    text = str(getattr(error, "orig", error))
+    if SWAP_LOST + ": none" in text:
+        return "none"
+    if SWAP_LOST + ": some" in text:
+        return "some"
+    return None
+
+
 def swap_generations(
     conn: sa.Connection,
     seen: dict[int, int],

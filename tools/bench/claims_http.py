@@ -20,7 +20,10 @@ thread's CPU from /proc just before and after the claims: CPU per claim
 main threads (``worker:main``: granian's event loop, and the requests
 run in it) and of their other threads (``worker:other``: the app's
 threads, granian's own, the catalog follower), the database's CPU
-(private MariaDB only) and its statements (``Questions``) per claim.
+(private MariaDB only) and its statements (``Questions``) per claim, this
+process's CPU (the client), and the context switches per claim of the
+server's threads, of the database's (private MariaDB only) and of the
+whole machine (``/proc/stat``: other processes' too).
 The trees take turns, in reverse order every other round; medians over
 rounds.
 
@@ -50,6 +53,7 @@ import sqlalchemy as sa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 import figures_file  # noqa: E402
+import procfs  # noqa: E402
 
 from tests import private_mariadb  # noqa: E402
 
@@ -227,6 +231,15 @@ def serving(url, tree, workers, threads_, active, extra=()):
         proc.wait(30)
 
 
+def machine_switches():
+    """Context switches so far on the whole machine (/proc/stat)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("ctxt "):
+                return int(line.split()[1])
+    return 0
+
+
 def questions(admin):
     with admin.cursor() as cur:
         cur.execute("SHOW GLOBAL STATUS LIKE 'Questions'")
@@ -251,9 +264,19 @@ def one_run(args, base_url, tree, admin, db_pid):
             time.sleep(0.5)
             before, asked = threads(pgid), questions(admin)
             db_cpu = process_cpu(db_pid) if db_pid else 0
+            pids = sorted({int(pid) for pid, _ in before})
+            watched = {"server": pids, "database": [db_pid] if db_pid else []}
+            switched = {k: procfs.switches(v) for k, v in watched.items()}
+            client, machine = os.times(), machine_switches()
             start = time.perf_counter()
             outcome = asyncio.run(claims(port, args.claims, args.clients, args.size))
             wall = time.perf_counter() - start
+            client = [b - a for a, b in zip(client, os.times())]
+            machine = machine_switches() - machine
+            switched = {
+                k: [b - a for a, b in zip(switched[k], procfs.switches(v))]
+                for k, v in watched.items()
+            }
             after, asked = threads(pgid), questions(admin) - asked
             db_cpu = process_cpu(db_pid) - db_cpu if db_pid else None
     finally:
@@ -267,11 +290,17 @@ def one_run(args, base_url, tree, admin, db_pid):
         "server_cpu_ms": sum(per_claim.values()),
         "claims_per_s": outcome["ok"] / wall,
         "questions": asked / args.claims,
+        "client_cpu_ms": (client[0] + client[1]) * 1000 / args.claims,
+        "switches machine": machine / args.claims,
+        "switches server vol.": switched["server"][0] / args.claims,
+        "switches server invol.": switched["server"][1] / args.claims,
         **{"cpu_ms " + role: v for role, v in sorted(per_claim.items())},
         **{k: outcome[k] for k in ("ok", "get", "put", "conflict", "no_candidates")},
     }
     if db_cpu is not None:
         found["database_cpu_ms"] = db_cpu * 1000 / args.claims
+        found["switches database vol."] = switched["database"][0] / args.claims
+        found["switches database invol."] = switched["database"][1] / args.claims
     errors = {k: v for k, v in outcome.items() if k.startswith("error")}
     if errors:
         sys.exit("errors: %s" % errors)
