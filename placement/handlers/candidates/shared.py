@@ -5,8 +5,9 @@ whose own look for its request finds that state, without a search.
 
 A question is the microversion, the query's (name, value) pairs in their
 order and the engine's options. Only answers that are the same for every
-request of a question at a state are shared: without a limit, in the id
-order, not randomized; and only from a catalog that holds usage (the
+request of a question at a state are shared: the engine's Streams
+(``engine.answer``'s ``search`` False: without a limit, not randomized)
+in the id order; and only from a catalog that holds usage (the
 triggers log every writer's writes, so the state moves with each).
 """
 
@@ -40,15 +41,12 @@ class Question:
         """``engine.answer``, or the answer another worker of the host
         kept for this question at the state this request's look found."""
         store = refresh.shared_answers(db)
-        if (
-            store is None
-            or request.limit is not None
-            or options.randomize
-            or options.order != "id"
-        ):
+        if store is None or options.order != "id":
             return engine.answer(db, request, options)
         floor = store.floor()  # before the look
-        stream = engine.Stream(db, request, options, search=False)
+        stream = engine.answer(db, request, options, search=False)
+        if stream is None:  # not a Stream: not the same for every request
+            return engine.answer(db, request, options)
         found = stream.state()
         if found is None:  # not the catalog's alone
             stream.start()
