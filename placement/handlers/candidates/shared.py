@@ -11,6 +11,7 @@ in the id order; and only from a catalog that holds usage (the
 triggers log every writer's writes, so the state moves with each).
 """
 
+import contextlib
 from collections.abc import Iterator
 
 import falcon
@@ -47,19 +48,26 @@ class Question:
         stream = engine.answer(db, request, options, search=False)
         if stream is None:  # not a Stream: not the same for every request
             return engine.answer(db, request, options)
-        found = stream.state()
-        if found is None:  # not the catalog's alone
+        shared = None
+        # The Stream's connection is given back on every way out but the
+        # Stream's own (an error of the store's too).
+        with contextlib.ExitStack() as held:
+            held.enter_context(stream)
+            found = stream.state()
+            if found is not None:  # the catalog's alone
+                asked = (
+                    str(self._req.context.version),
+                    request_.query_pairs(self._req),
+                )
+                self._key = repr((*asked, options)).encode()
+                self._state = store.state(found, floor)
+                known = store.get(self._key, self._state)
+                if known is not None:
+                    return known
+                shared = store
             stream.start()
-            return stream
-        asked = (str(self._req.context.version), request_.query_pairs(self._req))
-        self._key = repr((*asked, options)).encode()
-        self._state = store.state(found, floor)
-        known = store.get(self._key, self._state)
-        if known is not None:
-            with stream:
-                return known
-        stream.start()
-        self._store = store
+            held.pop_all()
+        self._store = shared
         return stream
 
     def kept(self, stream: engine.Stream, body: Iterator[bytes]) -> Iterator[bytes]:
