@@ -28,6 +28,7 @@ from oslo_config import cfg  # noqa: E402
 
 from placement import conf as placement_conf  # noqa: E402
 from placement import deploy  # noqa: E402
+from placement import startup  # noqa: E402
 from placement.cmd import follower  # noqa: E402
 from placement.cmd import gate  # noqa: E402
 from placement.cmd import granian_server  # noqa: E402
@@ -291,7 +292,7 @@ def main(argv=None):
         placement_conf.parse_args(conf, argv, description=DESCRIPTION)
         if conf.workers is None:
             conf.set_default("workers", usable_cpus())
-        deploy.setup_logging(conf)
+        startup.setup_logging(conf)
         deploy.log_summary(
             conf,
             ", %d workers x %d threads (%s active per worker), listening on "
@@ -307,10 +308,10 @@ def main(argv=None):
         )
         _check_port(conf.host, conf.port)
         _claim_metrics()
-        db = deploy.make_database(conf)
-        deploy.prepare_schema(db, sync=conf.db_sync or db.dialect == "sqlite")
+        db = startup.make_database(conf)
+        startup.prepare_schema(db, sync=conf.db_sync or db.dialect == "sqlite")
     except placement_conf.StartupError as e:
-        return deploy.fail("placement-api", e, argv)
+        return startup.fail("placement-api", e, argv)
     if conf.server == "granian":
         served = build_served_app(conf, db)
         granian_server.serve(

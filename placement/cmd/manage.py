@@ -14,7 +14,7 @@ import prettytable
 from oslo_config import cfg
 
 from placement import conf as placement_conf
-from placement import deploy
+from placement import startup
 from placement import versions
 from placement.cmd import audit as audit_cmd
 from placement.db import schema
@@ -128,7 +128,7 @@ def capacity(conf, db):
     total, as a table or (``--json``) the answer of GET
     /allocation_candidates/capacity."""
     # The candidate engine's modules, imported by the two commands that
-    # use them: the db commands start without them (see deploy.build_app).
+    # use them: the db commands start without them (placement/startup.py).
     from placement.handlers.candidates import query as candidate_query
     from placement.objects import capacity as capacity_obj
 
@@ -359,10 +359,10 @@ def main(argv=None):
         if getattr(conf.category, "func", None) is None:
             _PARSERS["db"].print_help()
             return 1
-        deploy.setup_logging(conf)
-        db = deploy.make_database(conf)
+        startup.setup_logging(conf)
+        db = startup.make_database(conf)
     except placement_conf.StartupError as e:
-        return deploy.fail("placement-manage", e, argv)
+        return startup.fail("placement-manage", e, argv)
     try:
         return conf.category.func(conf, db)
     except Exception as e:

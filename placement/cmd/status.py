@@ -9,7 +9,7 @@ from oslo_upgradecheck import common_checks
 from oslo_upgradecheck import upgradecheck
 
 from placement import conf as placement_conf
-from placement import deploy
+from placement import startup
 from placement.db import api as db_api
 from placement.db import schema
 from placement.db import tables
@@ -45,7 +45,7 @@ class Checks(upgradecheck.UpgradeCommands):
         """The database the checks read; a StartupError when it cannot be
         reached or holds no placement schema at all (an older one is what
         the checks are for)."""
-        self._db = deploy.make_database(self.conf, existing=True)
+        self._db = startup.make_database(self.conf, existing=True)
         if schema.current_revision(self._db.engine) is None:
             raise placement_conf.StartupError(
                 "the database has no placement schema: run `placement-manage "
@@ -212,10 +212,10 @@ def main(argv=None):
             "warning, 2 a failure, 255 an error). "
             + placement_conf.DEFAULT_CONFIG_HELP,
         )
-        deploy.setup_logging(conf)
+        startup.setup_logging(conf)
         checks.connect()
     except placement_conf.StartupError as e:
-        deploy.fail("placement-status", e, argv)
+        startup.fail("placement-status", e, argv)
         return 255
     # oslo.upgradecheck reads --json through its module's CONF, which only
     # its own main() sets.

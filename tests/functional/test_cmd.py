@@ -199,6 +199,37 @@ def test_online_migration_that_raises_exits_2(url):
     assert "Error attempting to run boom" in result.stderr
 
 
+# The command (``placement.cmd.<module>``) run as its console script runs
+# it, then the app's modules it loaded.
+LOADED = """
+import sys
+from placement.cmd import %s as command
+status = command.main(sys.argv[1:])
+loaded = {"numpy", "placement.api.app", "placement.deploy", "placement.handlers"}
+print(sorted(loaded & set(sys.modules)))
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize(
+    "module,args",
+    [
+        ("manage", ["db", "sync"]),
+        ("manage", ["db", "version"]),
+        ("status", ["upgrade", "check"]),
+    ],
+)
+def test_commands_start_without_the_app(tmp_path, module, args):
+    """placement-manage's db commands and placement-status build no app:
+    they load none of its modules (numpy and the handlers: about 1 s of
+    CPU a run)."""
+    url = "sqlite:///%s/p.sqlite" % tmp_path
+    run(["placement-manage", "db", "sync"], url)
+    result = run(["x", *args], url, python=LOADED % module)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 # -- placement-status --------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from placement import deploy
+from placement import startup
 from placement.db import api as db_api
 from placement.db import schema
 from tests import fixtures
@@ -42,7 +43,7 @@ def _write_a_cloud(url):
     engine = db_api.create_engine(url, conf)
     db = db_api.Database(engine, conf)
     try:
-        deploy.prepare_schema(db, sync=False)
+        startup.prepare_schema(db, sync=False)
         app = deploy.build_app(conf, db=db, sync_schema=False)
 
         def call(path, method="PUT", body=None):

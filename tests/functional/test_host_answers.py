@@ -6,9 +6,12 @@ by SQL by hand) no worker sends the old one; answers that are not the
 same for every request of a question (randomized) are not shared; where
 the store cannot be written the answers are the same."""
 
+import gc
+
 import pytest
 import sqlalchemy as sa
 
+from placement.db import engine as db_engine
 from placement.objects.catalog import refresh
 from placement.objects.catalog import verify
 from tests import fixtures
@@ -132,3 +135,31 @@ def test_answers_are_the_same_where_the_store_cannot_be_written(cloud, tmp_path)
         mine, served, _ = _read(cloud)
         assert served == 0
         assert mine == theirs == _get(cloud.writer)
+
+
+@pytest.mark.parametrize("failing", ["state", "get"])
+def test_a_failing_store_gives_the_connection_back(cloud, monkeypatch, failing):
+    """An error of the store between the look and the search (here its
+    ``state`` or ``get`` failing) gives the look's connection back to the
+    pool as it goes, not when the garbage collector finds it."""
+    store = refresh.shared_answers(cloud.reader_db)
+    # The pool of the look's connection (``Database.several_reads``).
+    pool = db_engine.autocommit(cloud.reader_db.engine).pool
+    _get(cloud.reader)
+    held = pool.checkedout()
+
+    def fails(*args):
+        raise RuntimeError("the store fails")
+
+    monkeypatch.setattr(store, failing, fails)
+    gc.disable()
+    try:
+        resp = wsgi_client.call(
+            cloud.reader, QUERY, x_auth_token="admin", openstack_api_version=LATEST
+        )
+        assert resp.status == 500
+        assert pool.checkedout() == held
+    finally:
+        gc.enable()
+    monkeypatch.undo()
+    assert _get(cloud.reader) == _get(cloud.writer)

@@ -20,6 +20,7 @@ import requests
 import sqlalchemy as sa
 
 from placement import deploy
+from placement import startup
 from placement.db import api as db_api
 from placement.db import schema
 from placement.objects import standard_names
@@ -313,9 +314,9 @@ def test_read_only_database(target):
     # A service (re)started meanwhile serves them too, as placement-api
     # starts: its schema synced first (nothing to do), its catalog read.
     with fixtures.overrides(**{"placement_database.connection": target.url}) as conf:
-        started = deploy.make_database(conf)
+        started = startup.make_database(conf)
     try:
-        deploy.prepare_schema(started, sync=True)
+        startup.prepare_schema(started, sync=True)
         refresh.warm(started)
         app = deploy.build_app(conf, db=started)
         assert _reads(helpers.wsgi_client(app, ADMIN)) == before

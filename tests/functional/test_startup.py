@@ -421,12 +421,12 @@ def test_default_workers_follow_the_cpus(tmp_path, api_server):
 STARTUP = """
 import sys
 from placement.cmd import api
-from placement import conf, deploy
+from placement import conf, deploy, startup
 c = conf.command_conf()
 c.register_cli_opts(api.serve_opts)
 conf.parse_args(c, [])
-db = deploy.make_database(c)
-deploy.prepare_schema(db, sync=True)
+db = startup.make_database(c)
+startup.prepare_schema(db, sync=True)
 deploy.build_app(c, db=db)
 print(sorted({"alembic", "keystonemiddleware"} & set(sys.modules)))
 """

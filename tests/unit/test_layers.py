@@ -19,7 +19,13 @@ LAYERS = [
     # (placement.tests: what other projects' tests import to run the app.)
     (
         "entry",
-        ("placement.cmd", "placement.wsgi", "placement.deploy", "placement.tests"),
+        (
+            "placement.cmd",
+            "placement.wsgi",
+            "placement.deploy",
+            "placement.startup",
+            "placement.tests",
+        ),
     ),
     # The web application: pipeline, middleware, routes, OpenAPI, metrics
     # exposition.

@@ -69,6 +69,7 @@ from placement import logformat  # noqa: E402
 from placement import mmapvalues  # noqa: E402
 from placement import policy  # noqa: E402
 from placement import procid  # noqa: E402
+from placement import startup  # noqa: E402
 from placement import versions  # noqa: E402
 from placement.api import metrics  # noqa: E402
 from placement.api import middleware  # noqa: E402
@@ -675,7 +676,7 @@ def main(names):
     conf = fixtures.configure()
     log = tempfile.NamedTemporaryFile(prefix="request-floor-", suffix=".log")
     conf.set_override("log_file", log.name)
-    deploy.setup_logging(conf)
+    startup.setup_logging(conf)
     if names == ["--parts"]:
         parts(conf)
         return

@@ -5,11 +5,13 @@ whose own look for its request finds that state, without a search.
 
 A question is the microversion, the query's (name, value) pairs in their
 order and the engine's options. Only answers that are the same for every
-request of a question at a state are shared: without a limit, in the id
-order, not randomized; and only from a catalog that holds usage (the
+request of a question at a state are shared: the engine's Streams
+(``engine.answer``'s ``search`` False: without a limit, not randomized)
+in the id order; and only from a catalog that holds usage (the
 triggers log every writer's writes, so the state moves with each).
 """
 
+import contextlib
 from collections.abc import Iterator
 
 import falcon
@@ -40,28 +42,32 @@ class Question:
         """``engine.answer``, or the answer another worker of the host
         kept for this question at the state this request's look found."""
         store = refresh.shared_answers(db)
-        if (
-            store is None
-            or request.limit is not None
-            or options.randomize
-            or options.order != "id"
-        ):
+        if store is None or options.order != "id":
             return engine.answer(db, request, options)
         floor = store.floor()  # before the look
-        stream = engine.Stream(db, request, options, search=False)
-        found = stream.state()
-        if found is None:  # not the catalog's alone
+        stream = engine.answer(db, request, options, search=False)
+        if stream is None:  # not a Stream: not the same for every request
+            return engine.answer(db, request, options)
+        shared = None
+        # The Stream's connection is given back on every way out but the
+        # Stream's own (an error of the store's too).
+        with contextlib.ExitStack() as held:
+            held.enter_context(stream)
+            found = stream.state()
+            if found is not None:  # the catalog's alone
+                asked = (
+                    str(self._req.context.version),
+                    request_.query_pairs(self._req),
+                )
+                self._key = repr((*asked, options)).encode()
+                self._state = store.state(found, floor)
+                known = store.get(self._key, self._state)
+                if known is not None:
+                    return known
+                shared = store
             stream.start()
-            return stream
-        asked = (str(self._req.context.version), request_.query_pairs(self._req))
-        self._key = repr((*asked, options)).encode()
-        self._state = store.state(found, floor)
-        known = store.get(self._key, self._state)
-        if known is not None:
-            with stream:
-                return known
-        stream.start()
-        self._store = store
+            held.pop_all()
+        self._store = shared
         return stream
 
     def kept(self, stream: engine.Stream, body: Iterator[bytes]) -> Iterator[bytes]:

@@ -13,6 +13,7 @@ import functools
 import itertools
 import math
 import random
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,15 +64,40 @@ KEPT = 10_000  # candidates an answer without a limit keeps while it is
 # counted against Options.max_answer: smaller answers are searched once
 
 
+@typing.overload
 def answer(
-    db: db_api.Database, request: ac_request.Request, options: Options
-) -> "Result | Stream":
+    db: db_api.Database,
+    request: ac_request.Request,
+    options: Options,
+    search: typing.Literal[True] = ...,
+) -> "Result | Stream": ...
+
+
+@typing.overload
+def answer(
+    db: db_api.Database,
+    request: ac_request.Request,
+    options: Options,
+    search: typing.Literal[False],
+) -> "Stream | None": ...
+
+
+def answer(
+    db: db_api.Database,
+    request: ac_request.Request,
+    options: Options,
+    search: bool = True,
+) -> "Result | Stream | None":
     """The answer to ``request``, the one place that decides how it is
     built: without a limit it can be millions of candidates, so it is a
     Stream written as they are found; a limit or a random order needs them
-    all first (a Result, small or bounded by the limit)."""
+    all first (a Result, small or bounded by the limit). ``search`` False:
+    the Stream not started (``Stream``'s ``search``), or None where the
+    answer is not one (nothing is read then)."""
     if request.limit is None and not options.randomize:
-        return Stream(db, request, options)
+        return Stream(db, request, options, search=search)
+    if not search:
+        return None
     return find(db, request, options)
 
 

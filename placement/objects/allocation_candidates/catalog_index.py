@@ -8,7 +8,6 @@ import bisect
 import collections
 import itertools
 import time
-import typing
 from collections.abc import Collection
 from collections.abc import Hashable
 from collections.abc import Iterable
@@ -48,18 +47,20 @@ YIELD_S = 0.0001
 
 class CatalogIndex:
     """``providers.Index`` on a current catalog. Names the catalog doesn't
-    know don't exist: the SQL lookups raise the API's errors for them."""
+    know don't exist: the SQL lookups raise the API's errors for them.
+    ``conn`` None: no statement is expected (usage in memory, nothing read
+    through SQL: ``warm``); one fails (``conn``) rather than go unseen."""
 
     def __init__(
         self,
-        conn: sa.Connection,
+        conn: sa.Connection | None,
         catalog: Catalog,
         unconfirmed: bool = False,
         db: db_api.Database | None = None,
         used: catalog_used.Used | None = None,
     ):
         self.db = db
-        self.conn = conn
+        self._conn = conn
         self.catalog = catalog
         self.unconfirmed = unconfirmed
         # When its request arrived (where the server's front tells:
@@ -68,12 +69,18 @@ class CatalogIndex:
         self.made = arrival.get() or time.monotonic()
         # The catalog's usage where it answers usage (``refresh.used_of``).
         self.used = used
-        self._sql = sql.SqlIndex(conn)
+        self._sql: sql.SqlIndex | None = None
         # Whether an answer read names through SQL (``sql``).
         self.read_sql = False
         self._sharing = catalog.trait_holders.get(
             catalog.trait_ids.get(stage.SHARING_TRAIT), ()
         )
+
+    @property
+    def conn(self) -> sa.Connection:
+        if self._conn is None:
+            raise RuntimeError("a statement of a catalog index without a connection")
+        return self._conn
 
     def confirm(self, stamp: int | None = None, tokens: int | None = None) -> None:
         if not self.unconfirmed:
@@ -128,6 +135,8 @@ class CatalogIndex:
     def _by_sql(self) -> sql.SqlIndex:
         """The SQL index, for what the catalog does not know (names)."""
         self.read_sql = True
+        if self._sql is None:
+            self._sql = sql.SqlIndex(self.conn)
         return self._sql
 
     def _same_structure(self, seen):
@@ -549,6 +558,5 @@ def warm(db: db_api.Database) -> list[tree_summaries.Kept]:
         return []
     # No connection: with the usage in memory the summaries read nothing
     # (a statement would fail rather than go unseen).
-    unread = typing.cast(sa.Connection, None)
-    made = tree_summaries.of_trees(CatalogIndex(unread, catalog, used=used), roots)
+    made = tree_summaries.of_trees(CatalogIndex(None, catalog, used=used), roots)
     return made or []

@@ -138,7 +138,11 @@ class Index(typing.Protocol):
     without usage (``used`` 0); ``conn`` is the request's transaction,
     where ``usage`` reads the rest."""
 
-    conn: sa.Connection
+    # Read-only: a catalog index made to read nothing holds none, and
+    # fails if asked (``catalog_index.warm``).
+    @property
+    def conn(self) -> sa.Connection: ...
+
     # True while the answers come from a catalog not yet known to be the
     # one the transaction reads: the first usage read ``confirm``s it.
     unconfirmed: bool
