@@ -23,6 +23,7 @@ QUESTIONS = {
     errors.UNSTORABLE_TEXT: errors.is_unstorable_text,
     errors.TOO_MANY_PARAMETERS: errors.is_too_many_parameters,
     errors.FOREIGN_CHANGE: errors.is_foreign_change,
+    errors.COUNT_CHECK: errors.is_count_check,
 }
 
 

@@ -41,6 +41,7 @@ LAYERS = [
     (
         "leaf",
         (
+            "placement.arrival",
             "placement.conf",
             "placement.context",
             "placement.error_codes",
