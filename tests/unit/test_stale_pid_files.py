@@ -44,10 +44,19 @@ def test_a_stale_private_mariadb_pid_file_signals_no_other_process(tmp_path, bys
 
 
 def test_a_server_naming_its_directory_is_signalled(tmp_path):
+    # The child says when it runs: until its exec, /proc shows the parent's
+    # command line, not the one naming the directory.
     server = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path / "my.cnf")]
+        [
+            sys.executable,
+            "-c",
+            "import time; print('up', flush=True); time.sleep(60)",
+            str(tmp_path / "my.cnf"),
+        ],
+        stdout=subprocess.PIPE,
     )
     try:
+        assert server.stdout.readline() == b"up\n"
         assert processes.is_ours(server.pid, str(tmp_path))
         # A sibling directory whose name starts the same is not it.
         assert not processes.is_ours(server.pid, str(tmp_path)[:-1])
@@ -57,3 +66,4 @@ def test_a_server_naming_its_directory_is_signalled(tmp_path):
     finally:
         server.kill()
         server.wait()
+        server.stdout.close()
