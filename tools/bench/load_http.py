@@ -198,25 +198,8 @@ async def load(port, shape, scale, clients):
 
 def server_threads(pgid):
     """{(pid, tid): (CPU seconds, voluntary, involuntary switches)} of the
-    process group's threads, and the master's pid."""
-    found = {}
-    for pid, fields in procfs.stats():
-        if int(fields[2]) != pgid:
-            continue
-        for tid in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                    cpu = int(f.read().split()[0]) / 1e9
-                with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                    status = f.read()
-            except OSError:
-                continue
-            vol = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M)[1])
-            inv = int(
-                re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M)[1]
-            )
-            found[(pid, int(tid))] = (cpu, vol, inv)
-    return found
+    process group's threads."""
+    return procfs.threads(pid for pid, _ in procfs.group(pgid))
 
 
 def thread_names(py_spy, pids):

@@ -30,21 +30,44 @@ def group_cpu(pgid):
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _task_files(pids, name):
-    """The text of /proc/PID/task/TID/``name`` of every thread of the
-    processes ``pids``; threads that ended are skipped."""
+def _tasks(pids):
+    """(pid, tid) of every thread of the processes ``pids``."""
     for pid in pids:
         try:
             tasks = os.listdir("/proc/%s/task" % pid)
         except OSError:
             continue
         for task in tasks:
-            try:
-                with open("/proc/%s/task/%s/%s" % (pid, task, name)) as f:
-                    text = f.read()
-            except OSError:
-                continue  # gone since the listing
+            yield pid, int(task)
+
+
+def _task_file(pid, tid, name):
+    """The text of /proc/PID/task/TID/``name``; None for a thread gone."""
+    try:
+        with open("/proc/%s/task/%s/%s" % (pid, tid, name)) as f:
+            return f.read()
+    except OSError:
+        return None  # gone since the listing
+
+
+def _task_files(pids, name):
+    """The text of /proc/PID/task/TID/``name`` of every thread of the
+    processes ``pids``; threads that ended are skipped."""
+    for pid, tid in _tasks(pids):
+        text = _task_file(pid, tid, name)
+        if text is not None:
             yield text
+
+
+def _switches_of(status):
+    """(voluntary, involuntary) context switches a thread's status names."""
+    found = [0, 0]
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches"):
+            found[0] = int(line.split()[1])
+        elif line.startswith("nonvoluntary_ctxt_switches"):
+            found[1] = int(line.split()[1])
+    return tuple(found)
 
 
 def threads_cpu(pids):
@@ -59,14 +82,21 @@ def switches(pids):
     (voluntary, involuntary). A thread waiting for another (a lock, a
     queue, a socket) switches voluntarily; a preempted one involuntarily.
     Threads that ended are not counted."""
-    found = [0, 0]
-    for text in _task_files(pids, "status"):
-        for line in text.splitlines():
-            if line.startswith("voluntary_ctxt_switches"):
-                found[0] += int(line.split()[1])
-            elif line.startswith("nonvoluntary_ctxt_switches"):
-                found[1] += int(line.split()[1])
-    return tuple(found)
+    counts = [_switches_of(text) for text in _task_files(pids, "status")]
+    return tuple(sum(column) for column in zip((0, 0), *counts))
+
+
+def threads(pids):
+    """{(pid, tid): (CPU seconds, voluntary, involuntary switches)} so far
+    of every thread of the processes ``pids`` (``threads_cpu``,
+    ``switches``, thread by thread)."""
+    found = {}
+    for pid, tid in _tasks(pids):
+        sched = _task_file(pid, tid, "schedstat")
+        status = _task_file(pid, tid, "status")
+        if sched is not None and status is not None:
+            found[(pid, tid)] = (int(sched.split()[0]) / 1e9, *_switches_of(status))
+    return found
 
 
 def machine_busy():
