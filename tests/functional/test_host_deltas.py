@@ -138,36 +138,36 @@ MOVE = host_deltas.Move(
 def test_only_a_catalog_at_the_move_s_counts_and_tokens_follows_by_it():
     ring = host_deltas.HostDeltas()
     assert ring.put(MOVE)
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) == MOVE
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) == [MOVE]
     # Another history at the same counts (a restore): not that move.
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 21}), 7, 31) is None
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 32) is None
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 21}), 7, 31) is None
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 32) is None
     # The same sums from other counts per shard.
-    assert ring.get(_at({0: 3, 1: 3}, {0: 10, 1: 20}), 7, 31) is None
+    assert ring.path(_at({0: 3, 1: 3}, {0: 10, 1: 20}), 7, 31) is None
 
 
 def test_a_torn_or_overwritten_record_is_not_followed():
     ring = host_deltas.HostDeltas(slots=1)
     assert ring.put(MOVE)
     ring._map[host_deltas._HEAD.size + 3] ^= 0xFF
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
     assert ring.put(MOVE)
     assert ring.put(MOVE._replace(seqs={0: 6, 1: 2}))  # the same slot
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
 
 
 def test_a_move_too_large_for_a_slot_is_not_shared():
     ring = host_deltas.HostDeltas(slot_bytes=256)
     big = MOVE._replace(fresh=Fresh(None, [(rp, 1, 1, None) for rp in range(100)]))
     assert not ring.put(big)
-    assert ring.get(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), 7, 31) is None
 
 
 def test_a_look_summed_by_the_database_finds_its_move():
     ring = host_deltas.HostDeltas()
     assert ring.put(MOVE)
     at = _at({0: 4, 1: 2}, {0: 10, 1: 20})
-    assert ring.get(at, decimal.Decimal(7), decimal.Decimal(31)) == MOVE
+    assert ring.path(at, decimal.Decimal(7), decimal.Decimal(31)) == [MOVE]
 
 
 def test_a_catalog_past_the_move_s_start_on_some_shards_follows_by_it():
@@ -176,9 +176,9 @@ def test_a_catalog_past_the_move_s_start_on_some_shards_follows_by_it():
     ring = host_deltas.HostDeltas()
     both = MOVE._replace(seqs={0: 5, 1: 3}, tokens={0: 11, 1: 21})
     assert ring.put(both)
-    assert ring.get(_at({0: 5, 1: 2}, {0: 11, 1: 20}), 8, 32) == both
+    assert ring.path(_at({0: 5, 1: 2}, {0: 11, 1: 20}), 8, 32) == [both]
     # Shard 0 at the end's count with another token: another history.
-    assert ring.get(_at({0: 5, 1: 2}, {0: 12, 1: 20}), 8, 32) is None
+    assert ring.path(_at({0: 5, 1: 2}, {0: 12, 1: 20}), 8, 32) is None
 
 
 def test_moves_one_after_another_are_followed_in_order():
@@ -194,8 +194,29 @@ def test_moves_one_after_another_are_followed_in_order():
     assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 21}), 8, 33) is None
     # The first gone from the ring: the database it is.
     ring._map[: host_deltas._HEAD.size] = bytes(host_deltas._HEAD.size)
-    ring._map[ring._at(7, 31) : ring._at(7, 31) + host_deltas._HEAD.size] = bytes(
+    ring._map[ring._at(7) : ring._at(7) + host_deltas._HEAD.size] = bytes(
         host_deltas._HEAD.size
     )
     assert ring.path(start, 8, 33) is None
     assert ring.path(_at(MOVE.seqs, MOVE.tokens), 8, 33) == [second]
+
+
+def test_the_last_moves_keep_their_slots():
+    """Moves a few rows of the log apart never take each other's slot, so
+    a worker a few claims behind follows them all (a slot by counts and
+    tokens hashed together lost one in 32)."""
+    ring = host_deltas.HostDeltas()
+    moves = []
+    seqs, tokens = {0: 4, 1: 2}, {0: 10, 1: 20}
+    # Tokens as the database draws them; the first two moves' hashed
+    # together took one slot.
+    for step, token in enumerate((7929, 23771, 47524, 79200)):
+        then, then_tokens = seqs, tokens
+        seqs = {0: seqs[0] + 1 + step % 3, 1: seqs[1]}
+        tokens = {0: token, 1: 20}
+        moves.append(
+            host_deltas.Move(then, then_tokens, seqs, tokens, {}, Fresh(None, []))
+        )
+        assert ring.put(moves[-1])
+    look = (sum(seqs.values()), sum(tokens.values()))
+    assert ring.path(_at({0: 4, 1: 2}, {0: 10, 1: 20}), *look) == moves

@@ -56,14 +56,15 @@ def _digest(key: tuple, body: bytes) -> bytes:
     return hashlib.blake2b(repr(key).encode() + body, digest_size=16).digest()
 
 
-def on_the_way(catalog: Catalog, move: Move) -> bool:
-    """Whether ``catalog``'s counts are, shard by shard, those of the
-    move's start or of its end, with their tokens: the move read again
+def on_the_way(seqs: dict, tokens: dict, move: Move) -> bool:
+    """Whether the counts ``seqs`` (a catalog's, with its ``tokens``) are,
+    shard by shard, those of the move's start or of its end, with their
+    tokens: the move read again
     everything the log named past them (and, for the shards it had
     already followed, more, whose rows it read no earlier: as a catalog
     further behind would have read them)."""
-    for shard in move.then.keys() | move.seqs.keys() | catalog.seqs.keys():
-        mine = (catalog.seqs.get(shard, 0), catalog.tokens.get(shard))
+    for shard in move.then.keys() | move.seqs.keys() | seqs.keys():
+        mine = (seqs.get(shard, 0), tokens.get(shard))
         if mine not in (
             (move.then.get(shard, 0), move.then_tokens.get(shard)),
             (move.seqs.get(shard, 0), move.tokens.get(shard)),
@@ -77,8 +78,11 @@ class HostDeltas:
         self._slots, self._size = slots, slot_bytes
         self._map = mmap.mmap(-1, slots * slot_bytes)
 
-    def _at(self, stamp: int, tokens: int) -> int:
-        return (stamp * 31 + tokens) % self._slots * self._size
+    def _at(self, stamp: int) -> int:
+        # By the count alone: the last moves, each a few rows of the log
+        # on from the one before, take different slots (a chain of them
+        # is followed whole, ``path``); a record names its tokens too.
+        return stamp % self._slots * self._size
 
     def put(self, move: Move) -> bool:
         """Share ``move`` with the host's workers: whether it fits."""
@@ -86,49 +90,42 @@ class HostDeltas:
         body = pickle.dumps(tuple(move), pickle.HIGHEST_PROTOCOL)
         if _HEAD.size + len(body) > self._size:
             return False
-        at = self._at(key[2], key[3])
+        at = self._at(key[2])
         _HEAD.pack_into(self._map, at, *key, len(body), _digest(key, body))
         self._map[at + _HEAD.size : at + _HEAD.size + len(body)] = body
         return True
 
-    def get(self, catalog: Catalog, stamp: int, tokens: int) -> Move | None:
-        """A move that a worker of this host shared to the look
-        (``stamp``, ``tokens``) from ``catalog``'s counts and tokens (or
-        from counts it has passed on some shards: ``on_the_way``), if
-        the ring still has it, whole."""
-        move = self._to(int(stamp), int(tokens))  # MySQL's sums: Decimal
-        if move is None or not on_the_way(catalog, move):
-            return None
-        return move
-
     def path(self, catalog: Catalog, stamp: int, tokens: int) -> list[Move] | None:
         """The moves, in order, that bring ``catalog`` to the look
-        (``stamp``, ``tokens``): the one there (``get``), or where it
-        starts further on than ``catalog``, the one to its start before
-        it, and so on, up to HOPS moves (a worker's follower that missed
-        a claim, read by a busy worker of the host, while the next one
-        came: each move is then in the ring, but none from its
-        catalog). Each move starts where the one before it ends
-        (``on_the_way`` of the catalog it made), so the last one ends
-        at exactly the look's counts and tokens, as one catch-up from the
-        database would have. None when the ring lacks any of them."""
+        (``stamp``, ``tokens``): walked back from the look, each to the
+        start of the one after it, up to HOPS moves, to one that starts
+        no further on than ``catalog`` (a worker's follower that missed a
+        claim, read by a busy worker of the host, while the next one
+        came: each move is then in the ring, but none from its catalog).
+        Each must start where the one before it ends (the first: at
+        ``catalog``, or on its way, ``on_the_way``), so the last ends at
+        exactly the look's counts and tokens, as one catch-up from the
+        database would have. None when the ring lacks any of them, or
+        they are of another history."""
         target = (int(stamp), int(tokens))  # MySQL's sums: Decimal
         moves: list[Move] = []
-        for _ in range(HOPS):
+        while target[0] > catalog.stamp:
             move = self._to(*target)
-            if move is None:
+            if move is None or len(moves) == HOPS:
                 return None
             moves.append(move)
-            if on_the_way(catalog, move):
-                return moves[::-1]
             target = _sums(move.then, move.then_tokens)
-            if target[0] <= catalog.stamp:
+        moves.reverse()
+        at = (catalog.seqs, catalog.tokens)
+        for move in moves:
+            if not on_the_way(*at, move):
                 return None
-        return None
+            at = (move.seqs, move.tokens)
+        return moves or None
 
     def _to(self, stamp: int, tokens: int) -> Move | None:
         """The move the ring holds to (``stamp``, ``tokens``), whole."""
-        at = self._at(stamp, tokens)
+        at = self._at(stamp)
         *key, length, digest = _HEAD.unpack_from(self._map, at)
         if (key[2], key[3]) != (stamp, tokens):
             return None
