@@ -12,6 +12,7 @@ failure count.
 import contextlib
 import random
 import threading
+import time
 import uuid
 
 import pymysql
@@ -24,6 +25,7 @@ from placement.db import errors
 from placement.db import schema
 from placement.db import tables
 from placement.objects.catalog import changes
+from placement.objects.catalog import snapshot
 from tests import fixtures
 from tests.functional import test_candidate_catalog
 from tests.functional import test_concurrency
@@ -355,3 +357,47 @@ def test_catalogs_follow_writes_made_through_another_node():
         urls = ["%s/%s?charset=utf8mb4" % (node, name) for node in nodes[:2]]
         with test_candidate_catalog.two_workers(*urls) as cloud:
             test_candidate_catalog.random_day(cloud, steps=150)
+
+
+def test_a_catalog_read_aborted_by_a_schema_change_is_read_again():
+    """A catalog read takes no row lock, yet Galera aborts it with a
+    deadlock when a schema change replicated from another node needs a
+    table it has open (as another database's ``db sync`` did to a GET in
+    CI, answered 409): the read runs again in a new snapshot."""
+    fixtures.require_backend("galera")
+    nodes = fixtures.galera_urls()
+    with fixtures.database_url("galera", node=0) as first:
+        engine = db_api.create_engine(first, fixtures.configure())
+        schema.create_at_head(engine)
+        engine.dispose()
+        name = sa.engine.make_url(first).database
+        here = "%s/%s?charset=utf8mb4" % (nodes[1], name)
+        db = db_api.Database(
+            db_api.create_engine(here, fixtures.configure()), fixtures.configure()
+        )
+        alter = sa.create_engine(first, poolclass=sa.pool.NullPool)
+        tries = []
+
+        def read(reading):
+            tries.append(reading.exec_driver_sql("SELECT CONNECTION_ID()").scalar())
+            count = "SELECT COUNT(*) FROM resource_providers"
+            reading.exec_driver_sql(count)
+            if len(tries) == 1:
+                # Node 1 changes the table this snapshot has open: the
+                # applier on node 2 aborts the snapshot's transaction.
+                with alter.begin() as conn:
+                    conn.exec_driver_sql("ALTER TABLE resource_providers COMMENT 'x'")
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    reading.exec_driver_sql(count)
+                    time.sleep(0.05)
+                pytest.fail("the schema change did not abort the read")
+            return reading.exec_driver_sql(count).scalar()
+
+        try:
+            with db.engine.connect() as conn:
+                assert snapshot.read(db, conn, read) == 0
+        finally:
+            db.engine.dispose()
+            alter.dispose()
+        assert len(tries) == 2

@@ -152,30 +152,34 @@ class Holder:
                 )
                 events.catalog_updated("counts")
                 return "counts"
-        with snapshot.of(db, conn) as reading:
-            old = self.catalog
-            seqs, marks = changes.marks(reading)
-            changed = None
-            if old is not None and not whole:
-                changed = deltas.changed(reading, old.seqs, seqs, (old.tokens, marks))
-            if changed == {}:
-                return "none"  # no newer than this request
-            if changed is None:
-                if old is not None:
-                    self._wary()
-                self.reading_all = True
-                try:
-                    self._triggers_found(triggers.installed(reading))
-                    catalog = Catalog.read(reading, followed=bool(self.triggers))
-                    self._install(db, catalog, whole=True)
-                finally:
-                    self.reading_all = False
-                how = "full"
-            else:
-                self._install(db, old.advanced(reading, seqs, changed, marks))
-                how = "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
-        events.catalog_updated(how)
+        how = snapshot.read(db, conn, lambda reading: self._read(db, reading, whole))
+        if how != "none":
+            events.catalog_updated(how)
         return how
+
+    def _read(self, db, reading, whole):
+        """``_refresh``'s reads in the snapshot ``reading``: the deltas
+        since the catalog held, or all of it."""
+        old = self.catalog
+        seqs, marks = changes.marks(reading)
+        changed = None
+        if old is not None and not whole:
+            changed = deltas.changed(reading, old.seqs, seqs, (old.tokens, marks))
+        if changed == {}:
+            return "none"  # no newer than this request
+        if changed is not None:
+            self._install(db, old.advanced(reading, seqs, changed, marks))
+            return "counts" if changed.keys() <= changes.UNSTRUCTURED else "deltas"
+        if old is not None:
+            self._wary()
+        self.reading_all = True
+        try:
+            self._triggers_found(triggers.installed(reading))
+            catalog = Catalog.read(reading, followed=bool(self.triggers))
+            self._install(db, catalog, whole=True)
+        finally:
+            self.reading_all = False
+        return "full"
 
     def _by_host(self, db, old, stamp, tokens):
         """Whether the catalog ``old`` was brought to the look (``stamp``,
