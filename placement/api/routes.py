@@ -1,11 +1,13 @@
 """The route table: every path, its methods in ``Allow`` order, and the
 handler function serving each."""
 
+import functools
 from typing import Any
 from typing import Callable
 
 import falcon
 
+from placement.db import retry
 from placement.handlers import aggregate
 from placement.handlers import allocation
 from placement.handlers import audit
@@ -128,6 +130,11 @@ ROUTES: list[tuple[str, list[tuple[str, Callable[..., Any]]]]] = [
 ]
 
 
+# Methods whose handlers only read: one the database aborted with a
+# deadlock is run again whole (``retry.retry_read_on_deadlock``).
+READS = frozenset({"GET", "HEAD"})
+
+
 class Route:
     """A falcon resource for one path: listed methods go to their handlers,
     every other method is a 405 whose ``Allow`` lists the route's methods."""
@@ -137,14 +144,17 @@ class Route:
         handlers = dict(methods)
         for method in falcon.COMBINED_METHODS:
             handler = handlers.get(method, self._not_allowed)
-            setattr(self, "on_" + method.lower(), self._enter(handler))
+            setattr(self, "on_" + method.lower(), self._enter(handler, method))
 
     @staticmethod
-    def _enter(handler):
+    def _enter(handler, method):
+        @functools.wraps(handler)
         def responder(req, resp, **params):
             req.context.in_handler = True
             return handler(req, resp, **params)
 
+        if method in READS:
+            return retry.retry_read_on_deadlock(responder)
         return responder
 
     def _not_allowed(self, req, resp, **params):

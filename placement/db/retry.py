@@ -1,6 +1,7 @@
 """Re-running a whole write transaction the database refused for a
 deadlock (or a lock wait timeout, or a locked SQLite database), or
-because a row it relied on was gone.
+because a row it relied on was gone; and a whole read the database
+aborted with a deadlock.
 """
 
 import functools
@@ -23,6 +24,8 @@ LOG = logging.getLogger(__name__)
 
 
 DEADLOCK_RETRIES = 5
+# A read aborted with a deadlock is run again this many more times.
+READ_RETRIES = 3
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,10 +68,42 @@ def retry_on_deadlock(fn: F) -> F:
                     )
                     raise exception.ConcurrentUpdate(DEADLOCKED) from e
                 LOG.debug("deadlock in %s, retrying (%d)", fn.__name__, deadlocks)
-                time.sleep(random.uniform(0.001, 0.02) * 2**deadlocks)
+                pause(deadlocks)
                 deadlocks += 1
 
     return cast(F, wrapper)
+
+
+def retry_read_on_deadlock(fn: F) -> F:
+    """Run a whole read again when the database aborted it with a
+    deadlock, after ``pause``, up to READ_RETRIES more times; then the
+    error goes on (the API answers 409 placement.concurrent_update). A
+    read takes no row lock, yet Galera aborts a reader holding a table
+    that a schema change replicated from another node needs (``db sync``,
+    an ``ALTER TABLE``), and PostgreSQL may cancel one on a standby: what
+    was read is dropped and nothing was written, so reading again is what
+    the client would do."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        tries = 0
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except sa_exc.DBAPIError as e:
+                if not errors.is_deadlock(e) or tries == READ_RETRIES:
+                    raise
+                LOG.info("%s: a read aborted (deadlock): again", fn.__name__)
+            pause(tries)
+            tries += 1
+
+    return cast(F, wrapper)
+
+
+def pause(tries: int) -> None:
+    """A random pause before the next try, growing with each (racing
+    transactions fall out of step)."""
+    time.sleep(random.uniform(0.001, 0.02) * 2**tries)
 
 
 DEADLOCKED = (
