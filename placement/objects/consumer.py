@@ -240,7 +240,10 @@ def _ensure_named(
         (USERS, "external_id", [w.user_id for w in writes if w.allocations]),
         (TYPES, "name", [w.consumer_type for w in writes if w.consumer_type]),
     ):
-        missing = set(names) - db_api.known(conn, table).keys()
+        # Looked up name by name: a set difference with the memory's
+        # keys would copy them all (up to remembered.KNOWN_MAX), per claim.
+        known = db_api.known(conn, table)
+        missing = {name for name in names if name not in known}
         if missing:
             insert = db_api.insert_ignore(conn.dialect.name, table)
             rows = [{column: n} for n in sorted(missing)]
